@@ -1,0 +1,151 @@
+//! Configuration: YAML (`raw`) → checked, with every problem reported at once
+//! and where it is (`validate`) → frozen typed values (this file).
+
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use validate::{KeyDigest, Problem};
+
+/// The gateway's own settings.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    /// Authority of namespaced mcpIds.
+    pub id: String,
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    /// How long in-flight requests may run after a shutdown signal.
+    pub shutdown_timeout: Duration,
+    pub limits: Limits,
+}
+
+/// Every limit, named, with its default.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest agent request body (413 past it). Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// Largest message to or from an upstream. Default 16 MiB.
+    pub max_frame_bytes: usize,
+    /// Most messages in one JSON-RPC batch. Default 128.
+    pub max_batch: usize,
+    /// Time a client has to send its request headers. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// Most agent connections open at once. Default 4096.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 4 << 20,
+            max_frame_bytes: 16 << 20,
+            max_batch: 128,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+        }
+    }
+}
+
+/// How to reach one upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransportSpec {
+    Stdio(StdioSpec),
+    Http(HttpSpec),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StdioSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSpec {
+    pub url: String,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// One configured upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamSpec {
+    pub name: String,
+    pub transport: TransportSpec,
+    /// Calls past it fail with -32003. Default 30 s.
+    pub timeout: Duration,
+}
+
+/// One tenant: who it is, how it authenticates, which upstreams it sees (in listing order).
+#[derive(Debug, Clone)]
+pub struct TenantSpec {
+    pub name: String,
+    pub keys: Vec<KeyDigest>,
+    pub upstreams: Vec<String>,
+}
+
+/// A whole, valid configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub gateway: GatewaySettings,
+    pub upstreams: Vec<UpstreamSpec>,
+    pub tenants: Vec<TenantSpec>,
+}
+
+/// Where secrets referenced by the config (`env:`, `file:`) are read from; tests fake it.
+pub trait Secrets {
+    fn var(&self, name: &str) -> Option<String>;
+    fn file(&self, path: &Path) -> Option<String>;
+}
+
+/// The process environment and the file system.
+pub struct SystemSecrets;
+
+impl Secrets for SystemSecrets {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+    fn file(&self, path: &Path) -> Option<String> {
+        std::fs::read_to_string(path).ok()
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("not a valid configuration file: {0}")]
+    Parse(String),
+    #[error("{} problem(s) in the configuration:\n{}", .0.len(), .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Problem>),
+}
+
+impl Config {
+    /// Reads, parses and validates a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&text, &SystemSecrets)
+    }
+
+    /// Parses and validates YAML text.
+    pub fn from_yaml(text: &str, secrets: &dyn Secrets) -> Result<Config, ConfigError> {
+        let raw: raw::RawConfig =
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        validate::validate(raw, secrets).map_err(ConfigError::Invalid)
+    }
+
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamSpec> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+}

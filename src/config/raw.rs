@@ -1,0 +1,73 @@
+//! The YAML file as written: every field optional where a default exists,
+//! unknown fields rejected so that a typo is an error, not a silent default.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub gateway: Option<RawGateway>,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    pub tenants: BTreeMap<String, RawTenant>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGateway {
+    pub id: Option<String>,
+    pub listen: Option<String>,
+    pub admin_listen: Option<String>,
+    pub shutdown_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_body_bytes: Option<u64>,
+    pub max_frame_bytes: Option<u64>,
+    pub max_batch: Option<u64>,
+    pub header_read_timeout_ms: Option<u64>,
+    pub max_connections: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub stdio: Option<RawStdio>,
+    pub http: Option<RawHttp>,
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStdio {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTenant {
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    #[serde(default)]
+    pub upstreams: Vec<String>,
+}

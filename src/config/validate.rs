@@ -1,0 +1,473 @@
+//! Turns the raw file into a `Config`, collecting every problem with its path.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::raw::{RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
+use super::{
+    Config, GatewaySettings, HttpSpec, Limits, Secrets, StdioSpec, TenantSpec, TransportSpec,
+    UpstreamSpec,
+};
+
+/// One thing wrong with the configuration, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// A dotted path into the file, e.g. `tenants.acme.upstreams[1]`.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// The SHA-256 digest of an API key. Keys are only ever kept as digests, and
+/// digests compare in constant time.
+#[derive(Clone, Copy)]
+pub struct KeyDigest(pub [u8; 32]);
+
+impl KeyDigest {
+    pub fn of(token: &[u8]) -> Self {
+        let digest = Sha256::digest(token);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&digest);
+        Self(out)
+    }
+}
+
+impl PartialEq for KeyDigest {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+impl Eq for KeyDigest {}
+
+impl Hash for KeyDigest {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // A digest is uniformly distributed; its first bytes are as good a hash as any,
+        // and reveal nothing about the key itself.
+        state.write(&self.0[..8]);
+    }
+}
+
+impl fmt::Debug for KeyDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyDigest(..)")
+    }
+}
+
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// A name usable in an mcpId and a metric label: letters, digits, `-` and `_`.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, Vec<Problem>> {
+    let mut p = Problems::default();
+    let gateway = gateway(raw.gateway.unwrap_or_default(), &mut p);
+    let upstreams: Vec<UpstreamSpec> = raw
+        .upstreams
+        .into_iter()
+        .filter_map(|(name, u)| upstream(name, u, &mut p))
+        .collect();
+    let tenants = tenants(raw.tenants, &upstreams, secrets, &mut p);
+    match (gateway, p.0.is_empty()) {
+        (Some(gateway), true) => Ok(Config {
+            gateway,
+            upstreams,
+            tenants,
+        }),
+        _ => Err(p.0),
+    }
+}
+
+fn gateway(raw: RawGateway, p: &mut Problems) -> Option<GatewaySettings> {
+    let id = raw.id.unwrap_or_else(|| "gateway".into());
+    let id_ok = !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if !id_ok {
+        p.add(
+            "gateway.id",
+            "must be a non-empty host name (letters, digits, '-', '.', '_')",
+        );
+    }
+    let mut addr = |field: &str, value: Option<String>, default: &str| {
+        let text = value.unwrap_or_else(|| default.into());
+        text.parse::<SocketAddr>()
+            .map_err(|_| {
+                p.add(
+                    format!("gateway.{field}"),
+                    format!("'{text}' is not an address like 0.0.0.0:8080"),
+                )
+            })
+            .ok()
+    };
+    let listen = addr("listen", raw.listen, "0.0.0.0:8080");
+    let admin_listen = addr("admin_listen", raw.admin_listen, "0.0.0.0:9090");
+    if let (Some(a), Some(b)) = (listen, admin_listen) {
+        if a == b && a.port() != 0 {
+            p.add("gateway.admin_listen", "must differ from gateway.listen");
+        }
+    }
+    let limits = limits(raw.limits, p);
+    let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
+    Some(GatewaySettings {
+        id,
+        listen: listen?,
+        admin_listen: admin_listen?,
+        shutdown_timeout,
+        limits: limits?,
+    })
+    .filter(|_| id_ok)
+}
+
+fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
+    let d = Limits::default();
+    let mut positive = |field: &str, v: Option<u64>, default: usize| -> usize {
+        match v {
+            Some(0) => {
+                p.add(format!("gateway.limits.{field}"), "must be greater than 0");
+                default
+            }
+            Some(v) => usize::try_from(v).unwrap_or(usize::MAX),
+            None => default,
+        }
+    };
+    let limits = Limits {
+        max_body_bytes: positive("max_body_bytes", raw.max_body_bytes, d.max_body_bytes),
+        max_frame_bytes: positive("max_frame_bytes", raw.max_frame_bytes, d.max_frame_bytes),
+        max_batch: positive("max_batch", raw.max_batch, d.max_batch),
+        header_read_timeout: Duration::from_millis(positive(
+            "header_read_timeout_ms",
+            raw.header_read_timeout_ms,
+            d.header_read_timeout.as_millis() as usize,
+        ) as u64),
+        max_connections: positive("max_connections", raw.max_connections, d.max_connections),
+    };
+    Some(limits)
+}
+
+fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<UpstreamSpec> {
+    let at = format!("upstreams.{name}");
+    if !is_name(&name) {
+        p.add(
+            &at,
+            "upstream names use only letters, digits, '-' and '_' (at most 64)",
+        );
+    }
+    let timeout = match raw.timeout_ms {
+        Some(0) => {
+            p.add(format!("{at}.timeout_ms"), "must be greater than 0");
+            None
+        }
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => Some(Duration::from_secs(30)),
+    };
+    let transport = match (raw.stdio, raw.http) {
+        (Some(s), None) => {
+            if s.command.trim().is_empty() {
+                p.add(format!("{at}.stdio.command"), "must not be empty");
+                None
+            } else {
+                Some(TransportSpec::Stdio(StdioSpec {
+                    command: s.command,
+                    args: s.args,
+                    env: s.env,
+                    cwd: s.cwd.map(PathBuf::from),
+                }))
+            }
+        }
+        (None, Some(h)) => http(&at, h.url, h.headers, p),
+        (Some(_), Some(_)) => {
+            p.add(&at, "give either stdio or http, not both");
+            None
+        }
+        (None, None) => {
+            p.add(
+                &at,
+                "needs a transport: stdio {command: ...} or http {url: ...}",
+            );
+            None
+        }
+    };
+    Some(UpstreamSpec {
+        name: name.clone(),
+        transport: transport?,
+        timeout: timeout?,
+    })
+    .filter(|_| is_name(&name))
+}
+
+fn http(
+    at: &str,
+    url: String,
+    headers: BTreeMap<String, String>,
+    p: &mut Problems,
+) -> Option<TransportSpec> {
+    match reqwest::Url::parse(&url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        Ok(_) => {
+            p.add(
+                format!("{at}.http.url"),
+                format!("'{url}' is not an http:// or https:// URL with a host"),
+            );
+            return None;
+        }
+        Err(e) => {
+            p.add(
+                format!("{at}.http.url"),
+                format!("'{url}' is not a URL: {e}"),
+            );
+            return None;
+        }
+    }
+    for (name, value) in &headers {
+        let ok = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+            && reqwest::header::HeaderValue::from_str(value).is_ok();
+        if !ok {
+            p.add(
+                format!("{at}.http.headers.{name}"),
+                "is not a valid HTTP header",
+            );
+            return None;
+        }
+    }
+    Some(TransportSpec::Http(HttpSpec { url, headers }))
+}
+
+fn tenants(
+    raw: BTreeMap<String, RawTenant>,
+    upstreams: &[UpstreamSpec],
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Vec<TenantSpec> {
+    if raw.is_empty() {
+        p.add(
+            "tenants",
+            "at least one tenant is needed, or no agent can connect",
+        );
+    }
+    let mut owners: HashMap<KeyDigest, String> = HashMap::new();
+    let mut out = Vec::new();
+    for (name, t) in raw {
+        let at = format!("tenants.{name}");
+        if !is_name(&name) {
+            p.add(
+                &at,
+                "tenant names use only letters, digits, '-' and '_' (at most 64)",
+            );
+        }
+        if t.api_keys.is_empty() {
+            p.add(format!("{at}.api_keys"), "at least one key is needed");
+        }
+        let mut keys = Vec::new();
+        for (i, key) in t.api_keys.iter().enumerate() {
+            let kat = format!("{at}.api_keys[{i}]");
+            if let Some(digest) = key_digest(key, secrets, &kat, p) {
+                match owners.get(&digest) {
+                    Some(other) => p.add(&kat, format!("the same key is already given at {other}")),
+                    None => {
+                        owners.insert(digest, kat);
+                        keys.push(digest);
+                    }
+                }
+            }
+        }
+        let mut seen = Vec::new();
+        for (i, up) in t.upstreams.iter().enumerate() {
+            let uat = format!("{at}.upstreams[{i}]");
+            if !upstreams.iter().any(|u| &u.name == up) {
+                p.add(&uat, format!("unknown upstream '{up}'"));
+            } else if seen.contains(up) {
+                p.add(&uat, format!("upstream '{up}' is listed twice"));
+            } else {
+                seen.push(up.clone());
+            }
+        }
+        out.push(TenantSpec {
+            name,
+            keys,
+            upstreams: seen,
+        });
+    }
+    out
+}
+
+/// Resolves one `api_keys` entry. The problem text never contains the key itself.
+fn key_digest(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> Option<KeyDigest> {
+    let plain = |value: String, what: &str, p: &mut Problems| {
+        let value = value.trim_end_matches(['\r', '\n']).to_owned();
+        if value.is_empty() || value.chars().any(char::is_whitespace) {
+            p.add(at, format!("{what} is empty or contains white space"));
+            return None;
+        }
+        Some(KeyDigest::of(value.as_bytes()))
+    };
+    if let Some(hex) = key.strip_prefix("sha256:") {
+        let bytes = decode_hex(hex);
+        if bytes.is_none() {
+            p.add(at, "sha256: must be followed by 64 hex digits");
+        }
+        return bytes.map(KeyDigest);
+    }
+    if let Some(var) = key.strip_prefix("env:") {
+        return match secrets.var(var) {
+            Some(v) => plain(v, &format!("environment variable {var}"), p),
+            None => {
+                p.add(at, format!("environment variable {var} is not set"));
+                None
+            }
+        };
+    }
+    if let Some(path) = key.strip_prefix("file:") {
+        return match secrets.file(Path::new(path)) {
+            Some(v) => plain(v, &format!("key file {path}"), p),
+            None => {
+                p.add(at, format!("key file {path} cannot be read"));
+                None
+            }
+        };
+    }
+    plain(key.to_owned(), "the key", p)
+}
+
+fn decode_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
+        let s = std::str::from_utf8(chunk).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, ConfigError, Secrets};
+    use super::*;
+
+    struct Fake;
+    impl Secrets for Fake {
+        fn var(&self, name: &str) -> Option<String> {
+            (name == "ACME_KEY").then(|| "from-env".into())
+        }
+        fn file(&self, path: &Path) -> Option<String> {
+            (path == Path::new("/keys/acme")).then(|| "from-file\n".into())
+        }
+    }
+
+    const ISSUE_EXAMPLE: &str = r#"
+gateway:
+  id: gateway                  # authority of namespaced mcpIds
+  listen: 0.0.0.0:8080         # agents: POST /mcp
+  admin_listen: 0.0.0.0:9090   # /metrics, /healthz, /readyz
+upstreams:
+  files:
+    stdio: {command: python3, args: [server.py], env: {LOG_LEVEL: info}}
+  search:
+    http: {url: "http://search.internal:7001/mcp"}
+    timeout_ms: 30000          # per upstream; calls past it fail with -32003
+tenants:
+  acme:
+    api_keys: ["plain-token", "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "env:ACME_KEY", "file:/keys/acme"]
+    upstreams: [files, search]
+"#;
+
+    #[test]
+    fn the_documented_shape_loads() {
+        let c = Config::from_yaml(ISSUE_EXAMPLE, &Fake).unwrap();
+        assert_eq!(c.gateway.id, "gateway");
+        assert_eq!(c.upstreams.len(), 2);
+        let t = &c.tenants[0];
+        assert_eq!(t.upstreams, ["files", "search"]);
+        assert_eq!(t.keys.len(), 4);
+        assert_eq!(t.keys[0], KeyDigest::of(b"plain-token"));
+        assert_eq!(t.keys[1], KeyDigest::of(b"test"));
+        assert_eq!(t.keys[2], KeyDigest::of(b"from-env"));
+        assert_eq!(t.keys[3], KeyDigest::of(b"from-file"));
+        assert_eq!(
+            c.upstream("search").unwrap().timeout,
+            Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let text = r#"
+gateway: {id: "bad id", listen: nowhere}
+upstreams:
+  "bad/name": {stdio: {command: x}}
+  empty: {stdio: {command: ""}}
+  url: {http: {url: "ftp://x/y"}}
+  both: {stdio: {command: x}, http: {url: "http://x"}}
+  neither: {timeout_ms: 0}
+tenants:
+  a: {api_keys: [k1, "env:MISSING"], upstreams: [empty, ghost]}
+  b: {api_keys: [k1, "sha256:zz"], upstreams: []}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
+            panic!("should fail")
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        for expected in [
+            "gateway.id",
+            "gateway.listen",
+            "upstreams.bad/name",
+            "upstreams.empty.stdio.command",
+            "upstreams.url.http.url",
+            "upstreams.both",
+            "upstreams.neither.timeout_ms",
+            "upstreams.neither",
+            "tenants.a.api_keys[1]",
+            "tenants.a.upstreams[1]",
+            "tenants.b.api_keys[0]",
+            "tenants.b.api_keys[1]",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {paths:?}");
+        }
+        let text = ConfigError::Invalid(problems).to_string();
+        assert!(!text.contains("k1"), "a key leaked into an error: {text}");
+        assert!(text.contains("unknown upstream 'ghost'"));
+    }
+
+    #[test]
+    fn unknown_fields_and_duplicate_names_are_errors() {
+        let typo = "gateway: {id: g, lisen: 1}\ntenants: {}\n";
+        assert!(matches!(
+            Config::from_yaml(typo, &Fake),
+            Err(ConfigError::Parse(_))
+        ));
+        let dup = "upstreams:\n  a: {stdio: {command: x}}\n  a: {stdio: {command: y}}\ntenants:\n  t: {api_keys: [k], upstreams: [a]}\n";
+        assert!(matches!(
+            Config::from_yaml(dup, &Fake),
+            Err(ConfigError::Parse(_))
+        ));
+    }
+}

@@ -1,0 +1,134 @@
+//! The demo server over HTTP: `POST /mcp`, stateless messages and batches, and
+//! sessions (a body starting with `initialize`, or several messages) answered
+//! as newline-delimited JSON.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::value::RawValue;
+use tokio::net::TcpListener;
+
+use super::{Answer, DemoServer};
+use crate::jsonrpc::{ErrorObject, Incoming, Reply, classify, codes, write_error, write_reply};
+
+/// Binds `addr` and serves until the process ends; returns the bound address.
+pub async fn start(
+    server: Arc<DemoServer>,
+    addr: SocketAddr,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let app = Router::new().route("/mcp", post(mcp)).with_state(server);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((bound, task))
+}
+
+async fn answer(
+    server: &DemoServer,
+    raw: &RawValue,
+    session: Option<&mut bool>,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    match classify(raw) {
+        Incoming::Request { id, method, params } => {
+            if let Some(initialized) = session {
+                if method == "initialize" {
+                    if id.get() != "1" {
+                        write_error(
+                            &mut out,
+                            Some(id),
+                            &ErrorObject::invalid_request("initialize must have id 1"),
+                        );
+                        return Some(out);
+                    }
+                    *initialized = true;
+                } else if !*initialized {
+                    write_error(
+                        &mut out,
+                        Some(id),
+                        &ErrorObject::new(codes::NOT_INITIALIZED, "Server not initialized"),
+                    );
+                    return Some(out);
+                }
+            }
+            match server.call(&method, params).await {
+                Answer::Result(v) => {
+                    write_reply(&mut out, Some(id), Reply::Result(v.to_string().as_bytes()))
+                }
+                Answer::Error(e) => write_reply(
+                    &mut out,
+                    Some(id),
+                    Reply::RawError(e.to_string().as_bytes()),
+                ),
+                Answer::Crash => std::process::exit(3),
+            }
+            Some(out)
+        }
+        Incoming::Invalid { id, error } => {
+            write_error(&mut out, id, &error);
+            Some(out)
+        }
+        Incoming::Notification { .. } | Incoming::Ignored => None,
+    }
+}
+
+async fn mcp(State(server): State<Arc<DemoServer>>, body: Bytes) -> Response {
+    server.record(&body);
+    let json = |status: StatusCode, body: Vec<u8>| {
+        (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    };
+    let values: Result<Vec<&RawValue>, _> = serde_json::Deserializer::from_slice(&body)
+        .into_iter::<&RawValue>()
+        .collect();
+    let Ok(values) = values else {
+        let mut out = Vec::new();
+        write_error(&mut out, None, &ErrorObject::parse_error());
+        return json(StatusCode::BAD_REQUEST, out);
+    };
+    let is_session = values.len() > 1
+        || values.first().is_some_and(|v| matches!(classify(v), Incoming::Request { ref method, .. } if method == "initialize"));
+    if is_session {
+        let mut initialized = false;
+        let mut out = Vec::new();
+        for v in values {
+            if let Some(reply) = answer(&server, v, Some(&mut initialized)).await {
+                out.extend_from_slice(&reply);
+                out.push(b'\n');
+            }
+        }
+        return json(StatusCode::OK, out);
+    }
+    let Some(first) = values.first() else {
+        let mut out = Vec::new();
+        write_error(&mut out, None, &ErrorObject::parse_error());
+        return json(StatusCode::BAD_REQUEST, out);
+    };
+    if first.get().starts_with('[') {
+        let items: Vec<&RawValue> = serde_json::from_str(first.get()).unwrap_or_default();
+        let mut replies = Vec::new();
+        for item in items {
+            if let Some(r) = answer(&server, item, None).await {
+                replies.push(String::from_utf8_lossy(&r).into_owned());
+            }
+        }
+        if replies.is_empty() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        return json(
+            StatusCode::OK,
+            format!("[{}]", replies.join(",")).into_bytes(),
+        );
+    }
+    match answer(&server, first, None).await {
+        Some(reply) => json(StatusCode::OK, reply),
+        None => StatusCode::ACCEPTED.into_response(),
+    }
+}

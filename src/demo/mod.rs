@@ -1,0 +1,134 @@
+//! The demo upstream: a small, strict MCP v1.0 server that ships in the binary
+//! (`mcp-gateway demo-upstream`), over stdio or HTTP. The embedded demo config
+//! uses it, and so do the tests and benchmarks: with `--test-tools` it also
+//! offers tools that sleep, crash, fail, or break their output schema, and
+//! definitions that break the spec's schemas.
+
+pub mod http;
+pub mod stdio;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::config::{Config, ConfigError, SystemSecrets, TransportSpec};
+
+/// The embedded demo configuration text.
+pub const DEMO_CONFIG: &str = include_str!("demo.yaml");
+
+/// The demo configuration, with `local` running this executable and `remote`
+/// pointing at `remote_url`.
+pub fn demo_config(remote_url: &str) -> Result<Config, ConfigError> {
+    let mut config = Config::from_yaml(DEMO_CONFIG, &SystemSecrets)?;
+    let exe =
+        std::env::current_exe().map_or_else(|_| "mcp-gateway".into(), |p| p.display().to_string());
+    for up in &mut config.upstreams {
+        match &mut up.transport {
+            TransportSpec::Stdio(s) => s.command.clone_from(&exe),
+            TransportSpec::Http(h) => h.url = remote_url.to_owned(),
+        }
+    }
+    Ok(config)
+}
+
+/// How a demo server behaves.
+#[derive(Debug, Clone, Default)]
+pub struct DemoOptions {
+    /// Used in its mcpIds: `mcp://{name}/tools/echo:v1`.
+    pub name: String,
+    /// Adds the tools and broken definitions the tests need.
+    pub test_tools: bool,
+    /// Declares `executionProvider.execute: false`.
+    pub no_execute: bool,
+    /// Appends every message received to this file, one per line.
+    pub record: Option<PathBuf>,
+}
+
+/// What the server answers to one request.
+pub enum Answer {
+    Result(Value),
+    Error(Value),
+    /// The `crash` tool: the process exits without answering.
+    Crash,
+}
+
+fn error(code: i64, message: &str, data: Option<Value>) -> Answer {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    Answer::Error(e)
+}
+
+pub struct DemoServer {
+    opts: DemoOptions,
+    tools: Vec<Value>,
+    resources: Vec<Value>,
+    prompts: Vec<Value>,
+    record: Mutex<Option<std::fs::File>>,
+}
+
+impl DemoServer {
+    pub fn new(opts: DemoOptions) -> std::io::Result<Self> {
+        let record = match &opts.record {
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
+            ),
+            None => None,
+        };
+        let (tools, resources, prompts) = tools::definitions(&opts.name, opts.test_tools);
+        Ok(Self {
+            opts,
+            tools,
+            resources,
+            prompts,
+            record: Mutex::new(record),
+        })
+    }
+
+    /// Appends one received message to the record file, if any.
+    pub fn record(&self, body: &[u8]) {
+        use std::io::Write;
+        if let Ok(mut guard) = self.record.lock() {
+            if let Some(f) = guard.as_mut() {
+                let _ = f.write_all(body);
+                let _ = f.write_all(b"\n");
+            }
+        }
+    }
+
+    pub fn capabilities(&self) -> Value {
+        json!({
+            "listToolsProvider": true,
+            "listResourcesProvider": true,
+            "listPromptsProvider": true,
+            "executionProvider": {"execute": !self.opts.no_execute}
+        })
+    }
+
+    /// Answers one request (the handshake is the transport's business).
+    pub async fn call(&self, method: &str, params: Option<&RawValue>) -> Answer {
+        match method {
+            "initialize" => Answer::Result(json!({"capabilities": self.capabilities()})),
+            "mcp/listTools" => Answer::Result(Value::Array(self.tools.clone())),
+            "mcp/listResources" => Answer::Result(Value::Array(self.resources.clone())),
+            "mcp/listPrompts" => Answer::Result(Value::Array(self.prompts.clone())),
+            "mcp/executeTool" if self.opts.no_execute => error(-32601, "Method not found", None),
+            "mcp/executeTool" => {
+                let params: Value = params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or(Value::Null);
+                let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
+                let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+                tools::execute(&self.opts.name, self.opts.test_tools, id, &args).await
+            }
+            _ => error(-32601, "Method not found", None),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The demo server over stdio: Content-Length frames on stdin and stdout,
+//! logs on stderr, the handshake enforced, requests answered concurrently.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use super::{Answer, DemoServer};
+use crate::jsonrpc::{
+    ContentLengthCodec, ErrorObject, Incoming, Reply, classify, codes, write_error, write_reply,
+};
+
+const MAX_FRAME: usize = 64 << 20;
+
+/// Serves stdin/stdout until stdin closes and every answer is written.
+pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
+    let mut input = FramedRead::new(tokio::io::stdin(), ContentLengthCodec::new(MAX_FRAME));
+    let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
+    let writer = tokio::spawn(async move {
+        let mut out = FramedWrite::new(tokio::io::stdout(), ContentLengthCodec::new(MAX_FRAME));
+        while let Some(frame) = rx.recv().await {
+            if out.send(frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut initialized = false;
+    let mut tasks = JoinSet::new();
+    while let Some(frame) = input.next().await {
+        let body = match frame {
+            Ok(body) => body,
+            Err(e) => {
+                eprintln!("demo-upstream: bad frame: {e}");
+                break;
+            }
+        };
+        server.record(&body);
+        let Ok(raw) = serde_json::from_slice::<&RawValue>(&body) else {
+            let mut out = Vec::new();
+            write_error(&mut out, None, &ErrorObject::parse_error());
+            let _ = tx.send(out.into()).await;
+            continue;
+        };
+        match classify(raw) {
+            Incoming::Request { id, method, params } => {
+                let mut out = Vec::new();
+                if method == "initialize" {
+                    if id.get() != "1" {
+                        write_error(
+                            &mut out,
+                            Some(id),
+                            &ErrorObject::invalid_request("initialize must have id 1"),
+                        );
+                    } else {
+                        initialized = true;
+                        let caps =
+                            serde_json::json!({"capabilities": server.capabilities()}).to_string();
+                        write_reply(&mut out, Some(id), Reply::Result(caps.as_bytes()));
+                    }
+                    let _ = tx.send(out.into()).await;
+                } else if !initialized {
+                    write_error(
+                        &mut out,
+                        Some(id),
+                        &ErrorObject::new(codes::NOT_INITIALIZED, "Server not initialized"),
+                    );
+                    let _ = tx.send(out.into()).await;
+                } else {
+                    let (server, tx) = (server.clone(), tx.clone());
+                    let (id, method, params) = (
+                        id.to_owned(),
+                        method.into_owned(),
+                        params.map(|p| p.to_owned()),
+                    );
+                    tasks.spawn(async move {
+                        let answer = server.call(&method, params.as_deref()).await;
+                        let mut out = Vec::new();
+                        match answer {
+                            Answer::Result(v) => write_reply(
+                                &mut out,
+                                Some(&id),
+                                Reply::Result(v.to_string().as_bytes()),
+                            ),
+                            Answer::Error(e) => write_reply(
+                                &mut out,
+                                Some(&id),
+                                Reply::RawError(e.to_string().as_bytes()),
+                            ),
+                            Answer::Crash => std::process::exit(3),
+                        }
+                        let _ = tx.send(out.into()).await;
+                    });
+                }
+            }
+            Incoming::Invalid { id, error } => {
+                let mut out = Vec::new();
+                write_error(&mut out, id, &error);
+                let _ = tx.send(out.into()).await;
+            }
+            Incoming::Notification { .. } | Incoming::Ignored => {}
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    drop(tx);
+    let _ = writer.await;
+    Ok(())
+}

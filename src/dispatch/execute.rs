@@ -1,0 +1,171 @@
+//! `mcp/executeTool`: resolve the namespaced id, validate, forward, check the output.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::Dispatcher;
+use crate::error::GatewayError;
+use crate::protocol::{Method, ToolEntry, mcpid, schema};
+use crate::tenant::Tenant;
+use crate::upstream::{CallError, Status, Upstream};
+
+#[derive(Deserialize)]
+struct ExecuteParams<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ExecuteResult {
+    output: Option<Value>,
+}
+
+fn invalid(why: &str) -> GatewayError {
+    GatewayError::InvalidParams(why.into())
+}
+
+impl Dispatcher {
+    pub(super) async fn execute(
+        &self,
+        tenant: &Tenant,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, GatewayError> {
+        let params = params
+            .filter(|p| p.get().starts_with('{'))
+            .and_then(|p| serde_json::from_str::<ExecuteParams<'_>>(p.get()).ok())
+            .ok_or_else(|| {
+                invalid("params must be an object {\"id\": string, \"arguments\": object}")
+            })?;
+        let id: String = params
+            .id
+            .and_then(|id| serde_json::from_str(id.get()).ok())
+            .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
+        let arguments = params
+            .arguments
+            .filter(|a| a.get().starts_with('{'))
+            .ok_or_else(|| invalid("params.arguments must be an object"))?;
+
+        let (up, original) = self.resolve(tenant, &id)?;
+        let entry = self.tool_entry(up, &original, &id).await?;
+        let args: Value = serde_json::from_str(arguments.get())
+            .map_err(|_| invalid("params.arguments must be an object"))?;
+        if let Err(e) = entry.input.validate(&args) {
+            return Err(GatewayError::InvalidArguments(schema::explain(
+                &e,
+                "arguments",
+                &id,
+            )));
+        }
+        if !up
+            .capabilities()
+            .is_some_and(|c| c.allows(Method::ExecuteTool))
+        {
+            return Err(GatewayError::CapabilityMissing {
+                upstream: up.name.clone(),
+                method: Method::ExecuteTool,
+            });
+        }
+
+        let forwarded = forward_params(&original, arguments);
+        let result = up
+            .call(Method::ExecuteTool, &forwarded)
+            .await
+            .map_err(|error| GatewayError::Upstream {
+                upstream: up.name.clone(),
+                error,
+            })?;
+        check_output(up, &entry, &id, &result)?;
+        Ok(result)
+    }
+
+    /// The upstream behind a namespaced id, if this tenant sees it. Anything
+    /// else (malformed, another gateway's, another tenant's) is one and the same error.
+    fn resolve<'a>(
+        &self,
+        tenant: &Tenant,
+        id: &'a str,
+    ) -> Result<(&Arc<Upstream>, std::borrow::Cow<'a, str>), GatewayError> {
+        let unknown = || GatewayError::UnknownTool(id.to_owned());
+        let (upstream, original) = mcpid::parse(&self.inner.gateway_id, id).ok_or_else(unknown)?;
+        if !tenant.sees(upstream) {
+            return Err(unknown());
+        }
+        let up = self.upstream(upstream).ok_or_else(unknown)?;
+        Ok((up, original))
+    }
+
+    /// The tool's entry in its upstream's catalog. A freshly started gateway may not
+    /// have the catalog yet: wait for the handshake (within the call timeout). A tool
+    /// the upstream added since the last listing triggers one refresh.
+    async fn tool_entry(
+        &self,
+        up: &Upstream,
+        original: &str,
+        id: &str,
+    ) -> Result<Arc<ToolEntry>, GatewayError> {
+        let unavailable = |why: &'static str| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error: CallError::unavailable(why),
+        };
+        let mut catalog = up.catalog();
+        if !catalog.loaded {
+            if up.wait_started().await != Status::Ready {
+                return Err(unavailable("not running"));
+            }
+            catalog = up.catalog();
+        }
+        if let Some(entry) = catalog.tool(original) {
+            return Ok(entry.clone());
+        }
+        if up.status() != Status::Ready {
+            return Err(unavailable("not running"));
+        }
+        up.refresh_on_demand().await;
+        up.catalog()
+            .tool(original)
+            .cloned()
+            .ok_or_else(|| GatewayError::UnknownTool(id.to_owned()))
+    }
+}
+
+/// `{"id": <the upstream's own id>, "arguments": <as the agent sent them>}`.
+fn forward_params(original: &str, arguments: &RawValue) -> Box<RawValue> {
+    let mut text = String::with_capacity(original.len() + arguments.get().len() + 24);
+    text.push_str(r#"{"id":"#);
+    text.push_str(&serde_json::to_string(original).unwrap_or_default());
+    text.push_str(r#","arguments":"#);
+    text.push_str(arguments.get());
+    text.push('}');
+    // Both parts are valid JSON, so the whole is.
+    RawValue::from_string(text).unwrap_or_else(|_| unreachable!("valid JSON by construction"))
+}
+
+fn check_output(
+    up: &Upstream,
+    entry: &ToolEntry,
+    id: &str,
+    result: &RawValue,
+) -> Result<(), GatewayError> {
+    let bad = |detail: String| GatewayError::InvalidOutput {
+        upstream: up.name.clone(),
+        detail,
+    };
+    let parsed: ExecuteResult = result
+        .get()
+        .starts_with('{')
+        .then(|| serde_json::from_str(result.get()).ok())
+        .flatten()
+        .ok_or_else(|| bad("the result is not an object".into()))?;
+    let output = parsed
+        .output
+        .ok_or_else(|| bad("the result has no output".into()))?;
+    entry
+        .output
+        .validate(&output)
+        .map_err(|e| bad(schema::explain(&e, "output", id)))
+}

@@ -1,0 +1,170 @@
+//! The RPC tier: what a tenant's request means, across its upstreams.
+//! `Dispatcher` merges capabilities and listings, routes `mcp/executeTool` by
+//! namespaced id, validates arguments and output, and answers whole messages
+//! (`respond`) for every transport toward agents.
+
+mod execute;
+mod rpc;
+pub mod session;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+
+use crate::error::GatewayError;
+use crate::metrics::Metrics;
+use crate::protocol::{Capabilities, Kind, Method};
+use crate::tenant::Tenant;
+use crate::upstream::{Status, Upstream};
+
+pub use rpc::respond;
+
+/// A successful result, as raw JSON text.
+pub enum Payload {
+    Raw(Box<RawValue>),
+    Text(String),
+}
+
+impl Payload {
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Payload::Raw(r) => r.get().as_bytes(),
+            Payload::Text(t) => t.as_bytes(),
+        }
+    }
+}
+
+struct Inner {
+    gateway_id: String,
+    upstreams: HashMap<Arc<str>, Arc<Upstream>>,
+    metrics: Metrics,
+}
+
+/// A cheap-clone handle on everything a request needs.
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+impl Dispatcher {
+    pub fn new(gateway_id: &str, upstreams: Vec<Arc<Upstream>>, metrics: Metrics) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                gateway_id: gateway_id.to_owned(),
+                upstreams: upstreams.into_iter().map(|u| (u.name.clone(), u)).collect(),
+                metrics,
+            }),
+        }
+    }
+
+    pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.inner.upstreams.get(name)
+    }
+
+    pub fn upstreams(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+        self.inner.upstreams.values()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The upstreams a tenant sees, in its configured order.
+    fn upstreams_of<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+    ) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
+        tenant
+            .upstreams
+            .iter()
+            .filter_map(|n| self.inner.upstreams.get(n))
+    }
+
+    /// The union of what the tenant's upstreams declared at their last handshake.
+    pub fn capabilities(&self, tenant: &Tenant) -> Capabilities {
+        self.upstreams_of(tenant)
+            .filter_map(|u| u.capabilities())
+            .fold(Capabilities::default(), Capabilities::union)
+    }
+
+    /// Answers one request (not a notification) for `tenant`, counting it.
+    pub async fn request(
+        &self,
+        tenant: &Tenant,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Payload, GatewayError> {
+        let started = Instant::now();
+        let m = Method::parse(method);
+        let result = match m {
+            Method::Initialize => {
+                let caps = serde_json::to_string(&self.capabilities(tenant)).unwrap_or_default();
+                Ok(Payload::Text(format!(r#"{{"capabilities":{caps}}}"#)))
+            }
+            Method::ListTools | Method::ListResources | Method::ListPrompts => {
+                let kind = Kind::of_list_method(m).unwrap_or(Kind::Tool);
+                list_params_ok(params).map(|()| Payload::Text(self.list(tenant, kind)))
+            }
+            Method::ExecuteTool => self.execute(tenant, params).await.map(Payload::Raw),
+            Method::Initialized | Method::ResourceDidChange | Method::Other => {
+                Err(GatewayError::MethodNotFound)
+            }
+        };
+        let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
+        let metrics = &self.inner.metrics;
+        metrics
+            .requests
+            .with_label_values(&[&tenant.name, m.as_str(), outcome])
+            .inc();
+        metrics
+            .request_seconds
+            .with_label_values(&[m.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// The merged listing of one kind: every ready upstream's cached definitions,
+    /// written out as they were pre-serialized. A down upstream is left out; the
+    /// listing itself never fails.
+    pub fn list(&self, tenant: &Tenant, kind: Kind) -> String {
+        let catalogs: Vec<_> = self
+            .upstreams_of(tenant)
+            .filter(|u| u.status() == Status::Ready)
+            .filter(|u| {
+                u.capabilities()
+                    .is_some_and(|c| c.allows(kind.list_method()))
+            })
+            .map(|u| u.catalog())
+            .collect();
+        let len: usize = catalogs
+            .iter()
+            .map(|c| c.listing(kind).json.len() + 1)
+            .sum();
+        let mut out = String::with_capacity(len + 2);
+        out.push('[');
+        for catalog in &catalogs {
+            let listing = catalog.listing(kind);
+            if listing.count == 0 {
+                continue;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&listing.json);
+        }
+        out.push(']');
+        out
+    }
+}
+
+/// Listing methods take `null` or `{}` (members are ignored, for forward compatibility).
+fn list_params_ok(params: Option<&RawValue>) -> Result<(), GatewayError> {
+    match params.map(|p| p.get().as_bytes().first()) {
+        None | Some(Some(b'{')) | Some(Some(b'n')) => Ok(()),
+        _ => Err(GatewayError::InvalidParams(
+            "params must be null or an object".into(),
+        )),
+    }
+}

@@ -1,0 +1,129 @@
+//! The gateway's error, and the ONE place it becomes a JSON-RPC error object.
+//! Agents never see internals: no paths, no stderr, no config, no secrets, and
+//! another tenant's tool reads exactly like a tool that does not exist.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::{ErrorObject, codes};
+use crate::protocol::Method;
+use crate::upstream::CallError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("method not found")]
+    MethodNotFound,
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// An mcpId that is unknown, foreign, or another tenant's: all look the same.
+    #[error("unknown tool {0}")]
+    UnknownTool(String),
+    /// Arguments that break the tool's inputSchema; the text says what is wrong.
+    #[error("{0}")]
+    InvalidArguments(String),
+    #[error("initialize must have id 1")]
+    InitializeId,
+    #[error("request before initialize")]
+    NotInitialized,
+    #[error("upstream {upstream} does not declare {}", .method.as_str())]
+    CapabilityMissing { upstream: Arc<str>, method: Method },
+    #[error("upstream {upstream}: {error}")]
+    Upstream {
+        upstream: Arc<str>,
+        error: CallError,
+    },
+    /// The upstream's result breaks the tool's outputSchema (or has no `output`).
+    #[error("upstream {upstream}: {detail}")]
+    InvalidOutput { upstream: Arc<str>, detail: String },
+}
+
+/// An error as it goes on the wire.
+pub enum WireError<'a> {
+    Own(ErrorObject),
+    /// An upstream's own error object, passed through unchanged.
+    Raw(&'a RawValue),
+}
+
+impl GatewayError {
+    pub fn to_wire(&self) -> WireError<'_> {
+        use GatewayError as E;
+        let own = |code, message: &str, data: Option<String>| {
+            let e = ErrorObject::new(code, message);
+            WireError::Own(match data {
+                Some(d) => e.with_data(d),
+                None => e,
+            })
+        };
+        match self {
+            E::MethodNotFound => own(codes::METHOD_NOT_FOUND, "Method not found", None),
+            E::InvalidParams(why) => {
+                own(codes::INVALID_PARAMS, "Invalid params", Some(why.clone()))
+            }
+            E::UnknownTool(id) => own(
+                codes::INVALID_PARAMS,
+                "Invalid params",
+                Some(format!("Unknown tool: {id}")),
+            ),
+            E::InvalidArguments(why) => {
+                own(codes::INVALID_PARAMS, "Invalid params", Some(why.clone()))
+            }
+            E::InitializeId => own(
+                codes::INVALID_REQUEST,
+                "Invalid Request",
+                Some("initialize must have id 1".into()),
+            ),
+            E::NotInitialized => own(codes::NOT_INITIALIZED, "Server not initialized", None),
+            E::CapabilityMissing { upstream, method } => own(
+                codes::CAPABILITY_MISSING,
+                "Capability not provided",
+                Some(format!(
+                    "upstream {upstream} does not provide {}",
+                    method.as_str()
+                )),
+            ),
+            E::Upstream { upstream, error } => match error {
+                CallError::Remote(raw) => WireError::Raw(raw),
+                CallError::Unavailable(why) => own(
+                    codes::UPSTREAM_UNAVAILABLE,
+                    "Upstream unavailable",
+                    Some(format!("upstream {upstream} is unavailable: {why}")),
+                ),
+                CallError::Timeout => own(
+                    codes::UPSTREAM_TIMEOUT,
+                    "Upstream timed out",
+                    Some(format!("upstream {upstream} did not answer in time")),
+                ),
+                CallError::Protocol(why) => own(
+                    codes::UPSTREAM_PROTOCOL,
+                    "Upstream protocol error",
+                    Some(format!("upstream {upstream}: {why}")),
+                ),
+            },
+            E::InvalidOutput { upstream, detail } => own(
+                codes::UPSTREAM_PROTOCOL,
+                "Upstream protocol error",
+                Some(format!("upstream {upstream}: {detail}")),
+            ),
+        }
+    }
+
+    /// A closed-set label for metrics.
+    pub fn outcome(&self) -> &'static str {
+        use GatewayError as E;
+        match self {
+            E::MethodNotFound => "method_not_found",
+            E::InvalidParams(_) | E::UnknownTool(_) | E::InvalidArguments(_) => "invalid_params",
+            E::InitializeId => "invalid_request",
+            E::NotInitialized => "not_initialized",
+            E::CapabilityMissing { .. } => "capability_missing",
+            E::Upstream { error, .. } => match error {
+                CallError::Unavailable(_) => "upstream_unavailable",
+                CallError::Timeout => "upstream_timeout",
+                CallError::Protocol(_) => "upstream_protocol_error",
+                CallError::Remote(_) => "upstream_error",
+            },
+            E::InvalidOutput { .. } => "upstream_protocol_error",
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The Content-Length framing of MCP's stdio transport (the LSP base protocol).
+//!
+//! Writing is exact: `Content-Length: N\r\n\r\n` then the N body bytes.
+//! Reading is tolerant (header names in any case, bare `\n` line ends, extra
+//! spaces, blank lines between frames, unknown headers ignored) but bounded: the
+//! header section may not exceed `max_header_bytes`, and a Content-Length above
+//! `max_frame_bytes` is an error raised before a single byte of the body is
+//! buffered, so a peer can never make us allocate what it merely claims.
+
+use std::fmt::Write as _;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+/// Default bound on the header section: LSP headers are two short lines.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 4 * 1024;
+
+/// Why a byte stream is not a sequence of frames.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("header section longer than {limit} bytes")]
+    HeaderTooLarge { limit: usize },
+    #[error("Content-Length {length} exceeds the frame limit of {limit} bytes")]
+    FrameTooLarge { length: u64, limit: usize },
+    #[error("header section without Content-Length")]
+    MissingContentLength,
+    #[error("Content-Length is not a decimal byte count")]
+    InvalidContentLength,
+    #[error("header line is not `Name: value`")]
+    MalformedHeader,
+    #[error("unsupported Content-Type")]
+    UnsupportedContentType,
+}
+
+impl CodecError {
+    /// True when the stream itself broke (I/O), as opposed to the peer sending garbage.
+    pub fn is_io(&self) -> bool {
+        matches!(self, CodecError::Io(_))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// Looking for the end of a header section; `scanned` bytes are known not to hold it.
+    Header { scanned: usize },
+    /// Waiting for a body of this many bytes.
+    Body(usize),
+}
+
+/// A `tokio_util` codec for Content-Length framed messages. Frames are raw bodies.
+#[derive(Debug, Clone)]
+pub struct ContentLengthCodec {
+    max_frame_bytes: usize,
+    max_header_bytes: usize,
+    state: State,
+}
+
+impl ContentLengthCodec {
+    pub fn new(max_frame_bytes: usize) -> Self {
+        Self {
+            max_frame_bytes,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            state: State::Header { scanned: 0 },
+        }
+    }
+
+    pub fn with_max_header_bytes(mut self, limit: usize) -> Self {
+        self.max_header_bytes = limit;
+        self
+    }
+
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
+    }
+
+    /// Parses a header section (without its terminating blank line) into a body length.
+    fn parse_headers(&self, section: &[u8]) -> Result<usize, CodecError> {
+        let text = std::str::from_utf8(section).map_err(|_| CodecError::MalformedHeader)?;
+        let mut length = None;
+        for line in text.split('\n') {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (name, value) = line.split_once(':').ok_or(CodecError::MalformedHeader)?;
+            let (name, value) = (name.trim(), value.trim());
+            if name.eq_ignore_ascii_case("content-length") {
+                if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(CodecError::InvalidContentLength);
+                }
+                // Saturate instead of overflowing: anything that large is over the limit anyway.
+                let n: u64 = value.parse().unwrap_or(u64::MAX);
+                if n > self.max_frame_bytes as u64 {
+                    return Err(CodecError::FrameTooLarge {
+                        length: n,
+                        limit: self.max_frame_bytes,
+                    });
+                }
+                length = Some(n as usize);
+            } else if name.eq_ignore_ascii_case("content-type") {
+                let mime = value.split(';').next().unwrap_or("").trim();
+                if !mime.eq_ignore_ascii_case("application/json")
+                    && !mime.eq_ignore_ascii_case("application/vscode-jsonrpc")
+                {
+                    return Err(CodecError::UnsupportedContentType);
+                }
+            }
+        }
+        length.ok_or(CodecError::MissingContentLength)
+    }
+}
+
+/// Finds the end of a header section: returns (section length, terminator length).
+fn find_header_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let mut i = from;
+    while let Some(pos) = buf[i..].iter().position(|&b| b == b'\n') {
+        let nl = i + pos;
+        // The line after this newline is empty if it is "\n" or "\r\n".
+        match buf.get(nl + 1) {
+            Some(b'\n') => return Some((nl + 1, 1)),
+            Some(b'\r') if buf.get(nl + 2) == Some(&b'\n') => return Some((nl + 1, 2)),
+            _ => i = nl + 1,
+        }
+    }
+    None
+}
+
+impl Decoder for ContentLengthCodec {
+    type Item = Bytes;
+    type Error = CodecError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
+        loop {
+            match self.state {
+                State::Header { scanned } => {
+                    // Blank lines between frames (a stray newline after a body) are tolerated.
+                    if scanned == 0 {
+                        let skip = src
+                            .iter()
+                            .take_while(|b| matches!(b, b'\r' | b'\n'))
+                            .count();
+                        src.advance(skip);
+                    }
+                    match find_header_end(src, scanned.saturating_sub(2)) {
+                        Some((section, terminator)) => {
+                            if section > self.max_header_bytes {
+                                return Err(CodecError::HeaderTooLarge {
+                                    limit: self.max_header_bytes,
+                                });
+                            }
+                            let length = self.parse_headers(&src[..section]);
+                            src.advance(section + terminator);
+                            self.state = State::Header { scanned: 0 };
+                            let length = length?;
+                            src.reserve(length.saturating_sub(src.len()));
+                            self.state = State::Body(length);
+                        }
+                        None if src.len() > self.max_header_bytes => {
+                            return Err(CodecError::HeaderTooLarge {
+                                limit: self.max_header_bytes,
+                            });
+                        }
+                        None => {
+                            self.state = State::Header { scanned: src.len() };
+                            return Ok(None);
+                        }
+                    }
+                }
+                State::Body(length) => {
+                    if src.len() < length {
+                        return Ok(None);
+                    }
+                    self.state = State::Header { scanned: 0 };
+                    return Ok(Some(src.split_to(length).freeze()));
+                }
+            }
+        }
+    }
+}
+
+impl Encoder<Bytes> for ContentLengthCodec {
+    type Error = CodecError;
+
+    fn encode(&mut self, body: Bytes, dst: &mut BytesMut) -> Result<(), CodecError> {
+        encode_into(&body, dst);
+        Ok(())
+    }
+}
+
+/// Appends one frame: `Content-Length: N\r\n\r\n` + body.
+pub fn encode_into(body: &[u8], dst: &mut BytesMut) {
+    dst.reserve(body.len() + 32);
+    // Writing into a BytesMut cannot fail.
+    let _ = write!(dst, "Content-Length: {}\r\n\r\n", body.len());
+    dst.put_slice(body);
+}
+
+/// Frames one body: `Content-Length: N\r\n\r\n` + body.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decode_all(codec: &mut ContentLengthCodec, input: &[u8]) -> Result<Vec<Bytes>, CodecError> {
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(f) = codec.decode(&mut buf)? {
+            out.push(f);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn encodes_exact_byte_length() {
+        let body =
+            r#"{"jsonrpc":"2.0","method":"initialize","params":{"clientCapabilities":{}},"id":1}"#;
+        let mut dst = BytesMut::new();
+        encode_into(body.as_bytes(), &mut dst);
+        // The spec's example says 104; the body is 81 bytes and the rule wins.
+        assert_eq!(
+            &dst[..],
+            format!("Content-Length: 81\r\n\r\n{body}").as_bytes()
+        );
+        let utf8 = "{\"s\":\"é\"}";
+        assert_eq!(
+            frame(utf8.as_bytes())[..18].to_vec(),
+            b"Content-Length: 10".to_vec()
+        );
+    }
+
+    #[test]
+    fn two_frames_in_one_read() {
+        let mut input = frame(b"{\"a\":1}");
+        input.extend(frame(b"[]"));
+        let frames = decode_all(&mut ContentLengthCodec::new(64), &input).unwrap();
+        assert_eq!(
+            frames,
+            vec![Bytes::from_static(b"{\"a\":1}"), Bytes::from_static(b"[]")]
+        );
+    }
+
+    #[test]
+    fn one_byte_feeds() {
+        let mut input = frame(b"{\"hello\":\"world\"}");
+        input.extend(frame(b"{}"));
+        let mut codec = ContentLengthCodec::new(64);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for b in input {
+            buf.put_u8(b);
+            while let Some(f) = codec.decode(&mut buf).unwrap() {
+                out.push(f);
+            }
+        }
+        assert_eq!(out.len(), 2);
+        assert_eq!(&out[0][..], b"{\"hello\":\"world\"}");
+    }
+
+    #[test]
+    fn tolerant_headers() {
+        let input = b"content-length:   2 \nX-Other: y\ncontent-type: application/vscode-jsonrpc; charset=utf-8\n\n{}\r\n\r\nContent-Length: 0\r\n\r\n";
+        let frames = decode_all(&mut ContentLengthCodec::new(64), input).unwrap();
+        assert_eq!(frames, vec![Bytes::from_static(b"{}"), Bytes::new()]);
+    }
+
+    #[test]
+    fn oversize_length_fails_before_allocating() {
+        let mut codec = ContentLengthCodec::new(1024);
+        let mut buf = BytesMut::from(&b"Content-Length: 99999999999999999999999\r\n\r\n"[..]);
+        let err = codec.decode(&mut buf).unwrap_err();
+        assert!(matches!(err, CodecError::FrameTooLarge { limit: 1024, .. }));
+        assert!(buf.capacity() < 4096, "allocated {}", buf.capacity());
+        let err = decode_all(
+            &mut ContentLengthCodec::new(1024),
+            b"Content-Length: 1025\r\n\r\n",
+        );
+        assert!(matches!(
+            err,
+            Err(CodecError::FrameTooLarge { length: 1025, .. })
+        ));
+    }
+
+    #[test]
+    fn bounded_header_section() {
+        let mut codec = ContentLengthCodec::new(1024).with_max_header_bytes(64);
+        let endless = vec![b'a'; 65];
+        assert!(matches!(
+            decode_all(&mut codec, &endless),
+            Err(CodecError::HeaderTooLarge { limit: 64 })
+        ));
+        let mut codec = ContentLengthCodec::new(1024).with_max_header_bytes(64);
+        let long = format!("X: {}\r\nContent-Length: 2\r\n\r\n{{}}", "b".repeat(80));
+        assert!(matches!(
+            decode_all(&mut codec, long.as_bytes()),
+            Err(CodecError::HeaderTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn garbage_is_a_typed_error() {
+        let cases: [(&[u8], fn(&CodecError) -> bool); 5] = [
+            (b"hello world\r\n\r\n", |e| {
+                matches!(e, CodecError::MalformedHeader)
+            }),
+            (b"Content-Type: application/json\r\n\r\n", |e| {
+                matches!(e, CodecError::MissingContentLength)
+            }),
+            (b"Content-Length: -1\r\n\r\n", |e| {
+                matches!(e, CodecError::InvalidContentLength)
+            }),
+            (b"Content-Length: 1e3\r\n\r\n", |e| {
+                matches!(e, CodecError::InvalidContentLength)
+            }),
+            (
+                b"Content-Length: 2\r\nContent-Type: text/html\r\n\r\n{}",
+                |e| matches!(e, CodecError::UnsupportedContentType),
+            ),
+        ];
+        for (input, check) in cases {
+            let err = decode_all(&mut ContentLengthCodec::new(64), input).unwrap_err();
+            assert!(check(&err), "{:?}: {err:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    #[test]
+    fn partial_body_waits() {
+        let mut codec = ContentLengthCodec::new(64);
+        let mut buf = BytesMut::from(&b"Content-Length: 4\r\n\r\n{}"[..]);
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+        buf.put_slice(b"[]");
+        assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"{}[]");
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip_under_any_split(bodies in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..8),
+                                     splits in proptest::collection::vec(1usize..50, 1..40)) {
+            let mut wire = BytesMut::new();
+            for b in &bodies { encode_into(b, &mut wire); }
+            let mut codec = ContentLengthCodec::new(256);
+            let mut buf = BytesMut::new();
+            let mut out = Vec::new();
+            let mut rest = &wire[..];
+            let mut i = 0;
+            while !rest.is_empty() {
+                let n = splits[i % splits.len()].min(rest.len());
+                buf.put_slice(&rest[..n]);
+                rest = &rest[n..];
+                i += 1;
+                while let Some(f) = codec.decode(&mut buf).unwrap() { out.push(f.to_vec()); }
+            }
+            prop_assert_eq!(out, bodies);
+        }
+
+        #[test]
+        fn garbage_never_panics_nor_overallocates(input in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let mut codec = ContentLengthCodec::new(128).with_max_header_bytes(256);
+            let mut buf = BytesMut::from(&input[..]);
+            loop {
+                match codec.decode(&mut buf) {
+                    Ok(Some(f)) => prop_assert!(f.len() <= 128),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            prop_assert!(buf.capacity() <= 1024);
+        }
+    }
+}

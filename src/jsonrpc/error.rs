@@ -1,0 +1,63 @@
+//! JSON-RPC error objects and the codes this gateway uses.
+
+use serde::Serialize;
+
+/// Error codes: JSON-RPC 2.0's own, and the gateway's from PROTOCOL-NOTES.
+pub mod codes {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON sent is not a valid Request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The method does not exist or is not available.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters (also: unknown or foreign mcpId).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The owning upstream is unavailable (not running, refused, restarting).
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32001;
+    /// A request arrived before `initialize` in a session.
+    pub const NOT_INITIALIZED: i64 = -32002;
+    /// The upstream did not answer within its timeout.
+    pub const UPSTREAM_TIMEOUT: i64 = -32003;
+    /// Over capacity: tenant rate or concurrency limit.
+    pub const OVER_CAPACITY: i64 = -32004;
+    /// The owning upstream does not declare the needed capability.
+    pub const CAPABILITY_MISSING: i64 = -32005;
+    /// The upstream broke the protocol (framing, JSON-RPC, schema-invalid output).
+    pub const UPSTREAM_PROTOCOL: i64 = -32006;
+    /// The tenant's policy does not allow this tool.
+    pub const UNAUTHORIZED_TOOL: i64 = -32007;
+}
+
+/// A JSON-RPC error object as the gateway writes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: impl Into<String>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+
+    pub fn parse_error() -> Self {
+        Self::new(codes::PARSE_ERROR, "Parse error")
+    }
+
+    pub fn invalid_request(why: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_REQUEST, "Invalid Request").with_data(why)
+    }
+}

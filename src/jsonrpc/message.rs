@@ -1,0 +1,369 @@
+//! Reading and writing JSON-RPC 2.0 messages without re-encoding what passes through.
+//!
+//! Classification follows the JSON-RPC 2.0 specification to the letter:
+//! a message is a notification when it has no `id` member and its `method` is a
+//! string; a notification never gets a reply, even when it is malformed. Every
+//! other invalid message gets `-32600` with its id when the id could be read,
+//! `null` otherwise.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use super::error::ErrorObject;
+
+/// The members of a JSON-RPC message, all kept raw so that nothing is lost or
+/// re-encoded. `Some(null)` (member present, value null) differs from `None`
+/// (member absent): JSON-RPC gives the two different meanings.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps a present member, `null` included, as `Some`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// What one incoming message (agent to gateway, or client to server) asks for.
+#[derive(Debug)]
+pub enum Incoming<'a> {
+    Request {
+        id: &'a RawValue,
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    /// Not a valid request: answer with this error, echoing `id` (or null).
+    Invalid {
+        id: Option<&'a RawValue>,
+        error: ErrorObject,
+    },
+    /// A malformed notification: JSON-RPC forbids any reply.
+    Ignored,
+}
+
+fn first_byte(raw: &RawValue) -> u8 {
+    raw.get().as_bytes().first().copied().unwrap_or(b' ')
+}
+
+/// A JSON-RPC id may be a string, a number or null.
+fn is_valid_id(raw: &RawValue) -> bool {
+    matches!(first_byte(raw), b'"' | b'-' | b'0'..=b'9' | b'n')
+}
+
+fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
+    if first_byte(raw) != b'"' {
+        return None;
+    }
+    serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()
+}
+
+fn parse_envelope(raw: &RawValue) -> Option<Envelope<'_>> {
+    // serde would also read a struct from a JSON array; a message must be an object.
+    if first_byte(raw) != b'{' {
+        return None;
+    }
+    serde_json::from_str::<Envelope<'_>>(raw.get()).ok()
+}
+
+/// Classifies one already-parsed JSON value as a request, a notification, or an error to send.
+pub fn classify(raw: &RawValue) -> Incoming<'_> {
+    let Some(env) = parse_envelope(raw) else {
+        return Incoming::Invalid {
+            id: None,
+            error: ErrorObject::invalid_request("a message must be a JSON object"),
+        };
+    };
+    let method = env.method.and_then(as_string);
+    let id = match env.id {
+        None => None,
+        Some(id) if is_valid_id(id) => Some(id),
+        Some(_) => {
+            return Incoming::Invalid {
+                id: None,
+                error: ErrorObject::invalid_request("id must be a string, a number or null"),
+            };
+        }
+    };
+    let is_notification = id.is_none() && method.is_some();
+    let fail = |why: &str| {
+        if is_notification {
+            Incoming::Ignored
+        } else {
+            Incoming::Invalid {
+                id,
+                error: ErrorObject::invalid_request(why),
+            }
+        }
+    };
+    if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
+        return fail("jsonrpc must be exactly \"2.0\"");
+    }
+    let Some(method) = method else {
+        return fail("method must be a string");
+    };
+    // MCP v1.0 spells "no params" as `"params": null` for its listing methods, so
+    // null reads as absent; any other non-structured value is invalid (JSON-RPC 2.0).
+    let params = env.params.filter(|p| p.get() != "null");
+    if let Some(params) = params {
+        if !matches!(first_byte(params), b'{' | b'[') {
+            return fail("params must be an object or an array");
+        }
+    }
+    match id {
+        Some(id) => Incoming::Request { id, method, params },
+        None => Incoming::Notification { method, params },
+    }
+}
+
+/// One message from an upstream server to the gateway.
+#[derive(Debug)]
+pub enum UpstreamMessage<'a> {
+    /// A response: `Ok(result)` or `Err(error object)`, both raw.
+    Response {
+        id: &'a RawValue,
+        outcome: Result<&'a RawValue, &'a RawValue>,
+    },
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    /// A request from the server to the client (the gateway serves none).
+    Request {
+        id: &'a RawValue,
+        method: Cow<'a, str>,
+    },
+}
+
+#[derive(Deserialize)]
+struct ErrorShape<'a> {
+    #[allow(dead_code)]
+    code: i64,
+    #[allow(dead_code)]
+    #[serde(borrow)]
+    message: Cow<'a, str>,
+}
+
+/// Parses and checks one message an upstream sent. `Err` says why it breaks JSON-RPC 2.0.
+pub fn parse_upstream(raw: &RawValue) -> Result<UpstreamMessage<'_>, &'static str> {
+    let env = parse_envelope(raw).ok_or("not a JSON-RPC object")?;
+    if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
+        return Err("jsonrpc is not \"2.0\"");
+    }
+    if let Some(method) = env.method {
+        let method = as_string(method).ok_or("method is not a string")?;
+        return Ok(match env.id {
+            Some(id) => UpstreamMessage::Request { id, method },
+            None => UpstreamMessage::Notification {
+                method,
+                params: env.params,
+            },
+        });
+    }
+    let id = env.id.ok_or("response without id")?;
+    if !is_valid_id(id) {
+        return Err("response id is not a string, number or null");
+    }
+    let outcome = match (env.result, env.error) {
+        (Some(result), None) => Ok(result),
+        (None, Some(error)) => {
+            serde_json::from_str::<ErrorShape<'_>>(error.get())
+                .map_err(|_| "error is not an object with an integer code and a string message")?;
+            Err(error)
+        }
+        _ => return Err("a response must hold exactly one of result and error"),
+    };
+    Ok(UpstreamMessage::Response { id, outcome })
+}
+
+/// The body of a reply.
+#[derive(Debug, Clone, Copy)]
+pub enum Reply<'a> {
+    /// A raw `result` value.
+    Result(&'a [u8]),
+    /// A raw `error` object, passed through as the upstream wrote it.
+    RawError(&'a [u8]),
+    /// An error object of the gateway's own.
+    Error(&'a ErrorObject),
+}
+
+/// Appends one response object to `buf`, echoing `id` exactly (`null` when `None`).
+pub fn write_reply(buf: &mut Vec<u8>, id: Option<&RawValue>, reply: Reply<'_>) {
+    buf.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    buf.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    match reply {
+        Reply::Result(raw) => {
+            buf.extend_from_slice(br#","result":"#);
+            buf.extend_from_slice(raw);
+        }
+        Reply::RawError(raw) => {
+            buf.extend_from_slice(br#","error":"#);
+            buf.extend_from_slice(raw);
+        }
+        Reply::Error(err) => {
+            buf.extend_from_slice(br#","error":"#);
+            // Serializing a struct of integers and strings into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *buf, err);
+        }
+    }
+    buf.push(b'}');
+}
+
+/// Appends an error response.
+pub fn write_error(buf: &mut Vec<u8>, id: Option<&RawValue>, err: &ErrorObject) {
+    write_reply(buf, id, Reply::Error(err));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> &RawValue {
+        serde_json::from_str(s).unwrap()
+    }
+
+    fn reply_to(s: &str) -> Option<String> {
+        let r = raw(s);
+        match classify(r) {
+            Incoming::Invalid { id, error } => {
+                let mut buf = Vec::new();
+                write_error(&mut buf, id, &error);
+                Some(String::from_utf8(buf).unwrap())
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn requests_keep_their_ids_byte_for_byte() {
+        for id in [
+            "1",
+            "-7",
+            "9007199254740993",
+            "1.5",
+            "\"abc\"",
+            "\"\\u0041\"",
+            "null",
+            "1e3",
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#);
+            match classify(raw(&text)) {
+                Incoming::Request { id: got, .. } => assert_eq!(got.get(), id),
+                other => panic!("{id}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn notifications_are_messages_without_id() {
+        assert!(matches!(
+            classify(raw(
+                r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#
+            )),
+            Incoming::Notification { .. }
+        ));
+        // A malformed notification is never answered.
+        assert!(matches!(
+            classify(raw(r#"{"jsonrpc":"1.0","method":"x"}"#)),
+            Incoming::Ignored
+        ));
+        assert!(matches!(
+            classify(raw(r#"{"jsonrpc":"2.0","method":"x","params":3}"#)),
+            Incoming::Ignored
+        ));
+    }
+
+    #[test]
+    fn invalid_requests_follow_the_jsonrpc_examples() {
+        assert_eq!(
+            reply_to(r#"{"jsonrpc":"2.0","method":1,"params":"bar"}"#).unwrap(),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request","data":"method must be a string"}}"#
+        );
+        assert!(reply_to("1").unwrap().contains(r#""id":null"#));
+        assert!(reply_to(r#"{"foo":"boo"}"#).unwrap().contains("-32600"));
+        assert!(reply_to("[1]").unwrap().contains("-32600"));
+        // The id is echoed when it could be read.
+        assert!(
+            reply_to(r#"{"id":"x","method":"m"}"#)
+                .unwrap()
+                .contains(r#""id":"x""#)
+        );
+        assert!(
+            reply_to(r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#)
+                .unwrap()
+                .contains(r#""id":null"#)
+        );
+        assert!(
+            reply_to(r#"{"jsonrpc":"2.0","id":7,"method":"m","params":"s"}"#)
+                .unwrap()
+                .contains(r#""id":7"#)
+        );
+        assert!(reply_to(r#"{"jsonrpc":"2.0","id":7,"id":8,"method":"m"}"#).is_some());
+    }
+
+    #[test]
+    fn upstream_responses_are_checked() {
+        let ok = parse_upstream(raw(r#"{"jsonrpc":"2.0","id":3,"result":null}"#)).unwrap();
+        assert!(
+            matches!(ok, UpstreamMessage::Response { outcome: Ok(r), .. } if r.get() == "null")
+        );
+        let err = parse_upstream(raw(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"m","data":[1]}}"#,
+        ))
+        .unwrap();
+        assert!(matches!(
+            err,
+            UpstreamMessage::Response {
+                outcome: Err(_),
+                ..
+            }
+        ));
+        for bad in [
+            r#"{"id":3,"result":1}"#,
+            r#"{"jsonrpc":"2.0","id":3}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":"x","message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","result":1}"#,
+            r#"[]"#,
+        ] {
+            assert!(parse_upstream(raw(bad)).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            parse_upstream(raw(
+                r#"{"jsonrpc":"2.0","method":"mcp/resourceDidChange","params":{"id":"a"}}"#
+            ))
+            .unwrap(),
+            UpstreamMessage::Notification { .. }
+        ));
+    }
+
+    #[test]
+    fn replies_are_exact() {
+        let mut buf = Vec::new();
+        write_reply(
+            &mut buf,
+            Some(raw("9007199254740993")),
+            Reply::Result(b"[]"),
+        );
+        assert_eq!(
+            buf,
+            br#"{"jsonrpc":"2.0","id":9007199254740993,"result":[]}"#
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! `mcp-gateway`: the command line. Thin: parse, set up logging, load the
+//! config, run until a signal.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use mcp_gateway::config::Config;
+use mcp_gateway::demo::{self, DemoOptions, DemoServer};
+use mcp_gateway::telemetry::{self, LogFormat};
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-gateway",
+    version,
+    about = "One HTTP URL for MCP v1.0 agents in front of many upstream MCP servers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (without --config: the embedded demo on 127.0.0.1:8080 and :9090).
+    Serve {
+        /// The YAML configuration file.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Override gateway.listen (e.g. 127.0.0.1:0 for a free port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Override gateway.admin_listen.
+        #[arg(long)]
+        admin_listen: Option<SocketAddr>,
+        /// Log format (default: text on a terminal, json otherwise).
+        #[arg(long, value_enum)]
+        log_format: Option<LogFormat>,
+        /// Runtime worker threads (default: one per CPU).
+        #[arg(long, env = "MCP_GATEWAY_WORKERS")]
+        workers: Option<usize>,
+    },
+    /// Validate a configuration file, report every problem, and exit.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// The demo MCP server that ships with the gateway (stdio, or HTTP with --http).
+    #[command(hide = true)]
+    DemoUpstream {
+        #[arg(long)]
+        http: Option<SocketAddr>,
+        #[arg(long, default_value = "demo")]
+        name: String,
+        #[arg(long)]
+        test_tools: bool,
+        #[arg(long)]
+        no_execute: bool,
+        #[arg(long)]
+        record: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            admin_listen,
+            log_format,
+            workers,
+        } => {
+            let format = log_format.unwrap_or(if std::io::stderr().is_terminal() {
+                LogFormat::Text
+            } else {
+                LogFormat::Json
+            });
+            telemetry::init(format);
+            let mut rt = tokio::runtime::Builder::new_multi_thread();
+            if let Some(n) = workers {
+                rt.worker_threads(n.max(1));
+            }
+            let Ok(rt) = rt.enable_all().build() else {
+                eprintln!("mcp-gateway: cannot start the async runtime");
+                return ExitCode::FAILURE;
+            };
+            rt.block_on(serve(config, listen, admin_listen))
+        }
+        Command::Check { config } => match Config::load(&config) {
+            Ok(c) => {
+                println!(
+                    "{}: ok ({} upstreams, {} tenants)",
+                    config.display(),
+                    c.upstreams.len(),
+                    c.tenants.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", config.display());
+                ExitCode::FAILURE
+            }
+        },
+        Command::DemoUpstream {
+            http,
+            name,
+            test_tools,
+            no_execute,
+            record,
+        } => {
+            let opts = DemoOptions {
+                name,
+                test_tools,
+                no_execute,
+                record,
+            };
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return ExitCode::FAILURE;
+            };
+            rt.block_on(demo_upstream(opts, http))
+        }
+    }
+}
+
+async fn serve(
+    config: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    admin_listen: Option<SocketAddr>,
+) -> ExitCode {
+    let loaded = match &config {
+        Some(path) => Config::load(path),
+        None => {
+            tracing::info!(
+                "no --config given: serving the embedded demo (tenant 'demo', key 'demo-key')"
+            );
+            let server = match DemoServer::new(DemoOptions {
+                name: "remote".into(),
+                ..DemoOptions::default()
+            }) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot create the demo upstream");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match demo::http::start(server, ([127, 0, 0, 1], 0).into()).await {
+                Ok((addr, _task)) => demo::demo_config(&format!("http://{addr}/mcp")),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the demo HTTP upstream");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
+    let mut config = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "invalid configuration");
+            eprintln!("mcp-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(a) = listen {
+        config.gateway.listen = a;
+    }
+    if let Some(a) = admin_listen {
+        config.gateway.admin_listen = a;
+    }
+    let running = match mcp_gateway::app::start(config).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            eprintln!("mcp-gateway: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    wait_for_signal().await;
+    running.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt received"),
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => tracing::info!("SIGTERM received"),
+    }
+}
+
+async fn demo_upstream(opts: DemoOptions, http: Option<SocketAddr>) -> ExitCode {
+    let server = match DemoServer::new(opts) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("demo-upstream: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match http {
+        None => match demo::stdio::serve(server).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("demo-upstream: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Some(addr) => match demo::http::start(server, addr).await {
+            Ok((bound, task)) => {
+                // The only stdout line: where it listens, for whoever started it.
+                println!("listening on http://{bound}/mcp");
+                let _ = task.await;
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("demo-upstream: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -1,0 +1,145 @@
+//! Prometheus metrics. One registry per gateway instance (tests run several in
+//! one process). Labels come from closed sets or configured names only.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+const PREFIX: &str = "mcp_gateway";
+
+/// Latency buckets from 100 µs to 60 s: tool calls range from echo to long jobs.
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0,
+];
+
+/// Every metric the gateway exports; a cheap clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Agent requests by tenant, method, outcome.
+    pub requests: IntCounterVec,
+    pub request_seconds: HistogramVec,
+    /// HTTP responses on the agent listener by status code (closed set).
+    pub http_responses: IntCounterVec,
+    /// Upstream calls by upstream, method, outcome.
+    pub upstream_calls: IntCounterVec,
+    pub upstream_seconds: HistogramVec,
+    pub upstream_up: IntGaugeVec,
+    pub upstream_restarts: IntCounterVec,
+    pub upstream_protocol_errors: IntCounterVec,
+    pub definitions_listed: IntGaugeVec,
+    pub definitions_dropped: IntCounterVec,
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help).namespace(PREFIX), labels)
+        .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
+    let _ = r.register(Box::new(c.clone()));
+    c
+}
+
+fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help).namespace(PREFIX), labels)
+        .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
+    let _ = r.register(Box::new(g.clone()));
+    g
+}
+
+fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help)
+        .namespace(PREFIX)
+        .buckets(BUCKETS.to_vec());
+    let h = HistogramVec::new(opts, labels)
+        .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
+    let _ = r.register(Box::new(h.clone()));
+    h
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let r = Registry::new();
+        #[cfg(target_os = "linux")]
+        {
+            let _ = r.register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ));
+        }
+        Self {
+            requests: counter(
+                &r,
+                "requests_total",
+                "Agent JSON-RPC requests by tenant, method and outcome.",
+                &["tenant", "method", "outcome"],
+            ),
+            request_seconds: histogram(
+                &r,
+                "request_duration_seconds",
+                "Time to answer an agent JSON-RPC request.",
+                &["method"],
+            ),
+            http_responses: counter(
+                &r,
+                "http_responses_total",
+                "HTTP responses on the agent listener by status code.",
+                &["status"],
+            ),
+            upstream_calls: counter(
+                &r,
+                "upstream_calls_total",
+                "Calls to upstreams by upstream, method and outcome.",
+                &["upstream", "method", "outcome"],
+            ),
+            upstream_seconds: histogram(
+                &r,
+                "upstream_call_duration_seconds",
+                "Time an upstream took to answer a call.",
+                &["upstream", "method"],
+            ),
+            upstream_up: gauge(
+                &r,
+                "upstream_up",
+                "1 when the upstream has completed its handshake and is serving.",
+                &["upstream"],
+            ),
+            upstream_restarts: counter(
+                &r,
+                "upstream_restarts_total",
+                "Times an upstream connection or child was started again.",
+                &["upstream"],
+            ),
+            upstream_protocol_errors: counter(
+                &r,
+                "upstream_protocol_errors_total",
+                "Messages from an upstream that broke the protocol.",
+                &["upstream"],
+            ),
+            definitions_listed: gauge(
+                &r,
+                "definitions_listed",
+                "Definitions an upstream currently contributes to listings.",
+                &["upstream", "kind"],
+            ),
+            definitions_dropped: counter(
+                &r,
+                "definitions_dropped_total",
+                "Definitions left out of listings because they break the spec's schemas.",
+                &["upstream", "kind"],
+            ),
+            registry: r,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,209 @@
+//! One upstream's definitions as agents see them: checked, namespaced,
+//! pre-serialized for listings, with tool schemas compiled once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::definitions::{self, Kind};
+use super::{mcpid, schema};
+
+/// A tool the gateway can route to, with its compiled schemas.
+pub struct ToolEntry {
+    /// The id agents use.
+    pub namespaced_id: String,
+    pub input: Validator,
+    pub output: Validator,
+}
+
+/// A definition left out of a listing, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dropped {
+    pub kind: Kind,
+    /// The upstream's own id, when it had a string one.
+    pub id: Option<String>,
+    pub reason: String,
+}
+
+/// One kind's definitions: the namespaced JSON objects joined by commas, ready
+/// to be written inside a listing's `[...]` without re-serializing.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub json: String,
+    pub count: usize,
+}
+
+/// The upstream's catalog. Cheap to clone; replaced whole on refresh.
+#[derive(Clone, Default)]
+pub struct Catalog {
+    tools: Arc<HashMap<String, Arc<ToolEntry>>>,
+    listings: [Arc<Listing>; 3],
+    /// Whether this catalog came from a real listing (false before the first handshake).
+    pub loaded: bool,
+}
+
+/// The result of building one kind from an upstream's listing.
+pub struct Built {
+    listing: Listing,
+    tools: HashMap<String, Arc<ToolEntry>>,
+    pub dropped: Vec<Dropped>,
+}
+
+impl Catalog {
+    pub fn tool(&self, original_id: &str) -> Option<&Arc<ToolEntry>> {
+        self.tools.get(original_id)
+    }
+
+    pub fn listing(&self, kind: Kind) -> &Listing {
+        &self.listings[kind.index()]
+    }
+
+    /// A new catalog: `fresh` kinds replaced, the others kept from `self`.
+    pub fn with(&self, fresh: Vec<(Kind, Built)>) -> Catalog {
+        let mut next = self.clone();
+        next.loaded = true;
+        for (kind, built) in fresh {
+            if kind == Kind::Tool {
+                next.tools = Arc::new(built.tools);
+            }
+            next.listings[kind.index()] = Arc::new(built.listing);
+        }
+        next
+    }
+}
+
+/// Checks, namespaces and (for tools) compiles every definition of one listing result.
+pub fn build(gateway: &str, upstream: &str, kind: Kind, result: &RawValue) -> Built {
+    let mut built = Built {
+        listing: Listing::default(),
+        tools: HashMap::new(),
+        dropped: Vec::new(),
+    };
+    let items: Vec<Value> = match serde_json::from_str(result.get()) {
+        Ok(items) => items,
+        Err(_) => {
+            built.dropped.push(Dropped {
+                kind,
+                id: None,
+                reason: "the listing result is not an array".into(),
+            });
+            return built;
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    for item in items {
+        match admit(gateway, upstream, kind, item, &mut seen) {
+            Ok((json, tool)) => {
+                if !built.listing.json.is_empty() {
+                    built.listing.json.push(',');
+                }
+                built.listing.json.push_str(&json);
+                built.listing.count += 1;
+                if let Some((id, entry)) = tool {
+                    built.tools.insert(id, Arc::new(entry));
+                }
+            }
+            Err(dropped) => built.dropped.push(dropped),
+        }
+    }
+    built
+}
+
+type Admitted = (String, Option<(String, ToolEntry)>);
+
+fn admit(
+    gateway: &str,
+    upstream: &str,
+    kind: Kind,
+    item: Value,
+    seen: &mut std::collections::HashSet<String>,
+) -> Result<Admitted, Dropped> {
+    let Value::Object(mut def) = item else {
+        return Err(Dropped {
+            kind,
+            id: None,
+            reason: "the definition is not an object".into(),
+        });
+    };
+    let id = def.get("mcpId").and_then(Value::as_str).map(str::to_owned);
+    let drop = |reason: String| Dropped {
+        kind,
+        id: id.clone(),
+        reason,
+    };
+    definitions::check(kind, &def).map_err(drop)?;
+    let original = id.clone().unwrap_or_default();
+    if !seen.insert(original.clone()) {
+        return Err(drop("duplicate mcpId".into()));
+    }
+    let namespaced = mcpid::namespace(gateway, upstream, &original);
+    let tool = match kind {
+        Kind::Tool => Some(compile_tool(&def, &namespaced).map_err(drop)?),
+        _ => None,
+    };
+    def.insert("mcpId".into(), Value::String(namespaced));
+    let json = serde_json::to_string(&def).map_err(|e| drop(e.to_string()))?;
+    Ok((json, tool.map(|t| (original, t))))
+}
+
+fn compile_tool(def: &Map<String, Value>, namespaced: &str) -> Result<ToolEntry, String> {
+    let compile = |field: &str| {
+        let schema = def.get(field).unwrap_or(&Value::Null);
+        schema::compile(schema).map_err(|e| format!("{field} is not a valid JSON Schema: {e}"))
+    };
+    Ok(ToolEntry {
+        namespaced_id: namespaced.to_owned(),
+        input: compile("inputSchema")?,
+        output: compile("outputSchema")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn builds_and_drops() {
+        let tools = raw(r#"[
+            {"mcpId":"mcp://a/tools/t","name":"t","description":"d","inputSchema":{"type":"object"},"outputSchema":{}},
+            {"mcpId":"mcp://a/tools/t","name":"dup","description":"d","inputSchema":{},"outputSchema":{}},
+            {"mcpId":"mcp://a/tools/bad","name":"b","description":"d","inputSchema":{"type":12},"outputSchema":{}},
+            {"mcpId":"mcp://a/tools/missing","name":"m","description":"d","inputSchema":{}},
+            {"mcpId":"urn:t","name":"u","description":"d","inputSchema":{},"outputSchema":{},"extra":true},
+            7
+        ]"#);
+        let built = build("g", "up", Kind::Tool, &tools);
+        assert_eq!(built.listing.count, 2);
+        let reasons: Vec<_> = built.dropped.iter().map(|d| d.reason.as_str()).collect();
+        assert_eq!(reasons.len(), 4, "{reasons:?}");
+        assert!(reasons[0].contains("duplicate"));
+        assert!(reasons[1].contains("inputSchema is not a valid JSON Schema"));
+        let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
+        assert_eq!(
+            cat.tool("mcp://a/tools/t").unwrap().namespaced_id,
+            "mcp://g/up/a/tools/t"
+        );
+        assert_eq!(
+            cat.tool("urn:t").unwrap().namespaced_id,
+            "mcp://g/up//urn%3At"
+        );
+        let listed: Vec<Value> =
+            serde_json::from_str(&format!("[{}]", cat.listing(Kind::Tool).json)).unwrap();
+        assert_eq!(listed[1]["mcpId"], "mcp://g/up//urn%3At");
+        assert_eq!(listed[1]["extra"], true);
+    }
+
+    #[test]
+    fn non_array_listing_is_dropped_whole() {
+        let built = build("g", "up", Kind::Prompt, &raw(r#"{"not":"array"}"#));
+        assert_eq!(built.listing.count, 0);
+        assert_eq!(built.dropped.len(), 1);
+    }
+}

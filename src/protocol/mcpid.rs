@@ -1,0 +1,170 @@
+//! The namespaced mcpId scheme: how an upstream's own ids appear to agents.
+//!
+//! Given the gateway's id `G` and an upstream's configured name `U`:
+//!
+//! * an id of the form `mcp://REST`, where `REST` does not begin with `/`,
+//!   becomes exactly `mcp://G/U/REST`
+//!   (`mcp://acme-corp/tools/file-writer:v1` → `mcp://gateway/files/acme-corp/tools/file-writer:v1`);
+//! * every other id `X` (`urn:x:y`, `tool-1`, `mcp:///odd`) becomes
+//!   `mcp://G/U//` followed by `X` percent-encoded (every byte outside
+//!   `A-Z a-z 0-9 - . _ ~` as `%HH`, upper-case hex).
+//!
+//! The two forms cannot collide: after the `mcp://G/U/` prefix the first is
+//! followed by a character other than `/`, the second always by `/`. Upstream
+//! names contain no `/`, so the upstream is the text up to the next `/`.
+//! The mapping is injective and reversed without any state: `parse` inverts
+//! `namespace`, and accepts only the canonical spelling, so every namespaced
+//! id names exactly one (upstream, id) pair and every replica agrees.
+
+use std::borrow::Cow;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+
+const MCP_SCHEME: &str = "mcp://";
+
+/// Everything but RFC 3986's unreserved characters is escaped.
+const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The part after `mcp://` when `id` takes the direct form.
+fn direct_rest(id: &str) -> Option<&str> {
+    id.strip_prefix(MCP_SCHEME)
+        .filter(|rest| !rest.starts_with('/'))
+}
+
+/// The namespaced form of `original`, an id of upstream `upstream`.
+pub fn namespace(gateway: &str, upstream: &str, original: &str) -> String {
+    let mut out = String::with_capacity(
+        MCP_SCHEME.len() + gateway.len() + upstream.len() + original.len() + 4,
+    );
+    out.push_str(MCP_SCHEME);
+    out.push_str(gateway);
+    out.push('/');
+    out.push_str(upstream);
+    out.push('/');
+    match direct_rest(original) {
+        Some(rest) => out.push_str(rest),
+        None => {
+            out.push('/');
+            out.extend(utf8_percent_encode(original, ESCAPED));
+        }
+    }
+    out
+}
+
+/// Inverts [`namespace`]: the upstream name and the original id, or `None` when
+/// `namespaced` is not an id this gateway could have produced.
+pub fn parse<'a>(gateway: &str, namespaced: &'a str) -> Option<(&'a str, Cow<'a, str>)> {
+    let rest = namespaced
+        .strip_prefix(MCP_SCHEME)?
+        .strip_prefix(gateway)?
+        .strip_prefix('/')?;
+    let (upstream, tail) = rest.split_once('/')?;
+    if upstream.is_empty() {
+        return None;
+    }
+    match tail.strip_prefix('/') {
+        None => Some((upstream, Cow::Owned(format!("{MCP_SCHEME}{tail}")))),
+        Some(encoded) => {
+            let decoded = percent_decode_str(encoded).decode_utf8().ok()?;
+            // Only the canonical spelling is accepted, and never an id of the direct form.
+            let canonical = utf8_percent_encode(&decoded, ESCAPED).to_string() == encoded;
+            (canonical && direct_rest(&decoded).is_none())
+                .then(|| (upstream, Cow::Owned(decoded.into_owned())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_documented_example() {
+        let ns = namespace("gateway", "files", "mcp://acme-corp/tools/file-writer:v1");
+        assert_eq!(ns, "mcp://gateway/files/acme-corp/tools/file-writer:v1");
+        let (up, id) = parse("gateway", &ns).unwrap();
+        assert_eq!(
+            (up, id.as_ref()),
+            ("files", "mcp://acme-corp/tools/file-writer:v1")
+        );
+    }
+
+    #[test]
+    fn other_forms_are_encoded() {
+        assert_eq!(
+            namespace("g", "u", "urn:x:tool 1"),
+            "mcp://g/u//urn%3Ax%3Atool%201"
+        );
+        assert_eq!(
+            namespace("g", "u", "mcp:///odd"),
+            "mcp://g/u//mcp%3A%2F%2F%2Fodd"
+        );
+        assert_eq!(namespace("g", "u", ""), "mcp://g/u//");
+        assert_eq!(parse("g", "mcp://g/u//").unwrap().1, "");
+        assert_eq!(namespace("g", "u", "mcp://"), "mcp://g/u/");
+    }
+
+    #[test]
+    fn foreign_and_non_canonical_ids_are_rejected() {
+        for bad in [
+            "mcp://other/u/x",
+            "mcp://g/u",
+            "mcp://g//x",
+            "mcp://gx/u/x",
+            "mcp://g/u//%7e", // lower-case or needless escapes are not canonical
+            "mcp://g/u//a%2", // truncated escape
+            "mcp://g/u//%FF", // not UTF-8
+            "mcp://g/u//mcp%3A%2F%2Fx", // a direct-form id spelled the other way
+            "http://g/u/x",
+        ] {
+            assert!(parse("g", bad).is_none(), "{bad}");
+        }
+    }
+
+    fn upstream_name() -> impl Strategy<Value = String> {
+        "[a-z0-9][a-z0-9_-]{0,12}"
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(up in upstream_name(), id in any::<String>()) {
+            let ns = namespace("gw", &up, &id);
+            let (u, back) = parse("gw", &ns).expect("parses");
+            prop_assert_eq!(u, up.as_str());
+            prop_assert_eq!(back.as_ref(), id.as_str());
+        }
+
+        #[test]
+        fn round_trips_mcp_ids(up in upstream_name(), rest in "[^/][ -~]{0,40}") {
+            let id = format!("mcp://{rest}");
+            let ns = namespace("gw", &up, &id);
+            prop_assert_eq!(&ns, &format!("mcp://gw/{up}/{rest}"));
+            prop_assert_eq!(parse("gw", &ns).unwrap().1.as_ref(), id.as_str());
+        }
+
+        #[test]
+        fn injective(a in (upstream_name(), any::<String>()), b in (upstream_name(), any::<String>())) {
+            prop_assume!(a != b);
+            prop_assert_ne!(namespace("gw", &a.0, &a.1), namespace("gw", &b.0, &b.1));
+        }
+
+        #[test]
+        fn injective_across_forms(up in upstream_name(), rest in "[ -~]{0,20}") {
+            // The same text as a direct mcp:// id and as an opaque id never share a namespaced id.
+            let direct = format!("mcp://{rest}");
+            prop_assert_ne!(namespace("gw", &up, &direct), namespace("gw", &up, &rest));
+        }
+
+        #[test]
+        fn parse_only_accepts_what_namespace_makes(s in "mcp://gw/[a-z]{1,3}/[ -~]{0,20}") {
+            if let Some((up, id)) = parse("gw", &s) {
+                prop_assert_eq!(namespace("gw", up, &id), s);
+            }
+        }
+    }
+}

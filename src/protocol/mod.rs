@@ -1,0 +1,14 @@
+//! MCP v1.0 on top of JSON-RPC: methods, capabilities, definition checks,
+//! the namespaced mcpId scheme and the per-upstream catalog. No I/O here.
+
+pub mod capabilities;
+pub mod catalog;
+pub mod definitions;
+pub mod mcpid;
+pub mod method;
+pub mod schema;
+
+pub use capabilities::Capabilities;
+pub use catalog::{Catalog, ToolEntry};
+pub use definitions::Kind;
+pub use method::Method;

@@ -1,0 +1,186 @@
+//! HTTP upstreams: one pooled reqwest client, a handshake POST at start, then
+//! one POST per call. Redirects are never followed and answers are read up to
+//! the frame limit only.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::{CallError, Transport, Upstream, encode_request};
+use crate::config::HttpSpec;
+use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
+
+/// A client for one HTTP upstream.
+pub struct HttpLink {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    next_id: AtomicU64,
+    max_bytes: usize,
+}
+
+/// The shared client: pooled keep-alive connections, no redirects, bounded connect.
+pub fn client() -> Result<reqwest::Client, reqwest::Error> {
+    crate::install_crypto_provider();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .build()
+}
+
+impl HttpLink {
+    pub fn new(client: reqwest::Client, spec: &HttpSpec, max_bytes: usize) -> Result<Self, String> {
+        let url = reqwest::Url::parse(&spec.url).map_err(|e| e.to_string())?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &spec.headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
+            let value = HeaderValue::from_str(v).map_err(|e| e.to_string())?;
+            headers.insert(name, value);
+        }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Ok(Self {
+            client,
+            url,
+            headers,
+            // 1 is the handshake's `initialize`.
+            next_id: AtomicU64::new(1),
+            max_bytes,
+        })
+    }
+
+    async fn post(&self, body: Vec<u8>) -> Result<(reqwest::StatusCode, Vec<u8>), CallError> {
+        let mut response = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() {
+                    CallError::Timeout
+                } else {
+                    CallError::unavailable("connection failed")
+                }
+            })?;
+        let status = response.status();
+        let mut out = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|_| CallError::unavailable("connection lost while reading the answer"))?
+        {
+            if out.len() + chunk.len() > self.max_bytes {
+                return Err(CallError::protocol("answer larger than the frame limit"));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok((status, out))
+    }
+}
+
+/// Finds the answer to request `id` in a body holding one message, or several
+/// newline-delimited ones (an upstream may answer `initialize` as a session).
+fn find_answer(body: &[u8], id: u64) -> Result<Box<RawValue>, CallError> {
+    let id_text = id.to_string();
+    let stream = serde_json::Deserializer::from_slice(body).into_iter::<&RawValue>();
+    for value in stream {
+        let value = value.map_err(|_| CallError::protocol("the answer is not valid JSON"))?;
+        match parse_upstream(value) {
+            Ok(UpstreamMessage::Response { id, outcome }) if id.get() == id_text => {
+                return outcome
+                    .map(|r| r.to_owned())
+                    .map_err(|e| CallError::Remote(e.to_owned()));
+            }
+            Ok(_) => continue,
+            Err(why) => return Err(CallError::protocol(why)),
+        }
+    }
+    Err(CallError::protocol(
+        "no answer to the request in the response body",
+    ))
+}
+
+impl Transport for HttpLink {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
+        Box::pin(async move {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (status, body) = self.post(encode_request(Some(id), method, params)).await?;
+            match status.as_u16() {
+                200 => find_answer(&body, id),
+                502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
+                code => Err(CallError::protocol(format!("HTTP {code} to a request"))),
+            }
+        })
+    }
+
+    fn notify<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(async move {
+            let (status, _) = self.post(encode_request(None, method, params)).await?;
+            match status.as_u16() {
+                200 | 202 | 204 => Ok(()),
+                code => Err(CallError::protocol(format!(
+                    "HTTP {code} to a notification"
+                ))),
+            }
+        })
+    }
+}
+
+/// Runs one HTTP upstream until `shutdown`: handshake (retried with backoff), then serve.
+pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationToken) {
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    loop {
+        let attempt = tokio::select! {
+            r = up.connect(link.clone()) => r,
+            _ = shutdown.cancelled() => return,
+        };
+        match attempt {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!(upstream = %up.name, url = %link.url, error = %e, "handshake failed; retrying");
+                up.disconnect();
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        }
+    }
+    shutdown.cancelled().await;
+    up.disconnect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_answer_among_lines() {
+        let body = b"{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":1}}\n";
+        assert_eq!(find_answer(body, 1).unwrap().get(), "{\"a\":1}");
+        assert!(matches!(find_answer(body, 2), Err(CallError::Protocol(_))));
+        assert!(matches!(
+            find_answer(b"nope", 1),
+            Err(CallError::Protocol(_))
+        ));
+        let err = b"{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{\"code\":-5,\"message\":\"m\"}}";
+        assert!(matches!(find_answer(err, 5), Err(CallError::Remote(_))));
+    }
+}

@@ -1,0 +1,355 @@
+//! Upstream MCP servers. [`Transport`] is the one trait both kinds implement
+//! (stdio children and HTTP servers); [`Upstream`] holds what the gateway knows
+//! of one configured upstream (status, capabilities, catalog) and calls it.
+//! Supervisors (`stdio::run`, `http::run`) own the connection's lifecycle.
+
+mod backoff;
+pub mod http;
+mod pending;
+pub mod stdio;
+
+use std::borrow::Cow;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
+use tokio::sync::{broadcast, watch};
+
+use crate::metrics::Metrics;
+use crate::protocol::capabilities::InitializeResult;
+use crate::protocol::{Capabilities, Catalog, Kind, Method, catalog};
+
+/// Why a call to an upstream did not produce a result.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// Not running, connection refused, restarting, or the connection died mid-call.
+    #[error("unavailable: {0}")]
+    Unavailable(Cow<'static, str>),
+    #[error("timed out")]
+    Timeout,
+    /// Bad framing, invalid JSON-RPC, an answer of the wrong shape.
+    #[error("protocol error: {0}")]
+    Protocol(Cow<'static, str>),
+    /// The upstream answered with its own error object (passed through unchanged).
+    #[error("the upstream returned an error")]
+    Remote(Box<RawValue>),
+}
+
+impl CallError {
+    pub fn unavailable(why: impl Into<Cow<'static, str>>) -> Self {
+        CallError::Unavailable(why.into())
+    }
+
+    pub fn protocol(why: impl Into<Cow<'static, str>>) -> Self {
+        CallError::Protocol(why.into())
+    }
+
+    /// A closed-set label for metrics.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            CallError::Unavailable(_) => "unavailable",
+            CallError::Timeout => "timeout",
+            CallError::Protocol(_) => "protocol_error",
+            CallError::Remote(_) => "upstream_error",
+        }
+    }
+}
+
+/// One connection to an upstream: sends requests and notifications.
+pub trait Transport: Send + Sync + 'static {
+    /// Sends a request and waits for its answer (no timeout here: the caller sets it).
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>>;
+    /// Sends a notification.
+    fn notify<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<(), CallError>>;
+}
+
+/// The JSON text of a request the gateway sends; ids are the gateway's own.
+pub(crate) fn encode_request(id: Option<u64>, method: &str, params: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + method.len() + params.get().len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","#);
+    if let Some(id) = id {
+        out.extend_from_slice(format!(r#""id":{id},"#).as_bytes());
+    }
+    out.extend_from_slice(br#""method":"#);
+    // Method names are ours (static ASCII) and need no escaping, but stay correct if not.
+    let _ = serde_json::to_writer(&mut out, method);
+    out.extend_from_slice(br#","params":"#);
+    out.extend_from_slice(params.get().as_bytes());
+    out.push(b'}');
+    out
+}
+
+fn empty_object() -> &'static RawValue {
+    // A literal that is valid JSON: the conversion cannot fail.
+    serde_json::from_str("{}").unwrap_or_else(|_| unreachable!())
+}
+
+/// Where an upstream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Not yet connected (first start).
+    Starting,
+    /// Handshake done; calls go through.
+    Ready,
+    /// Crashed, refused or restarting: calls fail at once with -32001.
+    Down,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Ready => "ready",
+            Status::Down => "down",
+        }
+    }
+}
+
+/// What the gateway knows of one configured upstream. Shared as `Arc<Upstream>`.
+pub struct Upstream {
+    pub name: Arc<str>,
+    gateway_id: Arc<str>,
+    timeout: Duration,
+    status: watch::Sender<Status>,
+    link: RwLock<Option<Arc<dyn Transport>>>,
+    capabilities: RwLock<Option<Capabilities>>,
+    catalog: RwLock<Catalog>,
+    /// One refresh at a time; and on demand no more often than `MIN_REFRESH_INTERVAL`.
+    refresh_gate: tokio::sync::Mutex<Option<Instant>>,
+    changes: broadcast::Sender<Arc<str>>,
+    metrics: Metrics,
+}
+
+const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+fn read<T: Clone>(lock: &RwLock<T>) -> T {
+    lock.read().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+fn write<T>(lock: &RwLock<T>, value: T) {
+    *lock.write().unwrap_or_else(PoisonError::into_inner) = value;
+}
+
+impl Upstream {
+    pub fn new(name: &str, gateway_id: &str, timeout: Duration, metrics: Metrics) -> Arc<Self> {
+        metrics.upstream_up.with_label_values(&[name]).set(0);
+        Arc::new(Self {
+            name: name.into(),
+            gateway_id: gateway_id.into(),
+            timeout,
+            status: watch::Sender::new(Status::Starting),
+            link: RwLock::new(None),
+            capabilities: RwLock::new(None),
+            catalog: RwLock::new(Catalog::default()),
+            refresh_gate: tokio::sync::Mutex::new(None),
+            changes: broadcast::Sender::new(64),
+            metrics,
+        })
+    }
+
+    pub fn status(&self) -> Status {
+        *self.status.borrow()
+    }
+
+    /// The capabilities from the last successful handshake.
+    pub fn capabilities(&self) -> Option<Capabilities> {
+        *self
+            .capabilities
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn catalog(&self) -> Catalog {
+        read(&self.catalog)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Namespaced ids of resources the upstream said changed (`mcp/resourceDidChange`).
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<str>> {
+        self.changes.subscribe()
+    }
+
+    /// The status once the first start is over, waiting at most the call timeout.
+    pub async fn wait_started(&self) -> Status {
+        let mut rx = self.status.subscribe();
+        let wait = rx.wait_for(|s| *s != Status::Starting);
+        match tokio::time::timeout(self.timeout, wait).await {
+            Ok(Ok(s)) => *s,
+            Ok(Err(_)) | Err(_) => Status::Starting,
+        }
+    }
+
+    /// The live connection, waiting (within the call timeout) while the upstream is starting.
+    async fn ready_link(&self) -> Result<Arc<dyn Transport>, CallError> {
+        match self.wait_started().await {
+            Status::Ready => read(&self.link).ok_or_else(|| CallError::unavailable("not running")),
+            Status::Down => Err(CallError::unavailable("not running")),
+            Status::Starting => Err(CallError::unavailable("still starting")),
+        }
+    }
+
+    /// Calls `method` with the upstream's timeout, counting the outcome.
+    pub async fn call(
+        &self,
+        method: Method,
+        params: &RawValue,
+    ) -> Result<Box<RawValue>, CallError> {
+        let started = Instant::now();
+        let result = match self.ready_link().await {
+            Ok(link) => {
+                match tokio::time::timeout(self.timeout, link.request(method.as_str(), params))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(CallError::Timeout),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        let outcome = result.as_ref().map_or_else(CallError::outcome, |_| "ok");
+        let labels = [&*self.name, method.as_str()];
+        self.metrics
+            .upstream_calls
+            .with_label_values(&[labels[0], labels[1], outcome])
+            .inc();
+        self.metrics
+            .upstream_seconds
+            .with_label_values(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// Handshake over a new connection, then fill the catalog, then serve.
+    pub async fn connect(&self, link: Arc<dyn Transport>) -> Result<(), CallError> {
+        let params: &RawValue = serde_json::from_str(r#"{"clientCapabilities":{}}"#)
+            .unwrap_or_else(|_| unreachable!("literal JSON"));
+        let answer = tokio::time::timeout(self.timeout, link.request("initialize", params))
+            .await
+            .map_err(|_| CallError::Timeout)??;
+        let init: InitializeResult = serde_json::from_str(answer.get()).map_err(|_| {
+            CallError::protocol("initialize result has no valid capabilities object")
+        })?;
+        link.notify("initialized", empty_object()).await?;
+        write(&self.capabilities, Some(init.capabilities));
+        self.refresh_with(&*link, init.capabilities).await;
+        write(&self.link, Some(link));
+        self.status.send_replace(Status::Ready);
+        self.metrics
+            .upstream_up
+            .with_label_values(&[&self.name])
+            .set(1);
+        tracing::info!(upstream = %self.name, capabilities = ?init.capabilities, "upstream ready");
+        Ok(())
+    }
+
+    /// The connection is gone: calls fail fast until the next `connect`.
+    pub fn disconnect(&self) {
+        write(&self.link, None);
+        self.status.send_replace(Status::Down);
+        self.metrics
+            .upstream_up
+            .with_label_values(&[&self.name])
+            .set(0);
+    }
+
+    /// Re-reads every declared listing and swaps the catalog. A listing that fails
+    /// to load keeps its previous contents.
+    async fn refresh_with(&self, link: &dyn Transport, caps: Capabilities) {
+        let mut fresh = Vec::new();
+        for kind in Kind::ALL {
+            let method = kind.list_method();
+            if !caps.allows(method) {
+                continue;
+            }
+            let answer =
+                tokio::time::timeout(self.timeout, link.request(method.as_str(), empty_object()))
+                    .await;
+            let result = match answer {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => {
+                    tracing::warn!(upstream = %self.name, method = method.as_str(), error = %e, "listing failed; keeping the previous one");
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!(upstream = %self.name, method = method.as_str(), "listing timed out; keeping the previous one");
+                    continue;
+                }
+            };
+            let built = catalog::build(&self.gateway_id, &self.name, kind, &result);
+            for d in &built.dropped {
+                tracing::warn!(upstream = %self.name, kind = kind.as_str(), id = d.id.as_deref().unwrap_or(""), reason = %d.reason, "definition left out of listings");
+            }
+            self.metrics
+                .definitions_dropped
+                .with_label_values(&[&self.name, kind.as_str()])
+                .inc_by(built.dropped.len() as u64);
+            fresh.push((kind, built));
+        }
+        let next = self.catalog().with(fresh);
+        for kind in Kind::ALL {
+            self.metrics
+                .definitions_listed
+                .with_label_values(&[&self.name, kind.as_str()])
+                .set(next.listing(kind).count as i64);
+        }
+        write(&self.catalog, next);
+    }
+
+    /// Refreshes the catalog unless that was done less than a second ago (or is under way).
+    pub async fn refresh_on_demand(&self) {
+        let mut last = self.refresh_gate.lock().await;
+        if last.is_some_and(|t| t.elapsed() < MIN_REFRESH_INTERVAL) {
+            return;
+        }
+        let (Some(link), Some(caps)) = (read(&self.link), self.capabilities()) else {
+            return;
+        };
+        *last = Some(Instant::now());
+        drop(last);
+        self.refresh_with(&*link, caps).await;
+    }
+
+    /// Handles a notification the upstream sent.
+    pub(crate) async fn on_notification(&self, method: &str, params: Option<&RawValue>) {
+        if Method::parse(method) != Method::ResourceDidChange {
+            tracing::debug!(upstream = %self.name, method, "ignored notification from upstream");
+            return;
+        }
+        #[derive(serde::Deserialize)]
+        struct Changed {
+            id: String,
+        }
+        let Some(changed) = params.and_then(|p| serde_json::from_str::<Changed>(p.get()).ok())
+        else {
+            self.metrics
+                .upstream_protocol_errors
+                .with_label_values(&[&self.name])
+                .inc();
+            return;
+        };
+        if let (Some(link), Some(caps)) = (read(&self.link), self.capabilities()) {
+            let mut last = self.refresh_gate.lock().await;
+            self.refresh_with(&*link, caps).await;
+            *last = Some(Instant::now());
+        }
+        let namespaced =
+            crate::protocol::mcpid::namespace(&self.gateway_id, &self.name, &changed.id);
+        let _ = self.changes.send(namespaced.into());
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}

@@ -1,0 +1,377 @@
+//! Stdio upstreams: the only place the gateway spawns processes.
+//!
+//! One child per configured upstream, shared by every agent call. The gateway
+//! gives each request its own id (a counter per child, 1 for `initialize`), so
+//! agents' colliding ids never reach the child; the pending table maps answers
+//! back. When the child dies, every call in flight fails at once with
+//! -32001, and the supervisor starts it again after a backoff.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::pending::Pending;
+use super::{CallError, Transport, Upstream, encode_request};
+use crate::config::StdioSpec;
+use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
+use crate::jsonrpc::{ContentLengthCodec, ErrorObject, codes, write_error};
+
+/// What a child gets for PATH: its environment is otherwise only what the config gives.
+const MINIMAL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Frames queued for a child's stdin before callers wait.
+const OUTBOX: usize = 1024;
+/// Longest stderr line logged whole.
+const MAX_LOG_LINE: usize = 8 * 1024;
+/// After this long up, a crash no longer counts toward the backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// How long a child has to exit after its stdin closes before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// A live connection to one child.
+pub struct StdioLink {
+    outbox: mpsc::Sender<Bytes>,
+    pending: Arc<Pending>,
+    next_id: AtomicU64,
+    /// Cancelled when the reader or writer stops: the connection is dead.
+    dead: CancellationToken,
+}
+
+impl Transport for StdioLink {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
+        Box::pin(async move {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (answer, _registration) = self.pending.register(id)?;
+            let frame = Bytes::from(encode_request(Some(id), method, params));
+            self.outbox
+                .send(frame)
+                .await
+                .map_err(|_| CallError::unavailable("connection closed"))?;
+            answer
+                .await
+                .unwrap_or_else(|_| Err(CallError::unavailable("connection closed")))
+        })
+    }
+
+    fn notify<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(async move {
+            let frame = Bytes::from(encode_request(None, method, params));
+            self.outbox
+                .send(frame)
+                .await
+                .map_err(|_| CallError::unavailable("connection closed"))
+        })
+    }
+}
+
+impl StdioLink {
+    /// Requests waiting for an answer (for tests and diagnostics).
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+fn spawn(spec: &StdioSpec) -> std::io::Result<Child> {
+    let mut cmd = Command::new(&spec.command);
+    cmd.args(&spec.args)
+        .env_clear()
+        .env("PATH", MINIMAL_PATH)
+        .envs(&spec.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // Its own process group: a Ctrl-C in the gateway's terminal is the gateway's to handle.
+        .process_group(0);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.spawn()
+}
+
+/// Runs one stdio upstream until `shutdown`: spawn, handshake, serve, restart.
+pub async fn run(
+    up: Arc<Upstream>,
+    spec: StdioSpec,
+    max_frame: usize,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
+    let mut first = true;
+    loop {
+        if !std::mem::take(&mut first) {
+            up.metrics()
+                .upstream_restarts
+                .with_label_values(&[&up.name])
+                .inc();
+        }
+        let started = Instant::now();
+        match spawn(&spec) {
+            Ok(child) => {
+                if serve_child(&up, child, max_frame, &shutdown).await == Ended::Shutdown {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::error!(upstream = %up.name, command = %spec.command, error = %e, "cannot start upstream");
+                up.disconnect();
+            }
+        }
+        if started.elapsed() > STABLE_AFTER {
+            backoff.reset();
+        }
+        let delay = backoff.next_delay();
+        tracing::info!(upstream = %up.name, delay_ms = delay.as_millis() as u64, "restarting upstream after a delay");
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+#[derive(PartialEq)]
+enum Ended {
+    Exited,
+    Shutdown,
+}
+
+async fn serve_child(
+    up: &Arc<Upstream>,
+    mut child: Child,
+    max_frame: usize,
+    shutdown: &CancellationToken,
+) -> Ended {
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        tracing::error!(upstream = %up.name, "child started without pipes");
+        return Ended::Exited;
+    };
+    let pid = child.id().unwrap_or(0);
+    tracing::info!(upstream = %up.name, pid, "upstream process started");
+    let (events_tx, mut events) = mpsc::channel(64);
+    let (link, writer) = start_link(up, stdin, stdout, events_tx, max_frame);
+    let log = tokio::spawn(log_stderr(up.name.clone(), stderr));
+    let connected = tokio::select! {
+        r = up.connect(link.clone()) => r,
+        _ = link.dead.cancelled() => Err(CallError::unavailable("connection lost during handshake")),
+        _ = shutdown.cancelled() => Err(CallError::unavailable("shutting down")),
+    };
+    let ended = match connected {
+        Err(e) if !shutdown.is_cancelled() => {
+            tracing::warn!(upstream = %up.name, error = %e, "handshake failed");
+            Ended::Exited
+        }
+        Err(_) => Ended::Shutdown,
+        Ok(()) => loop {
+            tokio::select! {
+                status = child.wait() => {
+                    tracing::warn!(upstream = %up.name, pid, status = ?status.ok(), "upstream process exited");
+                    break Ended::Exited;
+                }
+                _ = link.dead.cancelled() => {
+                    tracing::warn!(upstream = %up.name, pid, "upstream connection broke; stopping the process");
+                    break Ended::Exited;
+                }
+                Some((method, params)) = events.recv() => {
+                    let params: Option<Box<RawValue>> = params;
+                    up.on_notification(&method, params.as_deref()).await;
+                }
+                _ = shutdown.cancelled() => break Ended::Shutdown,
+            }
+        },
+    };
+    up.disconnect();
+    link.pending
+        .close(CallError::unavailable("upstream process exited"));
+    writer.abort();
+    stop(&mut child, &up.name).await;
+    log.abort();
+    ended
+}
+
+/// Closes stdin (the child's cue to exit), waits a little, then kills and reaps it.
+async fn stop(child: &mut Child, name: &str) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if tokio::time::timeout(EXIT_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(upstream = %name, "upstream did not exit after stdin closed; killing it");
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+type Event = (String, Option<Box<RawValue>>);
+
+fn start_link(
+    up: &Arc<Upstream>,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    events: mpsc::Sender<Event>,
+    max_frame: usize,
+) -> (Arc<StdioLink>, tokio::task::JoinHandle<()>) {
+    let (outbox, rx) = mpsc::channel(OUTBOX);
+    let link = Arc::new(StdioLink {
+        outbox: outbox.clone(),
+        pending: Arc::new(Pending::default()),
+        // 1 is the handshake's `initialize`, as the spec requires.
+        next_id: AtomicU64::new(1),
+        dead: CancellationToken::new(),
+    });
+    let writer = tokio::spawn(write_frames(stdin, rx, max_frame, link.dead.clone()));
+    let reader = Reader {
+        up: up.clone(),
+        pending: link.pending.clone(),
+        outbox,
+        events,
+    };
+    let dead = link.dead.clone();
+    tokio::spawn(async move {
+        let why = reader.run(stdout, max_frame).await;
+        reader
+            .pending
+            .close(CallError::unavailable("upstream connection closed"));
+        tracing::debug!(upstream = %reader.up.name, why, "reader stopped");
+        dead.cancel();
+    });
+    (link, writer)
+}
+
+async fn write_frames(
+    stdin: ChildStdin,
+    mut rx: mpsc::Receiver<Bytes>,
+    max_frame: usize,
+    dead: CancellationToken,
+) {
+    let mut sink = FramedWrite::new(stdin, ContentLengthCodec::new(max_frame));
+    while let Some(frame) = rx.recv().await {
+        // Coalesce what is already queued into one write.
+        let mut ok = sink.feed(frame).await.is_ok();
+        while ok {
+            match rx.try_recv() {
+                Ok(frame) => ok = sink.feed(frame).await.is_ok(),
+                Err(_) => break,
+            }
+        }
+        if !ok || sink.flush().await.is_err() {
+            break;
+        }
+    }
+    dead.cancel();
+}
+
+struct Reader {
+    up: Arc<Upstream>,
+    pending: Arc<Pending>,
+    outbox: mpsc::Sender<Bytes>,
+    events: mpsc::Sender<Event>,
+}
+
+impl Reader {
+    async fn run(&self, stdout: ChildStdout, max_frame: usize) -> &'static str {
+        let mut frames = FramedRead::new(stdout, ContentLengthCodec::new(max_frame));
+        while let Some(frame) = frames.next().await {
+            match frame {
+                Ok(body) => self.on_frame(&body),
+                Err(e) if e.is_io() => return "stdout read failed",
+                Err(e) => {
+                    self.protocol_error(&e.to_string());
+                    return "framing error";
+                }
+            }
+        }
+        "stdout closed"
+    }
+
+    fn protocol_error(&self, why: &str) {
+        tracing::warn!(upstream = %self.up.name, error = why, "upstream broke the protocol");
+        self.up
+            .metrics()
+            .upstream_protocol_errors
+            .with_label_values(&[&self.up.name])
+            .inc();
+    }
+
+    /// One message from the child. A bad message costs that message, not the connection.
+    fn on_frame(&self, body: &[u8]) {
+        let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
+            return self.protocol_error("a frame is not valid JSON");
+        };
+        match parse_upstream(raw) {
+            Ok(UpstreamMessage::Response { id, outcome }) => {
+                let Ok(id) = id.get().parse::<u64>() else {
+                    return self.protocol_error("a response has an id the gateway never sent");
+                };
+                let outcome = outcome
+                    .map(|r| r.to_owned())
+                    .map_err(|e| CallError::Remote(e.to_owned()));
+                if !self.pending.complete(id, outcome) {
+                    tracing::debug!(upstream = %self.up.name, id, "answer for a call nobody waits for (timed out or cancelled)");
+                }
+            }
+            Ok(UpstreamMessage::Notification { method, params }) => {
+                if self
+                    .events
+                    .try_send((method.into_owned(), params.map(|p| p.to_owned())))
+                    .is_err()
+                {
+                    tracing::warn!(upstream = %self.up.name, "notification dropped: too many queued");
+                }
+            }
+            Ok(UpstreamMessage::Request { id, method }) => {
+                tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request; the gateway serves none");
+                let mut out = Vec::new();
+                write_error(
+                    &mut out,
+                    Some(id),
+                    &ErrorObject::new(codes::METHOD_NOT_FOUND, "Method not found"),
+                );
+                let _ = self.outbox.try_send(Bytes::from(out));
+            }
+            Err(why) => self.protocol_error(why),
+        }
+    }
+}
+
+/// Copies the child's stderr into the gateway log, line by line, labelled with the upstream.
+async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
+    let mut lines = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut lines)
+            .take(MAX_LOG_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                tracing::info!(target: "upstream_stderr", upstream = %name, "{}", text.trim_end());
+            }
+        }
+    }
+}
