@@ -1,4 +1,8 @@
 //! Micro benchmarks of the hot paths (run: `cargo bench`).
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark of a failing path would measure nothing"
+)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;

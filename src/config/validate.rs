@@ -88,12 +88,15 @@ fn is_name(s: &str) -> bool {
 pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, Vec<Problem>> {
     let mut p = Problems::default();
     let gateway = gateway(raw.gateway.unwrap_or_default(), &mut p);
+    // Tenants are checked against every declared name, valid or not, so that one
+    // broken upstream is reported once, not again at every tenant that uses it.
+    let declared: Vec<String> = raw.upstreams.keys().cloned().collect();
     let upstreams: Vec<UpstreamSpec> = raw
         .upstreams
         .into_iter()
         .filter_map(|(name, u)| upstream(name, u, &mut p))
         .collect();
-    let tenants = tenants(raw.tenants, &upstreams, secrets, &mut p);
+    let tenants = tenants(raw.tenants, &declared, secrets, &mut p);
     match (gateway, p.0.is_empty()) {
         (Some(gateway), true) => Ok(Config {
             gateway,
@@ -262,7 +265,7 @@ fn http(
 
 fn tenants(
     raw: BTreeMap<String, RawTenant>,
-    upstreams: &[UpstreamSpec],
+    upstreams: &[String],
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Vec<TenantSpec> {
@@ -301,7 +304,7 @@ fn tenants(
         let mut seen = Vec::new();
         for (i, up) in t.upstreams.iter().enumerate() {
             let uat = format!("{at}.upstreams[{i}]");
-            if !upstreams.iter().any(|u| &u.name == up) {
+            if !upstreams.contains(up) {
                 p.add(&uat, format!("unknown upstream '{up}'"));
             } else if seen.contains(up) {
                 p.add(&uat, format!("upstream '{up}' is listed twice"));

@@ -30,10 +30,24 @@ pub struct Handshake {
     pub notifications_allowed: bool,
 }
 
+/// Whether a body that is not one JSON value holds several messages, one per
+/// line (a session), rather than one value followed by garbage (a parse error).
+pub fn holds_several_messages(body: &[u8]) -> bool {
+    let mut values = serde_json::Deserializer::from_slice(body).into_iter::<&RawValue>();
+    if !matches!(values.next(), Some(Ok(_))) {
+        return false;
+    }
+    let rest = &body[values.byte_offset()..];
+    let gap = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    gap < rest.len() && rest[..gap].contains(&b'\n')
+}
+
 /// What to do with one message of a session.
 pub enum Step {
     /// Answer now with this line (handshake replies and errors).
     Reply(Vec<u8>),
+    /// Answer `initialize` before reading on: its answer is the session's first line.
+    Initialize,
     /// Dispatch it; the answer comes when it is ready.
     Dispatch,
     /// Nothing to send (notifications).
@@ -42,7 +56,7 @@ pub enum Step {
 
 impl Handshake {
     /// Applies the handshake rules to one message.
-    pub fn step(&mut self, dispatcher: &Dispatcher, tenant: &Tenant, raw: &RawValue) -> Step {
+    pub fn step(&mut self, raw: &RawValue) -> Step {
         match classify(raw) {
             Incoming::Request { id, method, .. } => {
                 let mut out = Vec::new();
@@ -57,14 +71,13 @@ impl Handshake {
                     ),
                     Method::Initialize => {
                         self.initialized = true;
-                        return Step::Dispatch;
+                        return Step::Initialize;
                     }
                     _ if !self.initialized => {
                         write_gateway_error(&mut out, Some(id), &GatewayError::NotInitialized)
                     }
                     _ => return Step::Dispatch,
                 }
-                let _ = (dispatcher, tenant);
                 Step::Reply(out)
             }
             Incoming::Notification { method, .. } => {
@@ -105,13 +118,10 @@ pub async fn run_buffered(
             let _ = out.send(line(reply)).await;
             break;
         };
-        match handshake.step(&dispatcher, &tenant, raw) {
-            Step::Reply(reply) => {
-                if out.send(line(reply)).await.is_err() {
-                    return;
-                }
-            }
-            Step::Nothing => {}
+        let reply = match handshake.step(raw) {
+            Step::Reply(reply) => Some(reply),
+            Step::Initialize => respond(&dispatcher, &tenant, raw).await,
+            Step::Nothing => None,
             Step::Dispatch => {
                 let (dispatcher, tenant, out) = (dispatcher.clone(), tenant.clone(), out.clone());
                 let owned = raw.to_owned();
@@ -120,6 +130,12 @@ pub async fn run_buffered(
                         let _ = out.send(line(reply)).await;
                     }
                 });
+                None
+            }
+        };
+        if let Some(reply) = reply {
+            if out.send(line(reply)).await.is_err() {
+                return;
             }
         }
     }

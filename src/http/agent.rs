@@ -142,13 +142,8 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: Bytes) -> Response
             None => accepted(),
         },
         // Not one JSON value: several newline-delimited messages make a session.
-        Err(_) => {
-            let mut values = serde_json::Deserializer::from_slice(&bytes).into_iter::<&RawValue>();
-            match values.next() {
-                Some(Ok(_)) => start_session(s, tenant, bytes),
-                _ => parse_error(),
-            }
-        }
+        Err(_) if session::holds_several_messages(&bytes) => start_session(s, tenant, bytes),
+        Err(_) => parse_error(),
     }
 }
 

@@ -306,7 +306,8 @@ mod tests {
 
     #[test]
     fn garbage_is_a_typed_error() {
-        let cases: [(&[u8], fn(&CodecError) -> bool); 5] = [
+        type Case = (&'static [u8], fn(&CodecError) -> bool);
+        let cases: [Case; 5] = [
             (b"hello world\r\n\r\n", |e| {
                 matches!(e, CodecError::MalformedHeader)
             }),
@@ -364,11 +365,8 @@ mod tests {
         fn garbage_never_panics_nor_overallocates(input in proptest::collection::vec(any::<u8>(), 0..600)) {
             let mut codec = ContentLengthCodec::new(128).with_max_header_bytes(256);
             let mut buf = BytesMut::from(&input[..]);
-            loop {
-                match codec.decode(&mut buf) {
-                    Ok(Some(f)) => prop_assert!(f.len() <= 128),
-                    Ok(None) | Err(_) => break,
-                }
+            while let Ok(Some(f)) = codec.decode(&mut buf) {
+                prop_assert!(f.len() <= 128);
             }
             prop_assert!(buf.capacity() <= 1024);
         }

@@ -144,7 +144,8 @@ mod tests {
             let id = format!("mcp://{rest}");
             let ns = namespace("gw", &up, &id);
             prop_assert_eq!(&ns, &format!("mcp://gw/{up}/{rest}"));
-            prop_assert_eq!(parse("gw", &ns).unwrap().1.as_ref(), id.as_str());
+            let back = parse("gw", &ns).unwrap().1;
+            prop_assert_eq!(back.as_ref(), id.as_str());
         }
 
         #[test]

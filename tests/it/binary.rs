@@ -1,0 +1,246 @@
+//! The real binary, as a user runs it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A gateway process whose JSON log lines are read on a thread.
+struct Process {
+    child: Child,
+    logs: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Process {
+    fn spawn(args: &[&str]) -> Process {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, logs) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({"unparsed": line}));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Process {
+            child,
+            logs,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a log line matching `pred`.
+    fn wait_log(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        loop {
+            match self.logs.recv_timeout(Duration::from_secs(20)) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!("no log line for {what}; saw {:#?}", self.seen),
+            }
+        }
+    }
+
+    fn addr(&mut self, message: &str) -> String {
+        let line = self.wait_log(message, |v| v["message"] == message);
+        line["addr"].as_str().unwrap().to_owned()
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.child.kill().unwrap();
+        panic!("the gateway did not exit after SIGTERM");
+    }
+}
+
+/// Children of every thread of `pid` (a child belongs to the thread that spawned it).
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .flat_map(|task| {
+            std::fs::read_to_string(task.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+fn post(url: &str, body: Value) -> Value {
+    let client = plain_http::blocking_client();
+    client(url, body)
+}
+
+mod plain_http {
+    //! A tiny blocking client over std, so these tests need no async runtime.
+    use std::io::{Read, Write};
+
+    pub fn blocking_client() -> impl Fn(&str, serde_json::Value) -> serde_json::Value {
+        |url, body| {
+            let rest = url.strip_prefix("http://").unwrap();
+            let (host, path) = rest.split_once('/').unwrap();
+            let body = body.to_string();
+            let mut s = std::net::TcpStream::connect(host).unwrap();
+            write!(s, "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer demo-key\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            let (_, body) = out.split_once("\r\n\r\n").unwrap();
+            serde_json::from_str(body).unwrap_or_else(|_| panic!("{out}"))
+        }
+    }
+}
+
+#[test]
+fn serve_without_config_runs_the_demo() {
+    let mut p = Process::spawn(&["serve"]);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("both upstreams ready", |v| {
+        v["message"] == "upstream ready" && v["upstream"] == "remote"
+    });
+    p.wait_log("both upstreams ready", |v| {
+        v["message"] == "upstream ready" && v["upstream"] == "local"
+    });
+    let url = format!("http://{agent}/mcp");
+    let listing = post(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/listTools"}),
+    );
+    let ids: Vec<&str> = listing["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["mcpId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "mcp://gateway/local/local/tools/echo:v1",
+            "mcp://gateway/local/local/tools/add:v1",
+            "mcp://gateway/remote/remote/tools/echo:v1",
+            "mcp://gateway/remote/remote/tools/add:v1"
+        ]
+    );
+    let r = post(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/local/local/tools/add:v1", "arguments": {"a": 2, "b": 3}}}),
+    );
+    assert_eq!(r["result"]["output"]["sum"], 5.0);
+    let children = children_of(p.child.id());
+    assert_eq!(children.len(), 1, "one stdio child");
+    let status = p.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", children[0])).exists(),
+        "the child was reaped, not orphaned"
+    );
+}
+
+#[test]
+fn child_stderr_is_logged_under_its_upstream_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  noisy: {}\ntenants:\n  demo: {}\n",
+            stdio_upstream("noisy", &[]),
+            tenant("demo-key", &["noisy"])
+        ),
+    )
+    .unwrap();
+    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let r = post(
+        &format!("http://{agent}/mcp"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/noisy/noisy/tools/stderr", "arguments": {"text": "marker-4f1c"}}}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    let line = p.wait_log("stderr line", |v| v["message"] == "marker-4f1c");
+    assert_eq!(line["upstream"], "noisy");
+    assert_eq!(line["target"], "upstream_stderr");
+    assert!(p.terminate().success());
+}
+
+#[test]
+fn check_validates_and_reports_every_problem() {
+    let ok = Command::new(BIN)
+        .args(["check", "--config", "examples/gateway.yaml"])
+        .env("ACME_KEY", "k-from-env")
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "upstreams:\n  a: {stdio: {command: \"\"}}\n  b: {http: {url: \"not a url\"}}\ntenants:\n  t: {api_keys: [secret-key-1], upstreams: [a, ghost]}\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "upstreams.a.stdio.command",
+        "upstreams.b.http.url",
+        "tenants.t.upstreams[1]: unknown upstream 'ghost'",
+        "3 problem(s)",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+    assert!(!err.contains("secret-key-1"), "a key leaked: {err}");
+    let missing = Command::new(BIN)
+        .args(["check", "--config", "/nonexistent.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+}
+
+#[test]
+fn the_embedded_demo_config_is_valid() {
+    let config = mcp_gateway::demo::demo_config("http://127.0.0.1:1/mcp").unwrap();
+    assert_eq!(config.tenants[0].name, "demo");
+}

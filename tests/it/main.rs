@@ -1,0 +1,13 @@
+//! Integration tests: real processes, real sockets on 127.0.0.1 port 0.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests and their helpers fail loudly by design"
+)]
+
+mod binary;
+mod edge;
+mod isolation;
+mod routing;
+mod stdio_upstream;
+mod support;

@@ -1,0 +1,358 @@
+//! Aggregation and routing across a stdio child and an HTTP upstream.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+async fn two_upstreams(record: &std::path::Path) -> (Gateway, tokio::task::JoinHandle<()>) {
+    let (url, task) = http_upstream("h").await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &["--record", record.to_str().unwrap()]),
+        tenant("ka", &["s", "h"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "h"]).await;
+    (gw, task)
+}
+
+fn ids(defs: &[Value]) -> BTreeSet<String> {
+    defs.iter()
+        .map(|d| d["mcpId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_merge_every_upstream_under_namespaced_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _h) = two_upstreams(&dir.path().join("rec")).await;
+    let tools = gw.list("ka", "mcp/listTools").await;
+    let expected: BTreeSet<String> = ["s", "h"]
+        .iter()
+        .flat_map(|u| {
+            [
+                "echo:v1",
+                "add:v1",
+                "sleep",
+                "crash",
+                "bad_output",
+                "fail",
+                "pid",
+                "stderr",
+            ]
+            .iter()
+            .map(move |t| format!("mcp://gw/{u}/{u}/tools/{t}"))
+            .chain([format!("mcp://gw/{u}//urn%3A{u}%3Alegacy")])
+        })
+        .collect();
+    assert_eq!(ids(&tools), expected);
+    // Definitions keep everything else the upstream wrote.
+    let echo = tools
+        .iter()
+        .find(|t| t["mcpId"] == "mcp://gw/s/s/tools/echo:v1")
+        .unwrap();
+    assert_eq!(echo["name"], "echo");
+    assert_eq!(echo["inputSchema"]["required"], json!(["text"]));
+    let resources = gw.list("ka", "mcp/listResources").await;
+    assert_eq!(
+        ids(&resources),
+        ["mcp://gw/h/h/resources/motd", "mcp://gw/s/s/resources/motd"]
+            .map(String::from)
+            .into()
+    );
+    let prompts = gw.list("ka", "mcp/listPrompts").await;
+    assert_eq!(prompts.len(), 2);
+    // Broken definitions were dropped and counted, per upstream and kind.
+    let m = gw.metrics().await;
+    for u in ["s", "h"] {
+        assert_eq!(
+            metric(
+                &m,
+                &format!(r#"mcp_gateway_definitions_dropped_total{{kind="tool",upstream="{u}"}}"#)
+            ),
+            Some(2.0),
+            "{m}"
+        );
+        assert_eq!(
+            metric(
+                &m,
+                &format!(
+                    r#"mcp_gateway_definitions_dropped_total{{kind="resource",upstream="{u}"}}"#
+                )
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            metric(
+                &m,
+                &format!(r#"mcp_gateway_definitions_listed{{kind="tool",upstream="{u}"}}"#)
+            ),
+            Some(9.0)
+        );
+        assert_eq!(
+            metric(&m, &format!(r#"mcp_gateway_upstream_up{{upstream="{u}"}}"#)),
+            Some(1.0)
+        );
+    }
+    // Capabilities are the union.
+    let init = gw
+        .rpc("ka", "initialize", json!({"clientCapabilities": {}}))
+        .await;
+    assert_eq!(init["id"], 7);
+    assert_eq!(
+        init["error"]["code"], -32600,
+        "stateless initialize needs id 1"
+    );
+    let (_, text) = gw
+        .post(
+            "ka",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientCapabilities":{}}}"#,
+        )
+        .await;
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0]["result"]["capabilities"],
+        json!({"listToolsProvider": true, "listResourcesProvider": true, "listPromptsProvider": true, "executionProvider": {"execute": true}})
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_routes_to_the_owner_and_checks_both_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("rec");
+    let (gw, _h) = two_upstreams(&record).await;
+    // Routed by namespace: the stdio child has its own pid, the HTTP upstream runs in this process.
+    let s_pid =
+        gw.execute("ka", "mcp://gw/s/s/tools/pid", json!({})).await["result"]["output"]["pid"]
+            .as_u64()
+            .unwrap();
+    let h_pid =
+        gw.execute("ka", "mcp://gw/h/h/tools/pid", json!({})).await["result"]["output"]["pid"]
+            .as_u64()
+            .unwrap();
+    assert_eq!(h_pid, u64::from(std::process::id()));
+    assert_ne!(s_pid, h_pid);
+    for u in ["s", "h"] {
+        let r = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{u}/{u}/tools/echo:v1"),
+                json!({"text": "héllo"}),
+            )
+            .await;
+        assert_eq!(
+            r,
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"output": {"text": "héllo"}}})
+        );
+        let r = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{u}//urn%3A{u}%3Alegacy"),
+                json!({"text": "old"}),
+            )
+            .await;
+        assert_eq!(r["result"]["output"]["text"], "old", "{r}");
+    }
+    // Invalid arguments never reach the upstream.
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({}))
+        .await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32602, "message": "Invalid params", "data": "Missing required property: 'text' in arguments for tool mcp://gw/s/s/tools/echo:v1"})
+    );
+    let r = gw
+        .execute(
+            "ka",
+            "mcp://gw/s/s/tools/add:v1",
+            json!({"a": 1, "b": "two"}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(r["error"]["data"].as_str().unwrap().contains("/b"), "{r}");
+    let received = std::fs::read_to_string(&record).unwrap();
+    let forwarded: Vec<Value> = received
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|m: &Value| m["method"] == "mcp/executeTool")
+        .collect();
+    assert!(
+        forwarded
+            .iter()
+            .all(|m| m["params"]["arguments"] != json!({})
+                || m["params"]["id"] != "mcp://s/tools/echo:v1"),
+        "{received}"
+    );
+    assert!(!received.contains("two"), "{received}");
+    // Output that breaks the tool's outputSchema: -32006.
+    for u in ["s", "h"] {
+        let r = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{u}/{u}/tools/bad_output"),
+                json!({}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32006, "{r}");
+    }
+    // Upstream errors pass through unchanged.
+    for u in ["s", "h"] {
+        let r = gw
+            .execute("ka", &format!("mcp://gw/{u}/{u}/tools/fail"), json!({}))
+            .await;
+        assert_eq!(
+            r["error"],
+            json!({"code": -32050, "message": "tool failed", "data": {"reason": "requested"}})
+        );
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_malformed_tool_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _h) = two_upstreams(&dir.path().join("rec")).await;
+    for id in [
+        "mcp://gw/s/s/tools/nope",
+        "mcp://gw/nope/s/tools/echo:v1",
+        "mcp://other/s/s/tools/echo:v1",
+        "mcp://s/tools/echo:v1",
+        "mcp://gw/s//%7e",
+        "",
+    ] {
+        let r = gw.execute("ka", id, json!({"text": "x"})).await;
+        assert_eq!(
+            r["error"],
+            json!({"code": -32602, "message": "Invalid params", "data": format!("Unknown tool: {id}")}),
+            "{id}"
+        );
+    }
+    for params in [
+        json!({"arguments": {}}),
+        json!({"id": 5, "arguments": {}}),
+        json!({"id": "mcp://gw/s/s/tools/echo:v1"}),
+        json!({"id": "mcp://gw/s/s/tools/echo:v1", "arguments": [1]}),
+        json!([1, 2]),
+    ] {
+        let r = gw.rpc("ka", "mcp/executeTool", params.clone()).await;
+        assert_eq!(r["error"]["code"], -32602, "{params}");
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_capabilities_are_never_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("rec");
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  n: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("n", &["--no-execute", "--record", record.to_str().unwrap()]),
+        tenant("ka", &["n"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["n"]).await;
+    let r = gw
+        .execute("ka", "mcp://gw/n/n/tools/echo:v1", json!({"text": "x"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32005, "{r}");
+    let received = std::fs::read_to_string(&record).unwrap();
+    assert!(!received.contains("mcp/executeTool"), "{received}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_down_upstream_never_fails_a_listing() {
+    let dead = dead_url().await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  d: {{http: {{url: \"{dead}\"}}, timeout_ms: 500}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s", "d"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let tools = gw.list("ka", "mcp/listTools").await;
+    assert_eq!(tools.len(), 9);
+    assert!(
+        tools
+            .iter()
+            .all(|t| t["mcpId"].as_str().unwrap().starts_with("mcp://gw/s/"))
+    );
+    let started = Instant::now();
+    let r = gw
+        .execute("ka", "mcp://gw/d/d/tools/echo:v1", json!({"text": "x"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let (status, body) = gw.get_admin("/readyz").await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["upstreams"]["d"], "down");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_id_executes_on_a_fresh_gateway_without_listing() {
+    let (url, _h) = http_upstream("h").await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s", "h"])
+    );
+    for id in ["mcp://gw/s/s/tools/echo:v1", "mcp://gw/h/h/tools/echo:v1"] {
+        // Straight after start: no listing, upstreams possibly still starting.
+        let gw = Gateway::start(&yaml).await;
+        let r = gw.execute("ka", id, json!({"text": "remembered"})).await;
+        assert_eq!(r["result"]["output"]["text"], "remembered", "{r}");
+        gw.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_timeout_fail_with_32003() {
+    let (url, _h) = http_upstream("h").await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}, timeout_ms: 300}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]).replace("]}}", "]}, timeout_ms: 300}"),
+        tenant("ka", &["s", "h"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "h"]).await;
+    for u in ["s", "h"] {
+        let started = Instant::now();
+        let r = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{u}/{u}/tools/sleep"),
+                json!({"ms": 5000}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32003, "{r}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        // The upstream is still fine afterwards.
+        let r = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{u}/{u}/tools/echo:v1"),
+                json!({"text": "after"}),
+            )
+            .await;
+        assert_eq!(r["result"]["output"]["text"], "after");
+    }
+    let m = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcp_gateway_requests_total{method="mcp/executeTool",outcome="upstream_timeout",tenant="a"}"#
+        ),
+        Some(2.0),
+        "{m}"
+    );
+    gw.stop().await;
+}
