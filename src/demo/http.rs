@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::value::RawValue;
@@ -80,11 +80,30 @@ async fn answer(
     }
 }
 
-async fn mcp(State(server): State<Arc<DemoServer>>, body: Bytes) -> Response {
+async fn mcp(State(server): State<Arc<DemoServer>>, headers: HeaderMap, body: Bytes) -> Response {
     server.record(&body);
     let json = |status: StatusCode, body: Vec<u8>| {
         (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
     };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .eq_ignore_ascii_case("application/json")
+    {
+        let mut out = Vec::new();
+        write_error(
+            &mut out,
+            None,
+            &ErrorObject::invalid_request("Content-Type must be application/json"),
+        );
+        return json(StatusCode::UNSUPPORTED_MEDIA_TYPE, out);
+    }
     let values: Result<Vec<&RawValue>, _> = serde_json::Deserializer::from_slice(&body)
         .into_iter::<&RawValue>()
         .collect();

@@ -6,6 +6,7 @@
 )]
 
 mod binary;
+mod compliance;
 mod edge;
 mod isolation;
 mod routing;
