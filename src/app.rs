@@ -107,13 +107,19 @@ pub fn start_with(
         }
         upstreams.push(up);
     }
+    let keys = Arc::new(KeyStore::new(&config.tenants));
+    let dispatcher = Dispatcher::new(
+        &config.gateway.id,
+        upstreams,
+        keys.tenants(),
+        metrics.clone(),
+    );
+    dispatcher.spawn_change_fanout(keys.tenants(), &supervisors, upstream_stop.clone());
     supervisors.close();
-
-    let dispatcher = Dispatcher::new(&config.gateway.id, upstreams, metrics.clone());
     let draining = Arc::new(AtomicBool::new(false));
     let agent_app = agent::router(AgentState {
         dispatcher: dispatcher.clone(),
-        keys: Arc::new(KeyStore::new(&config.tenants)),
+        keys,
         max_body_bytes: limits.max_body_bytes,
         max_batch: limits.max_batch,
         metrics: metrics.clone(),

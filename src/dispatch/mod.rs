@@ -12,6 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
@@ -19,7 +22,10 @@ use crate::protocol::{Capabilities, Kind, Method};
 use crate::tenant::Tenant;
 use crate::upstream::{Status, Upstream};
 
-pub use rpc::respond;
+pub use rpc::{respond, respond_traced};
+
+/// Change notifications a slow session may fall behind by before it misses some.
+const CHANGES_BACKLOG: usize = 256;
 
 /// A successful result, as raw JSON text.
 pub enum Payload {
@@ -39,6 +45,8 @@ impl Payload {
 struct Inner {
     gateway_id: String,
     upstreams: HashMap<Arc<str>, Arc<Upstream>>,
+    /// Per tenant: namespaced ids of resources that changed, for its open sessions.
+    changes: HashMap<Arc<str>, broadcast::Sender<Arc<str>>>,
     metrics: Metrics,
 }
 
@@ -49,14 +57,111 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(gateway_id: &str, upstreams: Vec<Arc<Upstream>>, metrics: Metrics) -> Self {
+    pub fn new(
+        gateway_id: &str,
+        upstreams: Vec<Arc<Upstream>>,
+        tenants: &[Arc<Tenant>],
+        metrics: Metrics,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 gateway_id: gateway_id.to_owned(),
                 upstreams: upstreams.into_iter().map(|u| (u.name.clone(), u)).collect(),
+                changes: tenants
+                    .iter()
+                    .map(|t| (t.name.clone(), broadcast::Sender::new(CHANGES_BACKLOG)))
+                    .collect(),
                 metrics,
             }),
         }
+    }
+
+    pub fn gateway_id(&self) -> &str {
+        &self.inner.gateway_id
+    }
+
+    /// Changed resources (namespaced ids) of the tenant's upstreams, as they happen.
+    pub fn subscribe_changes(&self, tenant: &Tenant) -> Option<broadcast::Receiver<Arc<str>>> {
+        self.inner
+            .changes
+            .get(&tenant.name)
+            .map(broadcast::Sender::subscribe)
+    }
+
+    /// Forwards each upstream's `mcp/resourceDidChange` to the tenants that see it,
+    /// and to no other, until `shutdown`. One task per upstream.
+    pub fn spawn_change_fanout(
+        &self,
+        tenants: &[Arc<Tenant>],
+        tasks: &TaskTracker,
+        shutdown: CancellationToken,
+    ) {
+        for up in self.inner.upstreams.values() {
+            let targets: Vec<broadcast::Sender<Arc<str>>> = tenants
+                .iter()
+                .filter(|t| t.sees(&up.name))
+                .filter_map(|t| self.inner.changes.get(&t.name).cloned())
+                .collect();
+            let mut rx = up.subscribe_changes();
+            let shutdown = shutdown.clone();
+            tasks.spawn(async move {
+                loop {
+                    let id = tokio::select! {
+                        r = rx.recv() => match r {
+                            Ok(id) => id,
+                            Err(broadcast::error::RecvError::Lagged(n)) => {
+                                tracing::warn!(skipped = n, "resource change notifications dropped: too many at once");
+                                continue;
+                            }
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        },
+                        _ = shutdown.cancelled() => return,
+                    };
+                    for t in &targets {
+                        // No open session is not an error.
+                        let _ = t.send(id.clone());
+                    }
+                }
+            });
+        }
+    }
+
+    /// For `$/logTrace`: which of the tenant's upstreams a listing of `kind`
+    /// drew on, which were down, and what was left out and why.
+    pub fn listing_report(&self, tenant: &Tenant, kind: Kind) -> String {
+        let mut parts = Vec::new();
+        for up in self.upstreams_of(tenant) {
+            if up.status() != Status::Ready {
+                parts.push(format!(
+                    "upstream {} is {}, not listed",
+                    up.name,
+                    up.status().as_str()
+                ));
+                continue;
+            }
+            if !up
+                .capabilities()
+                .is_some_and(|c| c.allows(kind.list_method()))
+            {
+                continue;
+            }
+            let catalog = up.catalog();
+            parts.push(format!(
+                "upstream {}: {} listed",
+                up.name,
+                catalog.listing(kind).count
+            ));
+            for d in catalog.dropped(kind) {
+                parts.push(format!(
+                    "upstream {} left out {} {}: {}",
+                    up.name,
+                    kind.as_str(),
+                    d.id.as_deref().unwrap_or("(no mcpId)"),
+                    d.reason
+                ));
+            }
+        }
+        parts.join("; ")
     }
 
     pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {

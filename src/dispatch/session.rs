@@ -1,16 +1,18 @@
-//! Sessions: newline-delimited messages in, one response per line out, each
-//! written as soon as it is ready (so answers may overtake each other), with
-//! the handshake rules of PROTOCOL-NOTES enforced inside.
+//! Sessions: a stream of messages in, one message out per answer, each sent as
+//! soon as it is ready (answers may overtake each other), with the handshake
+//! rules of PROTOCOL-NOTES, resource-change notifications and `$/logTrace`.
+//! Transports (HTTP bodies, the stdio mode) feed it messages and frame what it
+//! sends; this type knows no framing.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::Bytes;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::{JoinHandle, JoinSet};
 
 use super::rpc::write_gateway_error;
-use super::{Dispatcher, respond};
+use super::{Dispatcher, respond, respond_traced};
 use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, Incoming, classify, write_error};
 use crate::protocol::Method;
@@ -19,15 +21,6 @@ use crate::tenant::Tenant;
 /// Whether a body's first message opens a session (`initialize`).
 pub fn starts_session(first: &RawValue) -> bool {
     matches!(classify(first), Incoming::Request { ref method, .. } if Method::parse(method) == Method::Initialize)
-}
-
-/// Handshake state of one session.
-#[derive(Default)]
-pub struct Handshake {
-    /// `initialize` was answered.
-    pub initialized: bool,
-    /// The client sent `initialized`: server notifications may flow.
-    pub notifications_allowed: bool,
 }
 
 /// Whether a body that is not one JSON value holds several messages, one per
@@ -43,22 +36,29 @@ pub fn holds_several_messages(body: &[u8]) -> bool {
 }
 
 /// What to do with one message of a session.
-pub enum Step {
-    /// Answer now with this line (handshake replies and errors).
+enum Step {
+    /// Answer now with this message (handshake errors, invalid messages).
     Reply(Vec<u8>),
-    /// Answer `initialize` before reading on: its answer is the session's first line.
-    Initialize,
+    /// Answer `initialize` before reading on: its answer is the session's first message.
+    Initialize { trace: bool },
+    /// The client sent `initialized`: notifications may flow from now on.
+    Initialized,
     /// Dispatch it; the answer comes when it is ready.
     Dispatch,
-    /// Nothing to send (notifications).
+    /// Nothing to send (other notifications).
     Nothing,
 }
 
+#[derive(Default)]
+struct Handshake {
+    /// `initialize` was answered.
+    initialized: bool,
+}
+
 impl Handshake {
-    /// Applies the handshake rules to one message.
-    pub fn step(&mut self, raw: &RawValue) -> Step {
+    fn step(&mut self, raw: &RawValue) -> Step {
         match classify(raw) {
-            Incoming::Request { id, method, .. } => {
+            Incoming::Request { id, method, params } => {
                 let mut out = Vec::new();
                 match Method::parse(&method) {
                     Method::Initialize if id.get() != "1" => {
@@ -71,7 +71,9 @@ impl Handshake {
                     ),
                     Method::Initialize => {
                         self.initialized = true;
-                        return Step::Initialize;
+                        return Step::Initialize {
+                            trace: wants_trace(params),
+                        };
                     }
                     _ if !self.initialized => {
                         write_gateway_error(&mut out, Some(id), &GatewayError::NotInitialized)
@@ -80,64 +82,170 @@ impl Handshake {
                 }
                 Step::Reply(out)
             }
-            Incoming::Notification { method, .. } => {
-                if Method::parse(&method) == Method::Initialized && self.initialized {
-                    self.notifications_allowed = true;
-                }
-                Step::Nothing
+            Incoming::Notification { method, .. }
+                if Method::parse(&method) == Method::Initialized && self.initialized =>
+            {
+                Step::Initialized
             }
+            Incoming::Notification { .. } | Incoming::Ignored => Step::Nothing,
             Incoming::Invalid { id, error } => {
                 let mut out = Vec::new();
                 write_error(&mut out, id, &error);
                 Step::Reply(out)
             }
-            Incoming::Ignored => Step::Nothing,
         }
     }
 }
 
-fn line(mut reply: Vec<u8>) -> Bytes {
-    reply.push(b'\n');
-    Bytes::from(reply)
+/// `params.trace == "on"` in `initialize`.
+fn wants_trace(params: Option<&RawValue>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct P<'a> {
+        #[serde(borrow)]
+        trace: Option<std::borrow::Cow<'a, str>>,
+    }
+    params
+        .and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok())
+        .and_then(|p| p.trace)
+        .is_some_and(|t| t == "on")
 }
 
-/// Runs a session whose input was read whole; ends when every answer is out.
-pub async fn run_buffered(
+/// The body of a `$/logTrace` notification (LSP's shape: `{"message": ...}`).
+fn log_trace(message: &str) -> Vec<u8> {
+    let params = serde_json::json!({ "message": message });
+    format!(r#"{{"jsonrpc":"2.0","method":"$/logTrace","params":{params}}}"#).into_bytes()
+}
+
+fn resource_did_change(id: &str) -> Vec<u8> {
+    let params = serde_json::json!({ "id": id });
+    format!(r#"{{"jsonrpc":"2.0","method":"mcp/resourceDidChange","params":{params}}}"#)
+        .into_bytes()
+}
+
+/// One agent's session. Dropping it cancels everything it started.
+pub struct Session {
     dispatcher: Dispatcher,
     tenant: Arc<Tenant>,
-    input: Bytes,
-    out: mpsc::Sender<Bytes>,
-) {
-    let mut handshake = Handshake::default();
-    let mut inflight = JoinSet::new();
-    for value in serde_json::Deserializer::from_slice(&input).into_iter::<&RawValue>() {
-        let Ok(raw) = value else {
-            // The rest of the stream cannot be delimited any more.
-            let mut reply = Vec::new();
-            write_error(&mut reply, None, &ErrorObject::parse_error());
-            let _ = out.send(line(reply)).await;
-            break;
-        };
-        let reply = match handshake.step(raw) {
-            Step::Reply(reply) => Some(reply),
-            Step::Initialize => respond(&dispatcher, &tenant, raw).await,
-            Step::Nothing => None,
+    handshake: Handshake,
+    /// Messages out, unframed. Bounded: a client that stops reading slows its own session only.
+    out: mpsc::Sender<Vec<u8>>,
+    /// Set once `initialized` is read: server notifications may flow.
+    notify: Arc<AtomicBool>,
+    trace: bool,
+    inflight: JoinSet<()>,
+    notifier: Option<JoinHandle<()>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // In-flight calls are aborted by the JoinSet's own drop.
+        if let Some(n) = self.notifier.take() {
+            n.abort();
+        }
+    }
+}
+
+impl Session {
+    pub fn new(dispatcher: Dispatcher, tenant: Arc<Tenant>, out: mpsc::Sender<Vec<u8>>) -> Self {
+        Self {
+            dispatcher,
+            tenant,
+            handshake: Handshake::default(),
+            out,
+            notify: Arc::new(AtomicBool::new(false)),
+            trace: false,
+            inflight: JoinSet::new(),
+            notifier: None,
+        }
+    }
+
+    /// Requests being answered right now.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    async fn send(&self, message: Vec<u8>) -> bool {
+        self.out.send(message).await.is_ok()
+    }
+
+    /// Handles one message. Returns false once the peer is gone: stop reading.
+    pub async fn on_message(&mut self, raw: &RawValue) -> bool {
+        // Reap finished calls as we go, so a long session keeps no dead task handles.
+        while self.inflight.try_join_next().is_some() {}
+        match self.handshake.step(raw) {
+            Step::Reply(reply) => self.send(reply).await,
+            Step::Initialize { trace } => {
+                self.trace = trace;
+                match respond(&self.dispatcher, &self.tenant, raw).await {
+                    Some(reply) => self.send(reply).await,
+                    None => true,
+                }
+            }
+            Step::Initialized => {
+                self.start_notifications();
+                true
+            }
+            Step::Nothing => true,
             Step::Dispatch => {
-                let (dispatcher, tenant, out) = (dispatcher.clone(), tenant.clone(), out.clone());
+                let (dispatcher, tenant, out) = (
+                    self.dispatcher.clone(),
+                    self.tenant.clone(),
+                    self.out.clone(),
+                );
+                let (notify, trace) = (self.notify.clone(), self.trace);
                 let owned = raw.to_owned();
-                inflight.spawn(async move {
-                    if let Some(reply) = respond(&dispatcher, &tenant, &owned).await {
-                        let _ = out.send(line(reply)).await;
+                self.inflight.spawn(async move {
+                    let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace).await;
+                    if let Some(reply) = reply {
+                        let _ = out.send(reply).await;
+                    }
+                    if let Some(line) = line.filter(|_| notify.load(Ordering::Acquire)) {
+                        let _ = out.send(log_trace(&line)).await;
                     }
                 });
-                None
-            }
-        };
-        if let Some(reply) = reply {
-            if out.send(line(reply)).await.is_err() {
-                return;
+                true
             }
         }
     }
-    while inflight.join_next().await.is_some() {}
+
+    /// Answers a message that could not be parsed (-32700, id null).
+    pub async fn on_parse_error(&mut self) -> bool {
+        let mut reply = Vec::new();
+        write_error(&mut reply, None, &ErrorObject::parse_error());
+        self.send(reply).await
+    }
+
+    fn start_notifications(&mut self) {
+        self.notify.store(true, Ordering::Release);
+        if self.notifier.is_some() {
+            return;
+        }
+        let Some(mut changes) = self.dispatcher.subscribe_changes(&self.tenant) else {
+            return;
+        };
+        let out = self.out.clone();
+        self.notifier = Some(tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(id) => {
+                        if out.send(resource_did_change(&id)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }));
+    }
+
+    /// The input ended: waits until every answer is out (or the peer is gone).
+    pub async fn finish(mut self) {
+        let out = self.out.clone();
+        tokio::select! {
+            _ = async { while self.inflight.join_next().await.is_some() {} } => {}
+            // The peer left: abandon the calls (dropping self aborts them).
+            _ = out.closed() => {}
+        }
+    }
 }

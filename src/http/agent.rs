@@ -4,18 +4,19 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
+use bytes::BytesMut;
+use futures_util::StreamExt;
 use futures_util::future::join_all;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 
+use super::session;
 use super::{error, json};
-use crate::dispatch::{Dispatcher, respond, session};
+use crate::dispatch::{self, Dispatcher, respond};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::metrics::Metrics;
 use crate::tenant::{KeyStore, Tenant, bearer_token};
@@ -112,37 +113,101 @@ async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
     if declared.is_some_and(|n| n > s.max_body_bytes as u64) {
         return too_large(s.max_body_bytes);
     }
-    let bytes = match Limited::new(body, s.max_body_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return too_large(s.max_body_bytes);
-        }
-        Err(_) => {
+    read_body(s, tenant, body).await
+}
+
+/// What the first message of a body says about the exchange.
+enum First {
+    /// Not complete yet.
+    Incomplete,
+    /// `initialize`: a session, to be served while the body is still arriving.
+    Initialize,
+    /// Anything else: read the whole body, then decide.
+    Other,
+    /// Not JSON.
+    Invalid,
+}
+
+fn peek_first(buf: &[u8]) -> First {
+    let mut values = serde_json::Deserializer::from_slice(buf).into_iter::<&RawValue>();
+    match values.next() {
+        None => First::Incomplete,
+        Some(Ok(v)) if dispatch::session::starts_session(v) => First::Initialize,
+        Some(Ok(_)) => First::Other,
+        Some(Err(e)) if e.is_eof() => First::Incomplete,
+        Some(Err(_)) => First::Invalid,
+    }
+}
+
+/// Reads the body as it arrives. A first message that is `initialize` starts a
+/// session at once (the client may wait for its answer before sending more);
+/// otherwise the whole body is read, up to the limit, and then answered.
+async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response {
+    let mut body = body.into_data_stream();
+    let mut buf = BytesMut::new();
+    let mut decided = false;
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else {
             return error(
                 StatusCode::BAD_REQUEST,
                 ErrorObject::invalid_request("the request body could not be read"),
             );
+        };
+        if buf.len() + chunk.len() > s.max_body_bytes {
+            return too_large(s.max_body_bytes);
         }
-    };
-    exchange(s, tenant, bytes).await
+        // An object can only have ended in a chunk that holds a `}`.
+        let worth_a_look = !decided && chunk.iter().any(|&b| b == b'}');
+        buf.extend_from_slice(&chunk);
+        if worth_a_look {
+            match peek_first(&buf) {
+                First::Incomplete => {}
+                First::Initialize => {
+                    return session::start(
+                        s.dispatcher.clone(),
+                        tenant,
+                        buf,
+                        body,
+                        s.max_body_bytes,
+                    );
+                }
+                First::Other => decided = true,
+                First::Invalid => return parse_error(),
+            }
+        }
+    }
+    exchange(s, tenant, buf).await
 }
 
-/// Decides between a stateless exchange and a session, and runs it.
-async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: Bytes) -> Response {
-    let parse_error = || {
-        let mut body = Vec::new();
-        crate::jsonrpc::write_error(&mut body, None, &ErrorObject::parse_error());
-        json(StatusCode::BAD_REQUEST, body)
-    };
+fn parse_error() -> Response {
+    let mut body = Vec::new();
+    crate::jsonrpc::write_error(&mut body, None, &ErrorObject::parse_error());
+    json(StatusCode::BAD_REQUEST, body)
+}
+
+/// A whole body: a stateless exchange, or a session of several messages.
+async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Response {
     match serde_json::from_slice::<&RawValue>(&bytes) {
         Ok(raw) if raw.get().starts_with('[') => batch(s, &tenant, raw).await,
-        Ok(raw) if session::starts_session(raw) => start_session(s, tenant, bytes),
+        Ok(raw) if dispatch::session::starts_session(raw) => session::start(
+            s.dispatcher.clone(),
+            tenant,
+            bytes,
+            Body::empty().into_data_stream(),
+            s.max_body_bytes,
+        ),
         Ok(raw) => match respond(&s.dispatcher, &tenant, raw).await {
             Some(reply) => json(StatusCode::OK, reply),
             None => accepted(),
         },
         // Not one JSON value: several newline-delimited messages make a session.
-        Err(_) if session::holds_several_messages(&bytes) => start_session(s, tenant, bytes),
+        Err(_) if dispatch::session::holds_several_messages(&bytes) => session::start(
+            s.dispatcher.clone(),
+            tenant,
+            bytes,
+            Body::empty().into_data_stream(),
+            s.max_body_bytes,
+        ),
         Err(_) => parse_error(),
     }
 }
@@ -188,23 +253,4 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Response {
     }
     body.push(b']');
     json(StatusCode::OK, body)
-}
-
-/// A session over a body that was read whole: responses stream out, one per
-/// line, as each is ready.
-fn start_session(s: &AgentState, tenant: Arc<Tenant>, bytes: Bytes) -> Response {
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let dispatcher = s.dispatcher.clone();
-    tokio::spawn(session::run_buffered(dispatcher, tenant, bytes, tx));
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|line| (Ok::<_, std::convert::Infallible>(line), rx))
-    });
-    let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
 }

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod agent;
 pub mod serve;
+pub mod session;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};

@@ -41,6 +41,8 @@ pub struct Listing {
 pub struct Catalog {
     tools: Arc<HashMap<String, Arc<ToolEntry>>>,
     listings: [Arc<Listing>; 3],
+    /// What the last listing of each kind left out, and why (for `$/logTrace`).
+    dropped: [Arc<Vec<Dropped>>; 3],
     /// Whether this catalog came from a real listing (false before the first handshake).
     pub loaded: bool,
 }
@@ -61,6 +63,10 @@ impl Catalog {
         &self.listings[kind.index()]
     }
 
+    pub fn dropped(&self, kind: Kind) -> &[Dropped] {
+        &self.dropped[kind.index()]
+    }
+
     /// A new catalog: `fresh` kinds replaced, the others kept from `self`.
     pub fn with(&self, fresh: Vec<(Kind, Built)>) -> Catalog {
         let mut next = self.clone();
@@ -70,6 +76,7 @@ impl Catalog {
                 next.tools = Arc::new(built.tools);
             }
             next.listings[kind.index()] = Arc::new(built.listing);
+            next.dropped[kind.index()] = Arc::new(built.dropped);
         }
         next
     }

@@ -295,6 +295,7 @@ impl Upstream {
                 .definitions_dropped
                 .with_label_values(&[&self.name, kind.as_str()])
                 .inc_by(built.dropped.len() as u64);
+            // Moved into the catalog below, so sessions can say why a definition is missing.
             fresh.push((kind, built));
         }
         let next = self.catalog().with(fresh);
