@@ -23,6 +23,87 @@ use crate::upstream::{self, Upstream};
 /// How long upstream supervisors get to stop their children.
 const UPSTREAM_STOP_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Upstreams, their supervisors, and the dispatcher over them: everything but listeners.
+pub struct Core {
+    pub dispatcher: Dispatcher,
+    pub keys: Arc<KeyStore>,
+    pub metrics: Metrics,
+    supervisors: TaskTracker,
+    stop: CancellationToken,
+}
+
+impl Core {
+    /// Starts every upstream's supervisor (children are spawned, handshakes begin).
+    pub fn start(config: &Config) -> std::io::Result<Core> {
+        let metrics = Metrics::new();
+        let max_frame = config.gateway.limits.max_frame_bytes;
+        let stop = CancellationToken::new();
+        let supervisors = TaskTracker::new();
+        let mut upstreams = Vec::new();
+        let mut http_client = None;
+        for spec in &config.upstreams {
+            let up = Upstream::new(
+                &spec.name,
+                &config.gateway.id,
+                spec.timeout,
+                metrics.clone(),
+            );
+            match &spec.transport {
+                TransportSpec::Stdio(stdio) => {
+                    supervisors.spawn(upstream::stdio::run(
+                        up.clone(),
+                        stdio.clone(),
+                        max_frame,
+                        stop.clone(),
+                    ));
+                }
+                TransportSpec::Http(http) => {
+                    let client = match &http_client {
+                        Some(c) => c,
+                        None => http_client
+                            .insert(upstream::http::client().map_err(std::io::Error::other)?),
+                    };
+                    let link = upstream::http::HttpLink::new(client.clone(), http, max_frame)
+                        .map_err(std::io::Error::other)?;
+                    supervisors.spawn(upstream::http::run(
+                        up.clone(),
+                        Arc::new(link),
+                        stop.clone(),
+                    ));
+                }
+            }
+            upstreams.push(up);
+        }
+        let keys = Arc::new(KeyStore::new(&config.tenants));
+        let dispatcher = Dispatcher::new(
+            &config.gateway.id,
+            upstreams,
+            keys.tenants(),
+            metrics.clone(),
+        );
+        dispatcher.spawn_change_fanout(keys.tenants(), &supervisors, stop.clone());
+        supervisors.close();
+        Ok(Core {
+            dispatcher,
+            keys,
+            metrics,
+            supervisors,
+            stop,
+        })
+    }
+
+    /// Stops every upstream (children get stdin closed, then a kill after a grace) and waits.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        if tokio::time::timeout(UPSTREAM_STOP_DEADLINE, self.supervisors.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("upstreams did not stop in time");
+        }
+    }
+}
+
 /// A running gateway.
 pub struct Running {
     pub agent_addr: SocketAddr,
@@ -65,64 +146,16 @@ pub fn start_with(
 ) -> std::io::Result<Running> {
     let agent_addr = agent.local_addr()?;
     let admin_addr = admin.local_addr()?;
-    let metrics = Metrics::new();
     let limits = config.gateway.limits.clone();
-
-    let upstream_stop = CancellationToken::new();
-    let supervisors = TaskTracker::new();
-    let mut upstreams = Vec::new();
-    let mut http_client = None;
-    for spec in &config.upstreams {
-        let up = Upstream::new(
-            &spec.name,
-            &config.gateway.id,
-            spec.timeout,
-            metrics.clone(),
-        );
-        match &spec.transport {
-            TransportSpec::Stdio(stdio) => {
-                supervisors.spawn(upstream::stdio::run(
-                    up.clone(),
-                    stdio.clone(),
-                    limits.max_frame_bytes,
-                    upstream_stop.clone(),
-                ));
-            }
-            TransportSpec::Http(http) => {
-                let client = match &http_client {
-                    Some(c) => c,
-                    None => {
-                        http_client.insert(upstream::http::client().map_err(std::io::Error::other)?)
-                    }
-                };
-                let link =
-                    upstream::http::HttpLink::new(client.clone(), http, limits.max_frame_bytes)
-                        .map_err(std::io::Error::other)?;
-                supervisors.spawn(upstream::http::run(
-                    up.clone(),
-                    Arc::new(link),
-                    upstream_stop.clone(),
-                ));
-            }
-        }
-        upstreams.push(up);
-    }
-    let keys = Arc::new(KeyStore::new(&config.tenants));
-    let dispatcher = Dispatcher::new(
-        &config.gateway.id,
-        upstreams,
-        keys.tenants(),
-        metrics.clone(),
-    );
-    dispatcher.spawn_change_fanout(keys.tenants(), &supervisors, upstream_stop.clone());
-    supervisors.close();
+    let core = Core::start(&config)?;
+    let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
     let agent_app = agent::router(AgentState {
         dispatcher: dispatcher.clone(),
-        keys,
+        keys: core.keys.clone(),
         max_body_bytes: limits.max_body_bytes,
         max_batch: limits.max_batch,
-        metrics: metrics.clone(),
+        metrics: core.metrics.clone(),
     });
     let admin_app = admin::router(AdminState {
         dispatcher: dispatcher.clone(),
@@ -136,15 +169,11 @@ pub fn start_with(
 
     let shutdown = CancellationToken::new();
     let admin_stop = CancellationToken::new();
-    let admin_task = tokio::spawn(serve(
-        admin,
-        admin_app,
-        ServeOptions {
-            drain_deadline: Duration::from_secs(1),
-            ..opts
-        },
-        admin_stop.clone(),
-    ));
+    let admin_opts = ServeOptions {
+        drain_deadline: Duration::from_secs(1),
+        ..opts
+    };
+    let admin_task = tokio::spawn(serve(admin, admin_app, admin_opts, admin_stop.clone()));
     tracing::info!(addr = %agent_addr, "agent listener bound");
     tracing::info!(addr = %admin_addr, "admin listener bound");
 
@@ -155,13 +184,7 @@ pub fn start_with(
         tracing::info!("shutting down: readiness off, draining requests in flight");
         draining.store(true, Ordering::Relaxed);
         let _ = agent_task.await;
-        upstream_stop.cancel();
-        if tokio::time::timeout(UPSTREAM_STOP_DEADLINE, supervisors.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!("upstreams did not stop in time");
-        }
+        core.stop().await;
         admin_stop.cancel();
         let _ = admin_task.await;
         tracing::info!("stopped");

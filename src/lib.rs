@@ -19,6 +19,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod protocol;
+pub mod stdio_mode;
 pub mod telemetry;
 pub mod tenant;
 pub mod upstream;

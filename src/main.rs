@@ -43,6 +43,14 @@ enum Command {
         #[arg(long, env = "MCP_GATEWAY_WORKERS")]
         workers: Option<usize>,
     },
+    /// Serve one tenant to one local agent over stdin/stdout (Content-Length framed).
+    Stdio {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The tenant whose upstreams the agent sees.
+        #[arg(long)]
+        tenant: String,
+    },
     /// Validate a configuration file, report every problem, and exit.
     Check {
         #[arg(long, short)]
@@ -89,6 +97,34 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             };
             rt.block_on(serve(config, listen, admin_listen))
+        }
+        Command::Stdio { config, tenant } => {
+            // stdout carries frames only: logs go to stderr, as text unless redirected.
+            telemetry::init(if std::io::stderr().is_terminal() {
+                LogFormat::Text
+            } else {
+                LogFormat::Json
+            });
+            let config = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{}: {e}", config.display());
+                    return ExitCode::FAILURE;
+                }
+            };
+            let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            else {
+                return ExitCode::FAILURE;
+            };
+            match rt.block_on(mcp_gateway::stdio_mode::run(config, &tenant)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("mcp-gateway: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Check { config } => match Config::load(&config) {
             Ok(c) => {

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub upstream_protocol_errors: IntCounterVec,
     pub definitions_listed: IntGaugeVec,
     pub definitions_dropped: IntCounterVec,
+    pub sessions_open: IntGaugeVec,
+    pub upstream_in_flight: IntGaugeVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -125,6 +127,18 @@ impl Metrics {
                 "definitions_dropped_total",
                 "Definitions left out of listings because they break the spec's schemas.",
                 &["upstream", "kind"],
+            ),
+            sessions_open: gauge(
+                &r,
+                "sessions_open",
+                "Agent sessions open now (HTTP and stdio).",
+                &["tenant"],
+            ),
+            upstream_in_flight: gauge(
+                &r,
+                "upstream_in_flight",
+                "Calls sent to an upstream and not answered, timed out or cancelled yet.",
+                &["upstream"],
             ),
             registry: r,
         }

@@ -69,6 +69,8 @@ pub struct StdioSpec {
 pub struct HttpSpec {
     pub url: String,
     pub headers: BTreeMap<String, String>,
+    /// Hold a long-lived session to the upstream to hear its notifications.
+    pub notifications: bool,
 }
 
 /// One configured upstream.

@@ -61,6 +61,8 @@ pub struct RawHttp {
     pub url: String,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub notifications: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -205,7 +205,13 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
                 }))
             }
         }
-        (None, Some(h)) => http(&at, h.url, h.headers, p),
+        (None, Some(h)) => http(&at, h.url, h.headers, p).map(|t| match t {
+            TransportSpec::Http(spec) => TransportSpec::Http(HttpSpec {
+                notifications: h.notifications,
+                ..spec
+            }),
+            other => other,
+        }),
         (Some(_), Some(_)) => {
             p.add(&at, "give either stdio or http, not both");
             None
@@ -260,7 +266,11 @@ fn http(
             return None;
         }
     }
-    Some(TransportSpec::Http(HttpSpec { url, headers }))
+    Some(TransportSpec::Http(HttpSpec {
+        url,
+        headers,
+        notifications: false,
+    }))
 }
 
 fn tenants(

@@ -6,13 +6,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, BodyDataStream, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use bytes::BytesMut;
+use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 use super::{Answer, DemoServer};
 use crate::jsonrpc::{ErrorObject, Incoming, Reply, classify, codes, write_error, write_reply};
@@ -80,7 +83,96 @@ async fn answer(
     }
 }
 
-async fn mcp(State(server): State<Arc<DemoServer>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn mcp(State(server): State<Arc<DemoServer>>, headers: HeaderMap, body: Body) -> Response {
+    let mut stream = body.into_data_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        buf.extend_from_slice(&chunk);
+        let mut values = serde_json::Deserializer::from_slice(&buf).into_iter::<&RawValue>();
+        if let Some(Ok(first)) = values.next() {
+            if matches!(classify(first), Incoming::Request { ref method, .. } if method == "initialize")
+            {
+                return stream_session(server, buf, stream);
+            }
+        }
+    }
+    whole_body(server, headers, buf.freeze()).await
+}
+
+/// A session whose body may stay open: one message per line each way, and
+/// `mcp/resourceDidChange` notifications after `initialized`.
+fn stream_session(
+    server: Arc<DemoServer>,
+    mut buf: BytesMut,
+    mut stream: BodyDataStream,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut initialized = false;
+        let mut forwarder: Option<tokio::task::JoinHandle<()>> = None;
+        let mut ended = false;
+        loop {
+            // Whole lines; once the body has ended, whatever is left is the last one.
+            while let Some(nl) = buf
+                .iter()
+                .position(|&b| b == b'\n')
+                .or((ended && !buf.is_empty()).then(|| buf.len() - 1))
+            {
+                let line = buf.split_to(nl + 1);
+                let line = line.trim_ascii();
+                if line.is_empty() {
+                    continue;
+                }
+                server.record(line);
+                let Ok(raw) = serde_json::from_slice::<&RawValue>(line) else {
+                    continue;
+                };
+                if matches!(classify(raw), Incoming::Notification { ref method, .. } if method == "initialized")
+                    && initialized
+                    && forwarder.is_none()
+                {
+                    let (mut changes, tx) = (server.subscribe_changes(), tx.clone());
+                    forwarder = Some(tokio::spawn(async move {
+                        while let Ok(id) = changes.recv().await {
+                            let mut line = super::change_notification(&id);
+                            line.push(b'\n');
+                            if tx.send(line.into()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }));
+                }
+                if let Some(mut reply) = answer(&server, raw, Some(&mut initialized)).await {
+                    reply.push(b'\n');
+                    if tx.send(reply.into()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            if ended {
+                break;
+            }
+            match stream.next().await {
+                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                _ => ended = true,
+            }
+        }
+        if let Some(f) = forwarder {
+            f.abort();
+        }
+    });
+    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    }));
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn whole_body(server: Arc<DemoServer>, headers: HeaderMap, body: Bytes) -> Response {
     server.record(&body);
     let json = |status: StatusCode, body: Vec<u8>| {
         (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()

@@ -10,9 +10,11 @@ mod tools;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 use crate::config::{Config, ConfigError, SystemSecrets, TransportSpec};
 
@@ -47,6 +49,29 @@ pub struct DemoOptions {
     pub record: Option<PathBuf>,
 }
 
+impl DemoServer {
+    /// The `touch` tool: a new motd version, announced with `mcp/resourceDidChange`.
+    fn touch(&self) -> Answer {
+        let version = self.version.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ = self
+            .changes
+            .send(format!("mcp://{}/resources/motd", self.opts.name));
+        Answer::Result(json!({"output": {"version": version}}))
+    }
+
+    /// Resource changes, for a session that has read `initialized`.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<String> {
+        self.changes.subscribe()
+    }
+}
+
+/// The notification a session sends when a resource changed.
+pub fn change_notification(id: &str) -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "method": "mcp/resourceDidChange", "params": {"id": id}})
+        .to_string()
+        .into_bytes()
+}
+
 /// What the server answers to one request.
 pub enum Answer {
     Result(Value),
@@ -69,6 +94,10 @@ pub struct DemoServer {
     resources: Vec<Value>,
     prompts: Vec<Value>,
     record: Mutex<Option<std::fs::File>>,
+    /// Bumped by the `touch` tool; part of the motd resource's content.
+    version: AtomicU64,
+    /// Ids of resources that changed, for every open session.
+    changes: broadcast::Sender<String>,
 }
 
 impl DemoServer {
@@ -89,6 +118,8 @@ impl DemoServer {
             resources,
             prompts,
             record: Mutex::new(record),
+            version: AtomicU64::new(1),
+            changes: broadcast::Sender::new(64),
         })
     }
 
@@ -117,7 +148,14 @@ impl DemoServer {
         match method {
             "initialize" => Answer::Result(json!({"capabilities": self.capabilities()})),
             "mcp/listTools" => Answer::Result(Value::Array(self.tools.clone())),
-            "mcp/listResources" => Answer::Result(Value::Array(self.resources.clone())),
+            "mcp/listResources" => {
+                let version = self.version.load(Ordering::Relaxed);
+                let mut resources = self.resources.clone();
+                if let Some(content) = resources[0].get_mut("content") {
+                    *content = json!(format!("Hello from {}, version {version}.", self.opts.name));
+                }
+                Answer::Result(Value::Array(resources))
+            }
             "mcp/listPrompts" => Answer::Result(Value::Array(self.prompts.clone())),
             "mcp/executeTool" if self.opts.no_execute => error(-32601, "Method not found", None),
             "mcp/executeTool" => {
@@ -126,6 +164,9 @@ impl DemoServer {
                     .unwrap_or(Value::Null);
                 let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
                 let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+                if self.opts.test_tools && id == format!("mcp://{}/tools/touch", self.opts.name) {
+                    return self.touch();
+                }
                 tools::execute(&self.opts.name, self.opts.test_tools, id, &args).await
             }
             _ => error(-32601, "Method not found", None),

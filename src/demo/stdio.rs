@@ -31,6 +31,7 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
     });
     let mut initialized = false;
     let mut tasks = JoinSet::new();
+    let mut forwarder = None;
     while let Some(frame) = input.next().await {
         let body = match frame {
             Ok(body) => body,
@@ -102,10 +103,30 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                 write_error(&mut out, id, &error);
                 let _ = tx.send(out.into()).await;
             }
+            Incoming::Notification { method, .. }
+                if method == "initialized" && initialized && forwarder.is_none() =>
+            {
+                // Notifications flow only after `initialized`.
+                let (mut changes, tx) = (server.subscribe_changes(), tx.clone());
+                forwarder = Some(tokio::spawn(async move {
+                    while let Ok(id) = changes.recv().await {
+                        if tx
+                            .send(super::change_notification(&id).into())
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }));
+            }
             Incoming::Notification { .. } | Incoming::Ignored => {}
         }
     }
     while tasks.join_next().await.is_some() {}
+    if let Some(f) = forwarder {
+        f.abort();
+    }
     drop(tx);
     let _ = writer.await;
     Ok(())

@@ -62,6 +62,13 @@ pub fn definitions(name: &str, test_tools: bool) -> (Vec<Value>, Vec<Value>, Vec
                 json!({"type": "object", "properties": {"pid": {"type": "integer"}}, "required": ["pid"]}),
             ),
             tool("stderr", id("tools", "stderr"), "Writes text to stderr.", text_schema(), any.clone()),
+            tool(
+                "touch",
+                id("tools", "touch"),
+                "Changes the motd resource and announces it with mcp/resourceDidChange.",
+                any.clone(),
+                json!({"type": "object", "properties": {"version": {"type": "integer"}}, "required": ["version"]}),
+            ),
             tool("legacy", format!("urn:{name}:legacy"), "An echo tool whose id is not an mcp:// URI.", text_schema(), text_schema()),
             // Broken on purpose: the gateway must leave these out and count them.
             json!({"mcpId": id("tools", "no-output-schema"), "name": "broken", "description": "d", "inputSchema": {}}),

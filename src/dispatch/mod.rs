@@ -187,6 +187,17 @@ impl Dispatcher {
             .filter_map(|n| self.inner.upstreams.get(n))
     }
 
+    /// On a freshly started gateway, waits for the tenant's upstreams that are
+    /// still on their first start (each within its own timeout), so that the
+    /// first `initialize` or listing reflects them. Down upstreams are not waited for.
+    async fn wait_for_starting(&self, tenant: &Tenant) {
+        let starting = self
+            .upstreams_of(tenant)
+            .filter(|u| u.status() == Status::Starting)
+            .map(|u| u.wait_started());
+        futures_util::future::join_all(starting).await;
+    }
+
     /// The union of what the tenant's upstreams declared at their last handshake.
     pub fn capabilities(&self, tenant: &Tenant) -> Capabilities {
         self.upstreams_of(tenant)
@@ -205,12 +216,19 @@ impl Dispatcher {
         let m = Method::parse(method);
         let result = match m {
             Method::Initialize => {
+                self.wait_for_starting(tenant).await;
                 let caps = serde_json::to_string(&self.capabilities(tenant)).unwrap_or_default();
                 Ok(Payload::Text(format!(r#"{{"capabilities":{caps}}}"#)))
             }
             Method::ListTools | Method::ListResources | Method::ListPrompts => {
                 let kind = Kind::of_list_method(m).unwrap_or(Kind::Tool);
-                list_params_ok(params).map(|()| Payload::Text(self.list(tenant, kind)))
+                match list_params_ok(params) {
+                    Ok(()) => {
+                        self.wait_for_starting(tenant).await;
+                        Ok(Payload::Text(self.list(tenant, kind)))
+                    }
+                    Err(e) => Err(e),
+                }
             }
             Method::ExecuteTool => self.execute(tenant, params).await.map(Payload::Raw),
             Method::Initialized | Method::ResourceDidChange | Method::Other => {

@@ -138,6 +138,11 @@ pub struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.dispatcher
+            .metrics()
+            .sessions_open
+            .with_label_values(&[&self.tenant.name])
+            .dec();
         // In-flight calls are aborted by the JoinSet's own drop.
         if let Some(n) = self.notifier.take() {
             n.abort();
@@ -147,6 +152,11 @@ impl Drop for Session {
 
 impl Session {
     pub fn new(dispatcher: Dispatcher, tenant: Arc<Tenant>, out: mpsc::Sender<Vec<u8>>) -> Self {
+        dispatcher
+            .metrics()
+            .sessions_open
+            .with_label_values(&[&tenant.name])
+            .inc();
         Self {
             dispatcher,
             tenant,

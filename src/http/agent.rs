@@ -157,7 +157,7 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
             return too_large(s.max_body_bytes);
         }
         // An object can only have ended in a chunk that holds a `}`.
-        let worth_a_look = !decided && chunk.iter().any(|&b| b == b'}');
+        let worth_a_look = !decided && chunk.contains(&b'}');
         buf.extend_from_slice(&chunk);
         if worth_a_look {
             match peek_first(&buf) {

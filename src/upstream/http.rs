@@ -23,6 +23,7 @@ pub struct HttpLink {
     headers: HeaderMap,
     next_id: AtomicU64,
     max_bytes: usize,
+    notifications: bool,
 }
 
 /// The shared client: pooled keep-alive connections, no redirects, bounded connect.
@@ -53,6 +54,7 @@ impl HttpLink {
             // 1 is the handshake's `initialize`.
             next_id: AtomicU64::new(1),
             max_bytes,
+            notifications: spec.notifications,
         })
     }
 
@@ -163,8 +165,90 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
             }
         }
     }
+    if link.notifications {
+        listen(&up, &link, &shutdown).await;
+    }
     shutdown.cancelled().await;
     up.disconnect();
+}
+
+/// Holds a session open to the upstream (a POST whose body stays open) and hands
+/// every notification it sends to `up`; reconnects with backoff when it drops.
+async fn listen(up: &Upstream, link: &HttpLink, shutdown: &CancellationToken) {
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    while !shutdown.is_cancelled() {
+        let started = std::time::Instant::now();
+        match tokio::select! {
+            r = notification_session(up, link) => r,
+            _ = shutdown.cancelled() => return,
+        } {
+            Ok(()) => {
+                tracing::info!(upstream = %up.name, "notification session ended; reconnecting")
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %up.name, error = %e, "notification session failed; reconnecting")
+            }
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            backoff.reset();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+async fn notification_session(up: &Upstream, link: &HttpLink) -> Result<(), CallError> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    let hello = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientCapabilities":{}}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+        "\n"
+    );
+    let _ = tx.send(Ok(hello.as_bytes().to_vec())).await;
+    // `tx` stays alive for as long as this function runs: the body stays open.
+    let body = reqwest::Body::wrap_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
+    let mut response = link
+        .client
+        .post(link.url.clone())
+        .headers(link.headers.clone())
+        .body(body)
+        .send()
+        .await
+        .map_err(|_| CallError::unavailable("connection failed"))?;
+    if response.status() != reqwest::StatusCode::OK {
+        return Err(CallError::protocol(format!(
+            "HTTP {} to a session",
+            response.status().as_u16()
+        )));
+    }
+    tracing::info!(upstream = %up.name, "notification session open");
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|_| CallError::unavailable("notification session broke"))?
+    {
+        buf.extend_from_slice(&chunk);
+        while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=nl).collect();
+            let Ok(raw) = serde_json::from_slice::<&RawValue>(&line) else {
+                continue;
+            };
+            if let Ok(UpstreamMessage::Notification { method, params }) = parse_upstream(raw) {
+                up.on_notification(&method, params).await;
+            }
+        }
+        if buf.len() > link.max_bytes {
+            return Err(CallError::protocol("a session line over the frame limit"));
+        }
+    }
+    drop(tx);
+    Ok(())
 }
 
 #[cfg(test)]

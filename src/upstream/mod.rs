@@ -93,6 +93,19 @@ fn empty_object() -> &'static RawValue {
     serde_json::from_str("{}").unwrap_or_else(|_| unreachable!())
 }
 
+/// Runs `f` when dropped.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
 /// Where an upstream stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -207,6 +220,13 @@ impl Upstream {
         params: &RawValue,
     ) -> Result<Box<RawValue>, CallError> {
         let started = Instant::now();
+        let in_flight = self
+            .metrics
+            .upstream_in_flight
+            .with_label_values(&[&self.name]);
+        in_flight.inc();
+        // Decremented however the call ends: answered, failed, timed out, or cancelled (dropped).
+        let _in_flight = scopeguard(move || in_flight.dec());
         let result = match self.ready_link().await {
             Ok(link) => {
                 match tokio::time::timeout(self.timeout, link.request(method.as_str(), params))
@@ -323,7 +343,7 @@ impl Upstream {
     }
 
     /// Handles a notification the upstream sent.
-    pub(crate) async fn on_notification(&self, method: &str, params: Option<&RawValue>) {
+    pub async fn on_notification(&self, method: &str, params: Option<&RawValue>) {
         if Method::parse(method) != Method::ResourceDidChange {
             tracing::debug!(upstream = %self.name, method, "ignored notification from upstream");
             return;

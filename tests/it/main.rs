@@ -10,5 +10,7 @@ mod compliance;
 mod edge;
 mod isolation;
 mod routing;
+mod sessions;
+mod stdio_mode;
 mod stdio_upstream;
 mod support;

@@ -42,6 +42,7 @@ async fn listings_merge_every_upstream_under_namespaced_ids() {
                 "fail",
                 "pid",
                 "stderr",
+                "touch",
             ]
             .iter()
             .map(move |t| format!("mcp://gw/{u}/{u}/tools/{t}"))
@@ -90,7 +91,7 @@ async fn listings_merge_every_upstream_under_namespaced_ids() {
                 &m,
                 &format!(r#"mcp_gateway_definitions_listed{{kind="tool",upstream="{u}"}}"#)
             ),
-            Some(9.0)
+            Some(10.0)
         );
         assert_eq!(
             metric(&m, &format!(r#"mcp_gateway_upstream_up{{upstream="{u}"}}"#)),
@@ -278,7 +279,7 @@ async fn a_down_upstream_never_fails_a_listing() {
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let tools = gw.list("ka", "mcp/listTools").await;
-    assert_eq!(tools.len(), 9);
+    assert_eq!(tools.len(), 10);
     assert!(
         tools
             .iter()
@@ -354,5 +355,31 @@ async fn calls_past_the_timeout_fail_with_32003() {
         Some(2.0),
         "{m}"
     );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_listing_of_a_fresh_gateway_waits_for_starting_upstreams() {
+    let (url, _h) = http_upstream("h").await;
+    let dead = dead_url().await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}}}\n  d: {{http: {{url: \"{dead}\"}}, timeout_ms: 20000}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s", "h", "d"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    // No wait: the first listing and initialize must already include both live upstreams,
+    // and must not wait out the dead one's 20 s timeout (it is down at once, not starting).
+    let started = Instant::now();
+    let tools = gw.list("ka", "mcp/listTools").await;
+    assert_eq!(tools.len(), 20, "{tools:?}");
+    let (_, text) = gw
+        .post(
+            "ka",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+        )
+        .await;
+    assert!(text.contains(r#""listToolsProvider":true"#), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(10));
     gw.stop().await;
 }

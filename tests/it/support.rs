@@ -156,17 +156,19 @@ impl Gateway {
 
     /// Waits until every named upstream reports ready.
     pub async fn wait_ready(&self, upstreams: &[&str]) {
-        within(async {
-            loop {
-                let (_, body) = self.get_admin("/readyz").await;
-                let v: Value = serde_json::from_str(&body).unwrap();
-                if upstreams.iter().all(|u| v["upstreams"][u] == "ready") {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, body) = self.get_admin("/readyz").await;
+            let v: Value = serde_json::from_str(&body).unwrap();
+            if upstreams.iter().all(|u| v["upstreams"][u] == "ready") {
+                return;
             }
-        })
-        .await
+            assert!(
+                std::time::Instant::now() < deadline,
+                "upstreams not ready: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     pub async fn metrics(&self) -> String {
