@@ -367,3 +367,53 @@ async fn trace_on_explains_who_served_and_what_was_left_out() {
     assert!(quiet.close().await.is_empty());
     gw.stop().await;
 }
+
+/// The demo upstream as its own HTTP server process; returns it and its port.
+fn http_upstream_process(port: u16) -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(BIN)
+        .args(["demo-upstream", "--name", "p", "--test-tools", "--http", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line.trim().rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    (child, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notification_session_to_an_http_upstream_comes_back_after_it_restarts() {
+    let (mut first, port) = http_upstream_process(0);
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  p: {{http: {{url: \"http://127.0.0.1:{port}/mcp\", notifications: true}}, timeout_ms: 2000}}\ntenants:\n  a: {}\n",
+        tenant("ka", &["p"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["p"]).await;
+    let mut live = Live::ready(&gw, "ka", false).await;
+    let expected = json!({"jsonrpc": "2.0", "method": "mcp/resourceDidChange", "params": {"id": "mcp://gw/p/p/resources/motd"}});
+    // The gateway's own session to the upstream may still be opening: touch until one arrives.
+    let mut touch_until_heard = async |live: &mut Live| {
+        within(async {
+            loop {
+                gw.execute("ka", "mcp://gw/p/p/tools/touch", json!({})).await;
+                if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), live.next()).await {
+                    assert_eq!(m, expected);
+                    return;
+                }
+            }
+        })
+        .await
+    };
+    touch_until_heard(&mut live).await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut second, again) = http_upstream_process(port);
+    assert_eq!(again, port);
+    touch_until_heard(&mut live).await;
+    drop(live);
+    gw.stop().await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+}
