@@ -372,13 +372,29 @@ async fn trace_on_explains_who_served_and_what_was_left_out() {
 fn http_upstream_process(port: u16) -> (std::process::Child, u16) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(BIN)
-        .args(["demo-upstream", "--name", "p", "--test-tools", "--http", &format!("127.0.0.1:{port}")])
+        .args([
+            "demo-upstream",
+            "--name",
+            "p",
+            "--test-tools",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
     (child, port)
 }
 
@@ -394,11 +410,14 @@ async fn the_notification_session_to_an_http_upstream_comes_back_after_it_restar
     let mut live = Live::ready(&gw, "ka", false).await;
     let expected = json!({"jsonrpc": "2.0", "method": "mcp/resourceDidChange", "params": {"id": "mcp://gw/p/p/resources/motd"}});
     // The gateway's own session to the upstream may still be opening: touch until one arrives.
-    let mut touch_until_heard = async |live: &mut Live| {
+    let touch_until_heard = async |live: &mut Live| {
         within(async {
             loop {
-                gw.execute("ka", "mcp://gw/p/p/tools/touch", json!({})).await;
-                if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), live.next()).await {
+                gw.execute("ka", "mcp://gw/p/p/tools/touch", json!({}))
+                    .await;
+                if let Ok(Some(m)) =
+                    tokio::time::timeout(Duration::from_millis(300), live.next()).await
+                {
                     assert_eq!(m, expected);
                     return;
                 }
