@@ -46,6 +46,7 @@ impl Core {
                 &spec.name,
                 &config.gateway.id,
                 spec.timeout,
+                spec.required,
                 metrics.clone(),
             );
             match &spec.transport {

@@ -80,6 +80,8 @@ pub struct UpstreamSpec {
     pub transport: TransportSpec,
     /// Calls past it fail with -32003. Default 30 s.
     pub timeout: Duration,
+    /// Readiness waits for this upstream (default false: optional upstreams never fail readiness).
+    pub required: bool,
 }
 
 /// One tenant: who it is, how it authenticates, which upstreams it sees (in listing order).
@@ -104,14 +106,22 @@ pub trait Secrets {
     fn file(&self, path: &Path) -> Option<String>;
 }
 
-/// The process environment and the file system.
-pub struct SystemSecrets;
+/// The process environment and the file system. Relative `file:` paths are
+/// resolved against `base` (the configuration file's directory).
+#[derive(Default)]
+pub struct SystemSecrets {
+    pub base: Option<PathBuf>,
+}
 
 impl Secrets for SystemSecrets {
     fn var(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
     }
     fn file(&self, path: &Path) -> Option<String> {
+        let path = match &self.base {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_owned(),
+        };
         std::fs::read_to_string(path).ok()
     }
 }
@@ -137,7 +147,8 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        Self::from_yaml(&text, &SystemSecrets)
+        let base = path.parent().map(Path::to_owned);
+        Self::from_yaml(&text, &SystemSecrets { base })
     }
 
     /// Parses and validates YAML text.

@@ -42,6 +42,8 @@ pub struct RawUpstream {
     pub stdio: Option<RawStdio>,
     pub http: Option<RawHttp>,
     pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub required: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -228,6 +228,7 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
         name: name.clone(),
         transport: transport?,
         timeout: timeout?,
+        required: raw.required,
     })
     .filter(|_| is_name(&name))
 }

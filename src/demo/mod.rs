@@ -24,7 +24,7 @@ pub const DEMO_CONFIG: &str = include_str!("demo.yaml");
 /// The demo configuration, with `local` running this executable and `remote`
 /// pointing at `remote_url`.
 pub fn demo_config(remote_url: &str) -> Result<Config, ConfigError> {
-    let mut config = Config::from_yaml(DEMO_CONFIG, &SystemSecrets)?;
+    let mut config = Config::from_yaml(DEMO_CONFIG, &SystemSecrets::default())?;
     let exe =
         std::env::current_exe().map_or_else(|_| "mcp-gateway".into(), |p| p.display().to_string());
     for up in &mut config.upstreams {

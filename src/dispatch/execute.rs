@@ -12,6 +12,51 @@ use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
 use crate::upstream::{CallError, Status, Upstream};
 
+/// Longest tool id written to the audit log (ids come from clients).
+const MAX_AUDITED_ID: usize = 512;
+
+/// What the audit line of one `mcp/executeTool` records. Never the arguments
+/// themselves: only a digest, so that equal calls can be matched.
+#[derive(Default)]
+pub(super) struct Audit {
+    tool: Option<String>,
+    upstream: Option<Arc<str>>,
+    args_sha256: Option<String>,
+}
+
+impl Audit {
+    pub(super) fn log(
+        &self,
+        tenant: &Tenant,
+        result: &Result<Box<RawValue>, GatewayError>,
+        took: std::time::Duration,
+    ) {
+        let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
+        tracing::info!(
+            target: "mcp_gateway::audit",
+            tenant = %tenant.name,
+            tool = self.tool.as_deref().unwrap_or(""),
+            upstream = self.upstream.as_deref().unwrap_or(""),
+            outcome,
+            duration_ms = took.as_secs_f64() * 1000.0,
+            args_sha256 = self.args_sha256.as_deref().unwrap_or(""),
+            "tool call"
+        );
+    }
+}
+
+/// The first 16 bytes of the SHA-256 of the arguments' JSON text, in hex.
+fn args_digest(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(32);
+    for b in &digest[..16] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
 #[derive(Deserialize)]
 struct ExecuteParams<'a> {
     #[serde(borrow, default)]
@@ -34,6 +79,7 @@ impl Dispatcher {
         &self,
         tenant: &Tenant,
         params: Option<&RawValue>,
+        audit: &mut Audit,
     ) -> Result<Box<RawValue>, GatewayError> {
         let params = params
             .filter(|p| p.get().starts_with('{'))
@@ -50,7 +96,10 @@ impl Dispatcher {
             .filter(|a| a.get().starts_with('{'))
             .ok_or_else(|| invalid("params.arguments must be an object"))?;
 
+        audit.tool = Some(id.chars().take(MAX_AUDITED_ID).collect());
+        audit.args_sha256 = Some(args_digest(arguments.get().as_bytes()));
         let (up, original) = self.resolve(tenant, &id)?;
+        audit.upstream = Some(up.name.clone());
         let entry = self.tool_entry(up, &original, &id).await?;
         let args: Value = serde_json::from_str(arguments.get())
             .map_err(|_| invalid("params.arguments must be an object"))?;

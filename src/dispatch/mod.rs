@@ -63,6 +63,9 @@ impl Dispatcher {
         tenants: &[Arc<Tenant>],
         metrics: Metrics,
     ) -> Self {
+        for t in tenants {
+            metrics.sessions_open.with_label_values(&[&t.name]);
+        }
         Self {
             inner: Arc::new(Inner {
                 gateway_id: gateway_id.to_owned(),
@@ -230,7 +233,12 @@ impl Dispatcher {
                     Err(e) => Err(e),
                 }
             }
-            Method::ExecuteTool => self.execute(tenant, params).await.map(Payload::Raw),
+            Method::ExecuteTool => {
+                let mut audit = execute::Audit::default();
+                let result = self.execute(tenant, params, &mut audit).await;
+                audit.log(tenant, &result, started.elapsed());
+                result.map(Payload::Raw)
+            }
             Method::Initialized | Method::ResourceDidChange | Method::Other => {
                 Err(GatewayError::MethodNotFound)
             }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 use super::rpc::write_gateway_error;
 use super::{Dispatcher, respond, respond_traced};
@@ -204,15 +205,19 @@ impl Session {
                 );
                 let (notify, trace) = (self.notify.clone(), self.trace);
                 let owned = raw.to_owned();
-                self.inflight.spawn(async move {
-                    let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace).await;
-                    if let Some(reply) = reply {
-                        let _ = out.send(reply).await;
+                self.inflight.spawn(
+                    async move {
+                        let (reply, line) =
+                            respond_traced(&dispatcher, &tenant, &owned, trace).await;
+                        if let Some(reply) = reply {
+                            let _ = out.send(reply).await;
+                        }
+                        if let Some(line) = line.filter(|_| notify.load(Ordering::Acquire)) {
+                            let _ = out.send(log_trace(&line)).await;
+                        }
                     }
-                    if let Some(line) = line.filter(|_| notify.load(Ordering::Acquire)) {
-                        let _ = out.send(log_trace(&line)).await;
-                    }
-                });
+                    .in_current_span(),
+                );
                 true
             }
         }

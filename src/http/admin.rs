@@ -12,6 +12,7 @@ use axum::routing::get;
 
 use super::json;
 use crate::dispatch::Dispatcher;
+use crate::upstream::Status;
 
 #[derive(Clone)]
 pub struct AdminState {
@@ -37,27 +38,45 @@ async fn healthz() -> &'static str {
 struct Readiness {
     ready: bool,
     draining: bool,
-    upstreams: BTreeMap<String, &'static str>,
+    upstreams: BTreeMap<String, UpstreamReadiness>,
 }
 
-/// Readiness: config loaded and listening (we are serving this), and not draining.
-/// Upstreams are reported for humans; a down upstream does not fail readiness,
-/// because the gateway still serves every other one.
+#[derive(serde::Serialize)]
+struct UpstreamReadiness {
+    status: &'static str,
+    required: bool,
+}
+
+/// Readiness: the config is loaded and the listener up (we are serving this), we
+/// are not draining, and every upstream marked `required` is ready. Optional
+/// upstreams are reported for humans but never fail readiness: the gateway still
+/// serves every other one.
 async fn readyz(State(s): State<AdminState>) -> Response {
     let draining = s.draining.load(Ordering::Relaxed);
+    let mut required_ready = true;
+    let upstreams: BTreeMap<String, UpstreamReadiness> = s
+        .dispatcher
+        .upstreams()
+        .map(|u| {
+            let status = u.status();
+            required_ready &= !u.required || status == Status::Ready;
+            let entry = UpstreamReadiness {
+                status: status.as_str(),
+                required: u.required,
+            };
+            (u.name.to_string(), entry)
+        })
+        .collect();
+    let ready = !draining && required_ready;
     let body = Readiness {
-        ready: !draining,
+        ready,
         draining,
-        upstreams: s
-            .dispatcher
-            .upstreams()
-            .map(|u| (u.name.to_string(), u.status().as_str()))
-            .collect(),
+        upstreams,
     };
-    let status = if draining {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
+    let status = if ready {
         StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     };
     json(status, serde_json::to_vec(&body).unwrap_or_default())
 }

@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use serde_json::value::RawValue;
+use tracing::Instrument;
 
 use super::session;
 use super::{error, json};
@@ -55,12 +56,51 @@ async fn method_not_allowed() -> Response {
     r
 }
 
+/// The request id: the client's `x-request-id` when it is a sane token, else a new one.
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    headers
+        .get(REQUEST_ID)
+        .filter(|v| {
+            (1..=128).contains(&v.len()) && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
+        })
+        .cloned()
+        .unwrap_or_else(|| {
+            HeaderValue::from_str(&new_request_id()).unwrap_or(HeaderValue::from_static("-"))
+        })
+}
+
+/// 16 hex digits, unique in this process and not guessable across processes.
+fn new_request_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // An odd multiplier makes this a bijection of the counter: ids never repeat.
+    format!("{:016x}", (n ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
 async fn mcp(State(s): State<AgentState>, headers: HeaderMap, body: Body) -> Response {
-    let response = handle(&s, &headers, body).await;
+    let id = request_id(&headers);
+    let span = tracing::info_span!(
+        "request",
+        request_id = id.to_str().unwrap_or("-"),
+        tenant = tracing::field::Empty
+    );
+    let mut response = handle(&s, &headers, body).instrument(span).await;
     s.metrics
         .http_responses
         .with_label_values(&[response.status().as_str()])
         .inc();
+    response.headers_mut().insert(REQUEST_ID, id);
     response
 }
 
@@ -98,8 +138,10 @@ fn authenticate<'a>(keys: &'a KeyStore, headers: &HeaderMap) -> Option<&'a Arc<T
 
 async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
     let Some(tenant) = authenticate(&s.keys, headers).cloned() else {
+        tracing::debug!("unauthenticated request");
         return unauthorized();
     };
+    tracing::Span::current().record("tenant", &*tenant.name);
     if !is_json(headers) {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

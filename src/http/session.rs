@@ -12,6 +12,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::dispatch::Dispatcher;
 use crate::dispatch::session::Session;
@@ -29,13 +30,8 @@ pub fn start(
     max_message: usize,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Vec<u8>>(OUT_BACKLOG);
-    tokio::spawn(run(
-        Session::new(dispatcher, tenant, tx.clone()),
-        tx,
-        buf,
-        body,
-        max_message,
-    ));
+    let session = Session::new(dispatcher, tenant, tx.clone());
+    tokio::spawn(run(session, tx, buf, body, max_message).in_current_span());
     let lines = futures_util::stream::unfold(rx, |mut rx| async move {
         let mut message = rx.recv().await?;
         message.push(b'\n');

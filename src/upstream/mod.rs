@@ -130,6 +130,8 @@ impl Status {
 /// What the gateway knows of one configured upstream. Shared as `Arc<Upstream>`.
 pub struct Upstream {
     pub name: Arc<str>,
+    /// Readiness waits for it.
+    pub required: bool,
     gateway_id: Arc<str>,
     timeout: Duration,
     status: watch::Sender<Status>,
@@ -153,10 +155,30 @@ fn write<T>(lock: &RwLock<T>, value: T) {
 }
 
 impl Upstream {
-    pub fn new(name: &str, gateway_id: &str, timeout: Duration, metrics: Metrics) -> Arc<Self> {
+    pub fn new(
+        name: &str,
+        gateway_id: &str,
+        timeout: Duration,
+        required: bool,
+        metrics: Metrics,
+    ) -> Arc<Self> {
+        // Every series of a configured upstream exists from the start, at zero, so
+        // dashboards show 0 rather than no data and increase() sees the first event.
         metrics.upstream_up.with_label_values(&[name]).set(0);
+        metrics.upstream_restarts.with_label_values(&[name]);
+        metrics.upstream_protocol_errors.with_label_values(&[name]);
+        metrics.upstream_in_flight.with_label_values(&[name]);
+        for kind in Kind::ALL {
+            metrics
+                .definitions_dropped
+                .with_label_values(&[name, kind.as_str()]);
+            metrics
+                .definitions_listed
+                .with_label_values(&[name, kind.as_str()]);
+        }
         Arc::new(Self {
             name: name.into(),
+            required,
             gateway_id: gateway_id.into(),
             timeout,
             status: watch::Sender::new(Status::Starting),

@@ -72,7 +72,8 @@ impl Process {
         line["addr"].as_str().unwrap().to_owned()
     }
 
-    fn terminate(mut self) -> std::process::ExitStatus {
+    /// SIGTERM, then waits for the exit and for the last log lines.
+    fn terminate(&mut self) -> std::process::ExitStatus {
         assert!(
             Command::new("kill")
                 .args(["-TERM", &self.child.id().to_string()])
@@ -82,6 +83,9 @@ impl Process {
         );
         for _ in 0..200 {
             if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(v) = self.logs.recv_timeout(Duration::from_secs(5)) {
+                    self.seen.push(v);
+                }
                 return status;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -243,4 +247,63 @@ fn check_validates_and_reports_every_problem() {
 fn the_embedded_demo_config_is_valid() {
     let config = mcp_gateway::demo::demo_config("http://127.0.0.1:1/mcp").unwrap();
     assert_eq!(config.tenants[0].name, "demo");
+}
+
+#[test]
+fn every_tool_call_leaves_an_audit_line_without_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  s: {}\ntenants:\n  demo: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("demo-key", &["s"])
+        ),
+    )
+    .unwrap();
+    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let url = format!("http://{agent}/mcp");
+    let args = json!({"text": "secret-argument-9d2"});
+    post(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/s/s/tools/echo:v1", "arguments": args}}),
+    );
+    post(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/s/s/tools/nope", "arguments": {}}}),
+    );
+    let ok = p.wait_log("audit ok", |v| {
+        v["target"] == "mcp_gateway::audit" && v["outcome"] == "ok"
+    });
+    assert_eq!(ok["tenant"], "demo");
+    assert_eq!(ok["tool"], "mcp://gateway/s/s/tools/echo:v1");
+    assert_eq!(ok["upstream"], "s");
+    assert!(ok["duration_ms"].as_f64().unwrap() >= 0.0);
+    // The digest of the arguments' JSON text as sent: equal calls can be matched, never read.
+    let digest = ok["args_sha256"].as_str().unwrap();
+    assert_eq!(digest.len(), 32);
+    assert!(
+        ok["span"]["request_id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 16),
+        "{ok}"
+    );
+    let failed = p.wait_log("audit failure", |v| {
+        v["target"] == "mcp_gateway::audit" && v["outcome"] == "invalid_params"
+    });
+    assert_eq!(failed["tool"], "mcp://gateway/s/s/tools/nope");
+    assert!(p.terminate().success());
+    assert!(
+        !p.seen
+            .iter()
+            .any(|v| v.to_string().contains("secret-argument-9d2")),
+        "arguments leaked into the logs"
+    );
+    assert!(
+        !p.seen.iter().any(|v| v.to_string().contains("demo-key")),
+        "a key leaked into the logs"
+    );
 }

@@ -7,8 +7,10 @@
 
 mod binary;
 mod compliance;
+mod deploy;
 mod edge;
 mod isolation;
+mod ops;
 mod routing;
 mod sessions;
 mod stdio_mode;

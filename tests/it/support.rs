@@ -70,8 +70,8 @@ pub struct Gateway {
 impl Gateway {
     /// Starts a gateway on `yaml` (its listen addresses are ignored: port 0 is used).
     pub async fn start(yaml: &str) -> Gateway {
-        let config =
-            Config::from_yaml(yaml, &SystemSecrets).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let config = Config::from_yaml(yaml, &SystemSecrets::default())
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
         Self::start_config(config).await
     }
 
@@ -160,7 +160,10 @@ impl Gateway {
         loop {
             let (_, body) = self.get_admin("/readyz").await;
             let v: Value = serde_json::from_str(&body).unwrap();
-            if upstreams.iter().all(|u| v["upstreams"][u] == "ready") {
+            if upstreams
+                .iter()
+                .all(|u| v["upstreams"][u]["status"] == "ready")
+            {
                 return;
             }
             assert!(

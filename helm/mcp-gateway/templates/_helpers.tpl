@@ -1,0 +1,65 @@
+{{- define "mcp-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "mcp-gateway.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mcp-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mcp-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "mcp-gateway.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "mcp-gateway.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "mcp-gateway.keysSecret" -}}
+{{- default (printf "%s-keys" (include "mcp-gateway.fullname" .)) .Values.existingSecret -}}
+{{- end -}}
+
+{{/* The tenants: as given, or one `default` tenant that sees every upstream. */}}
+{{- define "mcp-gateway.tenants" -}}
+{{- if .Values.gateway.tenants -}}
+{{- toJson .Values.gateway.tenants -}}
+{{- else -}}
+{{- toJson (dict "default" (dict "upstreams" (keys .Values.gateway.upstreams | sortAlpha))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gateway's config file. */}}
+{{- define "mcp-gateway.config" -}}
+gateway:
+  id: {{ .Values.gateway.id | quote }}
+  listen: 0.0.0.0:8080
+  admin_listen: 0.0.0.0:9090
+  shutdown_timeout_ms: {{ .Values.gateway.shutdownTimeoutMs }}
+  {{- with .Values.gateway.limits }}
+  limits:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+upstreams:
+  {{- if .Values.gateway.upstreams }}
+  {{- toYaml .Values.gateway.upstreams | nindent 2 }}
+  {{- else }} {}
+  {{- end }}
+tenants:
+  {{- range $name, $tenant := include "mcp-gateway.tenants" . | fromJson }}
+  {{ $name }}:
+    api_keys: [{{ printf "file:../keys/%s" $name | quote }}]
+    upstreams: {{ toJson (default (list) $tenant.upstreams) }}
+  {{- end }}
+{{- end -}}

@@ -1,0 +1,130 @@
+//! The Kubernetes artifacts (Helm chart, kustomize base), the dashboard and the
+//! alert rules, checked offline.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::*;
+
+/// A virtualenv with the checks' Python packages (made by .ci/run; made here if missing).
+fn venv_python() -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = std::env::var_os("MCP_GATEWAY_DEPLOY_VENV")
+        .map_or_else(|| root.join("target/deploy-venv"), Into::into);
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .unwrap();
+        assert!(
+            made.success(),
+            "python3 -m venv failed (install python3-venv, or run .ci/run)"
+        );
+        let installed = Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "-r"])
+            .arg(root.join("deploy/checks/requirements.txt"))
+            .status()
+            .unwrap();
+        assert!(
+            installed.success(),
+            "pip install -r deploy/checks/requirements.txt failed"
+        );
+    }
+    python
+}
+
+#[test]
+fn kubernetes_artifacts_pass_the_offline_checks() {
+    let out = Command::new(venv_python())
+        .arg("deploy/checks/run.py")
+        .args(["--gateway", BIN])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("all offline deployment checks passed"),
+        "{text}"
+    );
+}
+
+/// Every `mcp_gateway_*` name in `text`, without the histogram suffixes.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("mcp_gateway_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .fold(name, |n, s| n.strip_suffix(s).unwrap_or(n));
+        names.insert(base.to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() {
+    use serde_json::json;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    // Make every labelled series exist at least once.
+    gw.execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "x"}))
+        .await;
+    gw.post(
+        "ka",
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"initialized"}"#
+        ),
+    )
+    .await;
+    gw.execute("ka", "mcp://gw/s/s/tools/crash", json!({}))
+        .await;
+    gw.wait_ready(&["s"]).await;
+    let exported = metric_names(&gw.metrics().await);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in [
+        "deploy/grafana/mcp-gateway-dashboard.json",
+        "deploy/prometheus/alerts.yaml",
+        "README.md",
+    ] {
+        let used = metric_names(&std::fs::read_to_string(root.join(file)).unwrap());
+        assert!(!used.is_empty(), "{file} names no metric");
+        let missing: Vec<_> = used.difference(&exported).collect();
+        assert!(
+            missing.is_empty(),
+            "{file} uses metrics the gateway does not export: {missing:?}\nexported: {exported:?}"
+        );
+    }
+    // And the README documents every metric the gateway exports.
+    let documented = metric_names(&std::fs::read_to_string(root.join("README.md")).unwrap());
+    let undocumented: Vec<_> = exported.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "README does not document {undocumented:?}"
+    );
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("deploy/grafana/mcp-gateway-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(dashboard["panels"].as_array().unwrap().len() >= 10);
+    gw.stop().await;
+}

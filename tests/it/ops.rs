@@ -1,0 +1,82 @@
+//! Operations: request ids, readiness with required upstreams.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_response_carries_a_request_id() {
+    let yaml = format!(
+        "upstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    let send = |id: Option<&str>, key: &str| {
+        let mut req = gw
+            .client
+            .post(&gw.url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#);
+        if let Some(id) = id {
+            req = req.header("x-request-id", id);
+        }
+        req.send()
+    };
+    let r = within(send(Some("trace-abc-123"), "ka")).await.unwrap();
+    assert_eq!(r.headers()["x-request-id"], "trace-abc-123");
+    let a = within(send(None, "ka")).await.unwrap().headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let b = within(send(None, "wrong")).await.unwrap();
+    assert_eq!(b.status(), 401, "even refusals carry one");
+    let b = b.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(a.len(), 16);
+    assert_ne!(a, b);
+    // An unreasonable id is replaced, not echoed.
+    let long = "x".repeat(200);
+    let r = within(send(Some(&long), "ka")).await.unwrap();
+    assert_eq!(r.headers()["x-request-id"].len(), 16);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_required_upstreams_only() {
+    let dead = dead_url().await;
+    let optional = format!(
+        "upstreams:\n  s: {}\n  d: {{http: {{url: \"{dead}\"}}}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s", "d"])
+    );
+    let gw = Gateway::start(&optional).await;
+    gw.wait_ready(&["s"]).await;
+    let (status, body) = gw.get_admin("/readyz").await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status, 200,
+        "an optional upstream never fails readiness: {body}"
+    );
+    assert_eq!(
+        v["upstreams"]["d"],
+        json!({"status": "down", "required": false})
+    );
+    gw.stop().await;
+
+    let required = optional.replace("d: {http: {url: ", "d: {required: true, http: {url: ");
+    let gw = Gateway::start(&required).await;
+    gw.wait_ready(&["s"]).await;
+    let (status, body) = gw.get_admin("/readyz").await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(v["ready"], false);
+    assert_eq!(v["upstreams"]["d"]["required"], true);
+    let (status, body) = gw.get_admin("/healthz").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok\n"),
+        "liveness does not depend on upstreams"
+    );
+    gw.stop().await;
+}
