@@ -31,6 +31,7 @@ pub struct Metrics {
     pub definitions_listed: IntGaugeVec,
     pub definitions_dropped: IntCounterVec,
     pub sessions_open: IntGaugeVec,
+    pub upstream_log_lines_dropped: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
 }
 
@@ -138,6 +139,12 @@ impl Metrics {
                 &r,
                 "upstream_in_flight",
                 "Calls sent to an upstream and not answered, timed out or cancelled yet.",
+                &["upstream"],
+            ),
+            upstream_log_lines_dropped: counter(
+                &r,
+                "upstream_log_lines_dropped_total",
+                "Lines of an upstream's stderr not logged because it wrote too fast.",
                 &["upstream"],
             ),
             registry: r,

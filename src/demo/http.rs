@@ -72,6 +72,14 @@ async fn answer(
                     Reply::RawError(e.to_string().as_bytes()),
                 ),
                 Answer::Crash => std::process::exit(3),
+                // Nothing misbehaves on HTTP: just the answer.
+                Answer::Raw(_, then) => {
+                    let v = then.unwrap_or(serde_json::json!({"output": {}}));
+                    write_reply(&mut out, Some(id), Reply::Result(v.to_string().as_bytes()))
+                }
+                Answer::StderrFlood(_) => {
+                    write_reply(&mut out, Some(id), Reply::Result(br#"{"output":{}}"#))
+                }
             }
             Some(out)
         }

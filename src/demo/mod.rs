@@ -78,6 +78,11 @@ pub enum Answer {
     Error(Value),
     /// The `crash` tool: the process exits without answering.
     Crash,
+    /// Tools that misbehave on the transport: write these bytes to stdout
+    /// unframed, then answer with the value (if any). Over HTTP: just the answer.
+    Raw(Vec<u8>, Option<Value>),
+    /// Write this many lines to stderr as fast as possible, then answer.
+    StderrFlood(u64),
 }
 
 fn error(code: i64, message: &str, data: Option<Value>) -> Answer {

@@ -4,27 +4,42 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use bytes::BytesMut;
+use futures_util::StreamExt;
 use serde_json::value::RawValue;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::codec::FramedRead;
 
 use super::{Answer, DemoServer};
+use crate::jsonrpc::codec::encode_into;
 use crate::jsonrpc::{
     ContentLengthCodec, ErrorObject, Incoming, Reply, classify, codes, write_error, write_reply,
 };
 
 const MAX_FRAME: usize = 64 << 20;
 
+enum Out {
+    Message(Bytes),
+    Raw(Bytes),
+}
+
 /// Serves stdin/stdout until stdin closes and every answer is written.
 pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
     let mut input = FramedRead::new(tokio::io::stdin(), ContentLengthCodec::new(MAX_FRAME));
-    let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
+    // Messages are framed here; `Raw` bytes (misbehaving test tools) go out as they are.
+    let (tx, mut rx) = mpsc::channel::<Out>(1024);
     let writer = tokio::spawn(async move {
-        let mut out = FramedWrite::new(tokio::io::stdout(), ContentLengthCodec::new(MAX_FRAME));
-        while let Some(frame) = rx.recv().await {
-            if out.send(frame).await.is_err() {
+        let mut stdout = tokio::io::stdout();
+        let mut buf = BytesMut::new();
+        while let Some(out) = rx.recv().await {
+            buf.clear();
+            match out {
+                Out::Message(body) => encode_into(&body, &mut buf),
+                Out::Raw(bytes) => buf.extend_from_slice(&bytes),
+            }
+            if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
                 break;
             }
         }
@@ -44,7 +59,7 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(&body) else {
             let mut out = Vec::new();
             write_error(&mut out, None, &ErrorObject::parse_error());
-            let _ = tx.send(out.into()).await;
+            let _ = tx.send(Out::Message(out.into())).await;
             continue;
         };
         match classify(raw) {
@@ -63,14 +78,14 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                             serde_json::json!({"capabilities": server.capabilities()}).to_string();
                         write_reply(&mut out, Some(id), Reply::Result(caps.as_bytes()));
                     }
-                    let _ = tx.send(out.into()).await;
+                    let _ = tx.send(Out::Message(out.into())).await;
                 } else if !initialized {
                     write_error(
                         &mut out,
                         Some(id),
                         &ErrorObject::new(codes::NOT_INITIALIZED, "Server not initialized"),
                     );
-                    let _ = tx.send(out.into()).await;
+                    let _ = tx.send(Out::Message(out.into())).await;
                 } else {
                     let (server, tx) = (server.clone(), tx.clone());
                     let (id, method, params) = (
@@ -81,27 +96,45 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                     tasks.spawn(async move {
                         let answer = server.call(&method, params.as_deref()).await;
                         let mut out = Vec::new();
-                        match answer {
-                            Answer::Result(v) => write_reply(
+                        let result = match answer {
+                            Answer::Result(v) => Some(v),
+                            Answer::Error(e) => {
+                                write_reply(
+                                    &mut out,
+                                    Some(&id),
+                                    Reply::RawError(e.to_string().as_bytes()),
+                                );
+                                None
+                            }
+                            Answer::Crash => std::process::exit(3),
+                            Answer::Raw(raw, then) => {
+                                let _ = tx.send(Out::Raw(raw.into())).await;
+                                then
+                            }
+                            Answer::StderrFlood(lines) => {
+                                for i in 0..lines {
+                                    eprintln!("flood line {i}");
+                                }
+                                Some(serde_json::json!({"output": {}}))
+                            }
+                        };
+                        if let Some(v) = result {
+                            write_reply(
                                 &mut out,
                                 Some(&id),
                                 Reply::Result(v.to_string().as_bytes()),
-                            ),
-                            Answer::Error(e) => write_reply(
-                                &mut out,
-                                Some(&id),
-                                Reply::RawError(e.to_string().as_bytes()),
-                            ),
-                            Answer::Crash => std::process::exit(3),
+                            );
                         }
-                        let _ = tx.send(out.into()).await;
+                        if !out.is_empty() {
+                            let _ = tx.send(Out::Message(out.into())).await;
+                        }
                     });
                 }
             }
             Incoming::Invalid { id, error } => {
                 let mut out = Vec::new();
                 write_error(&mut out, id, &error);
-                let _ = tx.send(out.into()).await;
+                let _ = tx.send(Out::Message(out.into())).await;
             }
             Incoming::Notification { method, .. }
                 if method == "initialized" && initialized && forwarder.is_none() =>
@@ -111,7 +144,7 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                 forwarder = Some(tokio::spawn(async move {
                     while let Ok(id) = changes.recv().await {
                         if tx
-                            .send(super::change_notification(&id).into())
+                            .send(Out::Message(super::change_notification(&id).into()))
                             .await
                             .is_err()
                         {

@@ -52,6 +52,9 @@ pub fn definitions(name: &str, test_tools: bool) -> (Vec<Value>, Vec<Value>, Vec
                 json!({"type": "object", "properties": {"slept": {"type": "integer"}}, "required": ["slept"]}),
             ),
             tool("crash", id("tools", "crash"), "Exits the server process without answering.", any.clone(), any.clone()),
+            tool("garbage", id("tools", "garbage"), "Prints a stray line on stdout, then answers.", any.clone(), any.clone()),
+            tool("bad_frame", id("tools", "bad_frame"), "Writes a frame header claiming an absurd length.", any.clone(), any.clone()),
+            tool("stderr_flood", id("tools", "stderr_flood"), "Writes many lines to stderr, fast.", any.clone(), any.clone()),
             tool("bad_output", id("tools", "bad_output"), "Returns output that breaks its schema.", any.clone(), text_schema()),
             tool("fail", id("tools", "fail"), "Returns the tool's own error.", any.clone(), any.clone()),
             tool(
@@ -120,6 +123,16 @@ pub async fn execute(name: &str, test_tools: bool, id: &str, args: &Value) -> An
             Answer::Result(json!({"output": {"slept": ms}}))
         }
         ("crash", true) => Answer::Crash,
+        ("garbage", true) => Answer::Raw(
+            b"a stray print on stdout\n".to_vec(),
+            Some(json!({"output": {}})),
+        ),
+        ("bad_frame", true) => {
+            Answer::Raw(b"Content-Length: 99999999999999\r\n\r\n".to_vec(), None)
+        }
+        ("stderr_flood", true) => {
+            Answer::StderrFlood(args.get("lines").and_then(Value::as_u64).unwrap_or(1000))
+        }
         ("bad_output", true) => Answer::Result(json!({"output": {"text": 42}})),
         ("fail", true) => error(-32050, "tool failed", Some(json!({"reason": "requested"}))),
         ("pid", true) => Answer::Result(json!({"output": {"pid": std::process::id()}})),

@@ -32,12 +32,25 @@ pub enum CodecError {
     MalformedHeader,
     #[error("unsupported Content-Type")]
     UnsupportedContentType,
+    #[error("more than {limit} bytes of garbage without a frame")]
+    TooMuchGarbage { limit: usize },
 }
 
 impl CodecError {
     /// True when the stream itself broke (I/O), as opposed to the peer sending garbage.
     pub fn is_io(&self) -> bool {
         matches!(self, CodecError::Io(_))
+    }
+
+    /// A header section that is not a header: what a stray print looks like.
+    fn is_garbage(&self) -> bool {
+        matches!(
+            self,
+            CodecError::MalformedHeader
+                | CodecError::MissingContentLength
+                | CodecError::InvalidContentLength
+                | CodecError::UnsupportedContentType
+        )
     }
 }
 
@@ -55,6 +68,12 @@ pub struct ContentLengthCodec {
     max_frame_bytes: usize,
     max_header_bytes: usize,
     state: State,
+    /// With `Some(limit)`, garbage between frames is skipped (up to `limit`
+    /// bytes in a row) instead of being an error.
+    resync_limit: Option<usize>,
+    garbage_in_a_row: usize,
+    /// Garbage runs skipped since the last `take_skipped`.
+    skipped: u64,
 }
 
 impl ContentLengthCodec {
@@ -63,7 +82,37 @@ impl ContentLengthCodec {
             max_frame_bytes,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             state: State::Header { scanned: 0 },
+            resync_limit: None,
+            garbage_in_a_row: 0,
+            skipped: 0,
         }
+    }
+
+    /// Skips garbage between frames (a stray print) instead of failing, looking
+    /// for the next `Content-Length` header, as long as no more than `limit`
+    /// bytes of garbage come in a row. An endless header line (no newline within
+    /// the header limit) and an oversize Content-Length stay errors.
+    pub fn resynchronizing(mut self, limit: usize) -> Self {
+        self.resync_limit = Some(limit);
+        self
+    }
+
+    /// How many runs of garbage were skipped since the last call.
+    pub fn take_skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// Drops `n` bytes of garbage, or fails when too much came in a row.
+    fn skip(&mut self, src: &mut BytesMut, n: usize) -> Result<(), CodecError> {
+        let limit = self.resync_limit.unwrap_or(0);
+        self.garbage_in_a_row += n;
+        if self.garbage_in_a_row > limit {
+            return Err(CodecError::TooMuchGarbage { limit });
+        }
+        src.advance(n);
+        self.skipped += 1;
+        self.state = State::Header { scanned: 0 };
+        Ok(())
     }
 
     pub fn with_max_header_bytes(mut self, limit: usize) -> Self {
@@ -127,6 +176,13 @@ fn find_header_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
     None
 }
 
+/// Where a `Content-Length` header name (any case) starts in `buf`.
+fn find_content_length(buf: &[u8]) -> Option<usize> {
+    const NAME: &[u8] = b"content-length";
+    buf.windows(NAME.len())
+        .position(|w| w.eq_ignore_ascii_case(NAME))
+}
+
 impl Decoder for ContentLengthCodec {
     type Item = Bytes;
     type Error = CodecError;
@@ -144,23 +200,48 @@ impl Decoder for ContentLengthCodec {
                         src.advance(skip);
                     }
                     match find_header_end(src, scanned.saturating_sub(2)) {
-                        Some((section, terminator)) => {
-                            if section > self.max_header_bytes {
+                        Some((section, terminator)) if section <= self.max_header_bytes => {
+                            match self.parse_headers(&src[..section]) {
+                                Ok(length) => {
+                                    src.advance(section + terminator);
+                                    src.reserve(length.saturating_sub(src.len()));
+                                    self.state = State::Body(length);
+                                }
+                                Err(e) if e.is_garbage() && self.resync_limit.is_some() => {
+                                    // Resume at a Content-Length inside the section, if any, else after it.
+                                    let n = find_content_length(&src[1..section])
+                                        .map_or(section + terminator, |p| p + 1);
+                                    self.skip(src, n)?;
+                                }
+                                Err(e) => {
+                                    src.advance(section + terminator);
+                                    self.state = State::Header { scanned: 0 };
+                                    return Err(e);
+                                }
+                            }
+                        }
+                        Some(_) => {
+                            return Err(CodecError::HeaderTooLarge {
+                                limit: self.max_header_bytes,
+                            });
+                        }
+                        None if src.len() > self.max_header_bytes => {
+                            let window = &src[..self.max_header_bytes];
+                            // An endless line is a broken peer, not a stray print.
+                            let Some(last_newline) = window.iter().rposition(|&b| b == b'\n')
+                            else {
+                                return Err(CodecError::HeaderTooLarge {
+                                    limit: self.max_header_bytes,
+                                });
+                            };
+                            if self.resync_limit.is_none() {
                                 return Err(CodecError::HeaderTooLarge {
                                     limit: self.max_header_bytes,
                                 });
                             }
-                            let length = self.parse_headers(&src[..section]);
-                            src.advance(section + terminator);
-                            self.state = State::Header { scanned: 0 };
-                            let length = length?;
-                            src.reserve(length.saturating_sub(src.len()));
-                            self.state = State::Body(length);
-                        }
-                        None if src.len() > self.max_header_bytes => {
-                            return Err(CodecError::HeaderTooLarge {
-                                limit: self.max_header_bytes,
-                            });
+                            let n =
+                                find_content_length(&src[1..]).map_or(last_newline + 1, |p| p + 1);
+                            self.skip(src, n)?;
                         }
                         None => {
                             self.state = State::Header { scanned: src.len() };
@@ -173,6 +254,7 @@ impl Decoder for ContentLengthCodec {
                         return Ok(None);
                     }
                     self.state = State::Header { scanned: 0 };
+                    self.garbage_in_a_row = 0;
                     return Ok(Some(src.split_to(length).freeze()));
                 }
             }
@@ -332,6 +414,55 @@ mod tests {
     }
 
     #[test]
+    fn resynchronizes_after_stray_prints() {
+        let mut input = b"a stray print\n".to_vec();
+        input.extend(frame(b"{\"a\":1}"));
+        input.extend(b"no newline here, then");
+        input.extend(frame(b"[]"));
+        input.extend(b"two\nlines\n\n");
+        input.extend(frame(b"{}"));
+        let mut codec = ContentLengthCodec::new(64).resynchronizing(1024);
+        let frames = decode_all(&mut codec, &input).unwrap();
+        assert_eq!(
+            frames,
+            vec![
+                Bytes::from_static(b"{\"a\":1}"),
+                Bytes::from_static(b"[]"),
+                Bytes::from_static(b"{}")
+            ]
+        );
+        assert_eq!(codec.take_skipped(), 3);
+        // Without resync the same input is an error.
+        assert!(decode_all(&mut ContentLengthCodec::new(64), &input).is_err());
+    }
+
+    #[test]
+    fn resync_is_bounded() {
+        let garbage = "garbage line\n".repeat(100);
+        let mut codec = ContentLengthCodec::new(64)
+            .resynchronizing(512)
+            .with_max_header_bytes(128);
+        let err = decode_all(&mut codec, garbage.as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, CodecError::TooMuchGarbage { limit: 512 }),
+            "{err:?}"
+        );
+        // An endless line stays fatal, and an oversize length too.
+        let mut codec = ContentLengthCodec::new(64)
+            .resynchronizing(1 << 20)
+            .with_max_header_bytes(128);
+        assert!(matches!(
+            decode_all(&mut codec, &[b'x'; 200]),
+            Err(CodecError::HeaderTooLarge { .. })
+        ));
+        let mut codec = ContentLengthCodec::new(64).resynchronizing(1 << 20);
+        assert!(matches!(
+            decode_all(&mut codec, b"Content-Length: 65\r\n\r\n"),
+            Err(CodecError::FrameTooLarge { .. })
+        ));
+    }
+
+    #[test]
     fn partial_body_waits() {
         let mut codec = ContentLengthCodec::new(64);
         let mut buf = BytesMut::from(&b"Content-Length: 4\r\n\r\n{}"[..]);
@@ -362,8 +493,11 @@ mod tests {
         }
 
         #[test]
-        fn garbage_never_panics_nor_overallocates(input in proptest::collection::vec(any::<u8>(), 0..600)) {
+        fn garbage_never_panics_nor_overallocates(input in proptest::collection::vec(any::<u8>(), 0..600), resync in any::<bool>()) {
             let mut codec = ContentLengthCodec::new(128).with_max_header_bytes(256);
+            if resync {
+                codec = codec.resynchronizing(300);
+            }
             let mut buf = BytesMut::from(&input[..]);
             while let Ok(Some(f)) = codec.decode(&mut buf) {
                 prop_assert!(f.len() <= 128);

@@ -168,6 +168,9 @@ impl Upstream {
         metrics.upstream_restarts.with_label_values(&[name]);
         metrics.upstream_protocol_errors.with_label_values(&[name]);
         metrics.upstream_in_flight.with_label_values(&[name]);
+        metrics
+            .upstream_log_lines_dropped
+            .with_label_values(&[name]);
         for kind in Kind::ALL {
             metrics
                 .definitions_dropped

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{SinkExt, StreamExt};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -34,9 +36,16 @@ const MINIMAL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 const OUTBOX: usize = 1024;
 /// Longest stderr line logged whole.
 const MAX_LOG_LINE: usize = 8 * 1024;
+/// Garbage on a child's stdout skipped in a row before the stream is given up.
+const MAX_GARBAGE: usize = 1 << 20;
+/// stderr lines logged per second per upstream, and the burst allowed above it.
+const LOG_LINES_PER_SECOND: f64 = 50.0;
+const LOG_BURST: f64 = 200.0;
 /// After this long up, a crash no longer counts toward the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
-/// How long a child has to exit after its stdin closes before it is killed.
+/// How long a child has to exit after its stdin closes, before SIGTERM.
+const STDIN_GRACE: Duration = Duration::from_millis(500);
+/// How long a child has to exit after SIGTERM, before SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// A live connection to one child.
@@ -170,7 +179,11 @@ async fn serve_child(
     tracing::info!(upstream = %up.name, pid, "upstream process started");
     let (events_tx, mut events) = mpsc::channel(64);
     let (link, writer) = start_link(up, stdin, stdout, events_tx, max_frame);
-    let log = tokio::spawn(log_stderr(up.name.clone(), stderr));
+    let dropped = up
+        .metrics()
+        .upstream_log_lines_dropped
+        .with_label_values(&[&up.name]);
+    let log = tokio::spawn(log_stderr(up.name.clone(), stderr, dropped));
     let connected = tokio::select! {
         r = up.connect(link.clone()) => r,
         _ = link.dead.cancelled() => Err(CallError::unavailable("connection lost during handshake")),
@@ -204,23 +217,42 @@ async fn serve_child(
     link.pending
         .close(CallError::unavailable("upstream process exited"));
     writer.abort();
-    stop(&mut child, &up.name).await;
+    stop(&mut child, pid, &up.name).await;
     log.abort();
     ended
 }
 
-/// Closes stdin (the child's cue to exit), waits a little, then kills and reaps it.
-async fn stop(child: &mut Child, name: &str) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
+/// Stops the child and everything it spawned: stdin is already closed (its cue
+/// to exit); then SIGTERM to its process group, SIGKILL after a grace; and
+/// whatever is left of the group is killed even when the child exited by itself.
+async fn stop(child: &mut Child, pid: u32, name: &str) {
+    // The child leads its own process group (process_group(0)), whose id is its pid.
+    // Taken at spawn: once the child is reaped, `child.id()` is gone.
+    let group = (pid > 0).then(|| Pid::from_raw(pid as i32));
+    if !matches!(child.try_wait(), Ok(Some(_))) {
+        let exited = tokio::time::timeout(STDIN_GRACE, child.wait())
+            .await
+            .is_ok();
+        if !exited {
+            signal_group(group, Signal::SIGTERM);
+            if tokio::time::timeout(EXIT_GRACE, child.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(upstream = %name, "upstream did not exit on SIGTERM; killing its process group");
+                signal_group(group, Signal::SIGKILL);
+                let _ = child.wait().await;
+            }
+        }
     }
-    if tokio::time::timeout(EXIT_GRACE, child.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(upstream = %name, "upstream did not exit after stdin closed; killing it");
-        let _ = child.start_kill();
-        let _ = child.wait().await;
+    // Grandchildren left behind (the child's own children) die with the group.
+    signal_group(group, Signal::SIGKILL);
+}
+
+fn signal_group(group: Option<Pid>, signal: Signal) {
+    if let Some(group) = group {
+        // ESRCH (nothing left in the group) is the normal case after an exit.
+        let _ = killpg(group, signal);
     }
 }
 
@@ -292,8 +324,12 @@ struct Reader {
 
 impl Reader {
     async fn run(&self, stdout: ChildStdout, max_frame: usize) -> &'static str {
-        let mut frames = FramedRead::new(stdout, ContentLengthCodec::new(max_frame));
+        let codec = ContentLengthCodec::new(max_frame).resynchronizing(MAX_GARBAGE);
+        let mut frames = FramedRead::new(stdout, codec);
         while let Some(frame) = frames.next().await {
+            for _ in 0..frames.decoder_mut().take_skipped() {
+                self.protocol_error("non-protocol output on stdout skipped");
+            }
             match frame {
                 Ok(body) => self.on_frame(&body),
                 Err(e) if e.is_io() => return "stdout read failed",
@@ -356,10 +392,19 @@ impl Reader {
     }
 }
 
-/// Copies the child's stderr into the gateway log, line by line, labelled with the upstream.
-async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
+/// Copies the child's stderr into the gateway log, line by line, labelled with
+/// the upstream. A flood is rate-limited (a token bucket): excess lines are
+/// counted, summarised in one line, and never slow the child down.
+async fn log_stderr(
+    name: Arc<str>,
+    stderr: tokio::process::ChildStderr,
+    dropped: prometheus::IntCounter,
+) {
     let mut lines = BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut tokens = LOG_BURST;
+    let mut refilled = Instant::now();
+    let mut suppressed = 0u64;
     loop {
         line.clear();
         match (&mut lines)
@@ -367,11 +412,25 @@ async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
             .read_until(b'\n', &mut line)
             .await
         {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                tracing::info!(target: "upstream_stderr", upstream = %name, "{}", text.trim_end());
-            }
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
         }
+        tokens = (tokens + refilled.elapsed().as_secs_f64() * LOG_LINES_PER_SECOND).min(LOG_BURST);
+        refilled = Instant::now();
+        if tokens < 1.0 {
+            suppressed += 1;
+            dropped.inc();
+            continue;
+        }
+        tokens -= 1.0;
+        if suppressed > 0 {
+            tracing::warn!(target: "upstream_stderr", upstream = %name, suppressed, "stderr lines suppressed: the upstream writes too fast");
+            suppressed = 0;
+        }
+        let text = String::from_utf8_lossy(&line);
+        tracing::info!(target: "upstream_stderr", upstream = %name, "{}", text.trim_end());
+    }
+    if suppressed > 0 {
+        tracing::warn!(target: "upstream_stderr", upstream = %name, suppressed, "stderr lines suppressed: the upstream writes too fast");
     }
 }

@@ -11,6 +11,7 @@ mod deploy;
 mod edge;
 mod isolation;
 mod ops;
+mod resilience;
 mod routing;
 mod sessions;
 mod stdio_mode;

@@ -33,20 +33,10 @@ async fn listings_merge_every_upstream_under_namespaced_ids() {
     let expected: BTreeSet<String> = ["s", "h"]
         .iter()
         .flat_map(|u| {
-            [
-                "echo:v1",
-                "add:v1",
-                "sleep",
-                "crash",
-                "bad_output",
-                "fail",
-                "pid",
-                "stderr",
-                "touch",
-            ]
-            .iter()
-            .map(move |t| format!("mcp://gw/{u}/{u}/tools/{t}"))
-            .chain([format!("mcp://gw/{u}//urn%3A{u}%3Alegacy")])
+            TEST_TOOLS
+                .iter()
+                .map(move |t| format!("mcp://gw/{u}/{u}/tools/{t}"))
+                .chain([format!("mcp://gw/{u}//urn%3A{u}%3Alegacy")])
         })
         .collect();
     assert_eq!(ids(&tools), expected);
@@ -91,7 +81,7 @@ async fn listings_merge_every_upstream_under_namespaced_ids() {
                 &m,
                 &format!(r#"mcp_gateway_definitions_listed{{kind="tool",upstream="{u}"}}"#)
             ),
-            Some(10.0)
+            Some(TEST_TOOL_COUNT as f64)
         );
         assert_eq!(
             metric(&m, &format!(r#"mcp_gateway_upstream_up{{upstream="{u}"}}"#)),
@@ -279,7 +269,7 @@ async fn a_down_upstream_never_fails_a_listing() {
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let tools = gw.list("ka", "mcp/listTools").await;
-    assert_eq!(tools.len(), 10);
+    assert_eq!(tools.len(), TEST_TOOL_COUNT);
     assert!(
         tools
             .iter()
@@ -372,7 +362,7 @@ async fn the_first_listing_of_a_fresh_gateway_waits_for_starting_upstreams() {
     // and must not wait out the dead one's 20 s timeout (it is down at once, not starting).
     let started = Instant::now();
     let tools = gw.list("ka", "mcp/listTools").await;
-    assert_eq!(tools.len(), 20, "{tools:?}");
+    assert_eq!(tools.len(), 2 * TEST_TOOL_COUNT, "{tools:?}");
     let (_, text) = gw
         .post(
             "ka",

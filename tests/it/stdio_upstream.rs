@@ -179,7 +179,7 @@ async fn a_command_that_cannot_start_is_down_not_fatal() {
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ok"]).await;
     let tools = gw.list("ka", "mcp/listTools").await;
-    assert_eq!(tools.len(), 10);
+    assert_eq!(tools.len(), TEST_TOOL_COUNT);
     assert!(
         tools
             .iter()

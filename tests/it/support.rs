@@ -15,6 +15,25 @@ use tokio::net::TcpListener;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-gateway");
 
+/// The tools the demo upstream lists with `--test-tools` (under `mcp://{name}/tools/`),
+/// besides its `urn:{name}:legacy` tool. Its two broken definitions are dropped.
+pub const TEST_TOOLS: [&str; 12] = [
+    "echo:v1",
+    "add:v1",
+    "sleep",
+    "crash",
+    "garbage",
+    "bad_frame",
+    "stderr_flood",
+    "bad_output",
+    "fail",
+    "pid",
+    "stderr",
+    "touch",
+];
+/// How many tools a demo upstream with `--test-tools` contributes to a listing.
+pub const TEST_TOOL_COUNT: usize = TEST_TOOLS.len() + 1;
+
 /// Every await in a test is bounded.
 pub async fn within<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(30), f)

@@ -1,0 +1,233 @@
+//! Resilience: process groups, hostile input, limits.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::*;
+
+/// Whether `pid` is alive (a zombie counts as dead: it only waits to be reaped).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+async fn wait_dead(pid: u32) {
+    within(async {
+        while alive(pid) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+async fn read_pid(path: &std::path::Path, not: Option<u32>) -> u32 {
+    within(async {
+        loop {
+            if let Some(pid) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                if Some(pid) != not {
+                    return pid;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_a_child_spawns_outlives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("grandchild.pid");
+    // The upstream's shell leaves a grandchild behind, then becomes the server.
+    let script = format!(
+        "sleep 300 & echo $! > {}; exec {BIN} demo-upstream --name g --test-tools",
+        pidfile.display()
+    );
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  g: {{stdio: {{command: /bin/sh, args: [\"-c\", {script:?}]}}}}\ntenants:\n  a: {}\n",
+        tenant("ka", &["g"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["g"]).await;
+    let first = read_pid(&pidfile, None).await;
+    assert!(alive(first));
+    // The child crashes: its grandchild goes with it.
+    let r = gw
+        .execute("ka", "mcp://gw/g/g/tools/crash", json!({}))
+        .await;
+    assert_eq!(r["error"]["code"], -32001);
+    wait_dead(first).await;
+    // The restarted child's grandchild does not survive the gateway's shutdown either.
+    let second = read_pid(&pidfile, Some(first)).await;
+    gw.wait_ready(&["g"]).await;
+    assert!(alive(second));
+    gw.stop().await;
+    wait_dead(second).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_get_only_the_configured_environment() {
+    // The child writes its whole environment to a file: only PATH and the config's env may be there.
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  e: {{stdio: {{command: /bin/sh, args: [\"-c\", \"env > $OUT; exec {BIN} demo-upstream --name e\"], env: {{OUT: {:?}, GIVEN: yes}}}}}}\ntenants:\n  a: {}\n",
+        std::env::temp_dir()
+            .join(format!("mcp-env-{}", std::process::id()))
+            .display(),
+        tenant("ka", &["e"])
+    );
+    let out = std::env::temp_dir().join(format!("mcp-env-{}", std::process::id()));
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["e"]).await;
+    let env = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    assert!(
+        env.contains("GIVEN=yes") && env.contains("PATH=/usr/local/bin:/usr/bin:/bin"),
+        "{env}"
+    );
+    // Nothing else from the gateway's environment (HOME, CARGO_*, ...); a shell adds PWD, SHLVL, _.
+    let unexpected: Vec<&&str> = names
+        .iter()
+        .filter(|n| !["GIVEN", "OUT", "PATH", "PWD", "SHLVL", "_"].contains(n))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "leaked into the child: {unexpected:?}"
+    );
+    gw.stop().await;
+}
+
+async fn one_child() -> Gateway {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    gw
+}
+
+async fn child_pid(gw: &Gateway) -> u64 {
+    within(async {
+        loop {
+            let r = gw.execute("ka", "mcp://gw/s/s/tools/pid", json!({})).await;
+            if let Some(pid) = r["result"]["output"]["pid"].as_u64() {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_print_on_stdout_costs_that_message_not_the_upstream() {
+    let gw = one_child().await;
+    let pid = child_pid(&gw).await;
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/garbage", json!({}))
+        .await;
+    assert_eq!(r["result"], json!({"output": {}}), "{r}");
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "after"}))
+        .await;
+    assert_eq!(r["result"]["output"]["text"], "after");
+    assert_eq!(child_pid(&gw).await, pid, "the upstream was not restarted");
+    let m = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcp_gateway_upstream_protocol_errors_total{upstream="s"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, r#"mcp_gateway_upstream_restarts_total{upstream="s"}"#),
+        Some(0.0)
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absurd_content_length_restarts_the_upstream_without_allocating_it() {
+    let gw = one_child().await;
+    let pid = child_pid(&gw).await;
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/bad_frame", json!({}))
+        .await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let new_pid = child_pid(&gw).await;
+    assert_ne!(new_pid, pid);
+    let m = gw.metrics().await;
+    assert!(
+        metric(
+            &m,
+            r#"mcp_gateway_upstream_protocol_errors_total{upstream="s"}"#
+        )
+        .unwrap()
+            >= 1.0
+    );
+    // The claimed 99999999999999 bytes were never allocated: this process is still small.
+    let rss_kib: u64 = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .unwrap();
+    assert!(rss_kib < 1 << 20, "resident memory {rss_kib} KiB");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stderr_flood_is_rate_limited_in_the_log() {
+    let gw = one_child().await;
+    let r = gw
+        .execute(
+            "ka",
+            "mcp://gw/s/s/tools/stderr_flood",
+            json!({"lines": 5000}),
+        )
+        .await;
+    assert_eq!(r["result"], json!({"output": {}}));
+    // The lines are read as fast as they come (the child never blocks), most are not logged.
+    within(async {
+        loop {
+            let m = gw.metrics().await;
+            let dropped = metric(
+                &m,
+                r#"mcp_gateway_upstream_log_lines_dropped_total{upstream="s"}"#,
+            )
+            .unwrap();
+            if dropped >= 4000.0 {
+                assert!(dropped <= 5000.0);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "fine"}))
+        .await;
+    assert_eq!(r["result"]["output"]["text"], "fine");
+    gw.stop().await;
+}
