@@ -156,6 +156,7 @@ pub fn start_with(
         keys: core.keys.clone(),
         max_body_bytes: limits.max_body_bytes,
         max_batch: limits.max_batch,
+        body_read_timeout: limits.body_read_timeout,
         metrics: core.metrics.clone(),
     });
     let admin_app = admin::router(AdminState {

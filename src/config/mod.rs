@@ -32,8 +32,12 @@ pub struct Limits {
     pub max_frame_bytes: usize,
     /// Most messages in one JSON-RPC batch. Default 128.
     pub max_batch: usize,
-    /// Time a client has to send its request headers. Default 10 s.
+    /// Time a client has to send its request headers; also how long an idle
+    /// keep-alive connection is kept. Default 10 s.
     pub header_read_timeout: Duration,
+    /// Time a client has to send a whole request body (not a session's: that may
+    /// stay open). 408 past it. Default 30 s.
+    pub body_read_timeout: Duration,
     /// Most agent connections open at once. Default 4096.
     pub max_connections: usize,
 }
@@ -45,6 +49,7 @@ impl Default for Limits {
             max_frame_bytes: 16 << 20,
             max_batch: 128,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             max_connections: 4096,
         }
     }

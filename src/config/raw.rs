@@ -33,6 +33,7 @@ pub struct RawLimits {
     pub max_frame_bytes: Option<u64>,
     pub max_batch: Option<u64>,
     pub header_read_timeout_ms: Option<u64>,
+    pub body_read_timeout_ms: Option<u64>,
     pub max_connections: Option<u64>,
 }
 

@@ -170,6 +170,11 @@ fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
             raw.header_read_timeout_ms,
             d.header_read_timeout.as_millis() as usize,
         ) as u64),
+        body_read_timeout: Duration::from_millis(positive(
+            "body_read_timeout_ms",
+            raw.body_read_timeout_ms,
+            d.body_read_timeout.as_millis() as usize,
+        ) as u64),
         max_connections: positive("max_connections", raw.max_connections, d.max_connections),
     };
     Some(limits)

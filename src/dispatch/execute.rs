@@ -102,7 +102,10 @@ impl Dispatcher {
         audit.upstream = Some(up.name.clone());
         let entry = self.tool_entry(up, &original, &id).await?;
         let args: Value = serde_json::from_str(arguments.get())
-            .map_err(|_| invalid("params.arguments must be an object"))?;
+            // serde_json bounds nesting (128 levels): deeper arguments are refused here.
+            .map_err(|e| {
+                GatewayError::InvalidParams(format!("params.arguments cannot be read: {e}"))
+            })?;
         if let Err(e) = entry.input.validate(&args) {
             return Err(GatewayError::InvalidArguments(schema::explain(
                 &e,

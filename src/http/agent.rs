@@ -29,6 +29,7 @@ pub struct AgentState {
     pub keys: Arc<KeyStore>,
     pub max_body_bytes: usize,
     pub max_batch: usize,
+    pub body_read_timeout: std::time::Duration,
     pub metrics: Metrics,
 }
 
@@ -188,7 +189,16 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
     let mut body = body.into_data_stream();
     let mut buf = BytesMut::new();
     let mut decided = false;
-    while let Some(chunk) = body.next().await {
+    // The whole body must arrive within the deadline, unless it opens a session.
+    let deadline = tokio::time::Instant::now() + s.body_read_timeout;
+    loop {
+        let Ok(next) = tokio::time::timeout_at(deadline, body.next()).await else {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorObject::invalid_request("the request body did not arrive in time"),
+            );
+        };
+        let Some(chunk) = next else { break };
         let Ok(chunk) = chunk else {
             return error(
                 StatusCode::BAD_REQUEST,

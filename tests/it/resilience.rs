@@ -231,3 +231,117 @@ async fn a_stderr_flood_is_rate_limited_in_the_log() {
     assert_eq!(r["result"]["output"]["text"], "fine");
     gw.stop().await;
 }
+
+mod hostile_http {
+    use std::time::{Duration, Instant};
+
+    use serde_json::Value;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use crate::support::*;
+
+    async fn gateway(limits: &str) -> Gateway {
+        let yaml = format!(
+            "gateway: {{id: gw, limits: {{{limits}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("ka", &["s"])
+        );
+        Gateway::start(&yaml).await
+    }
+
+    /// Reads until the peer closes; returns what came and how long it took.
+    async fn read_until_closed(s: &mut TcpStream) -> (String, Duration) {
+        let started = Instant::now();
+        let mut out = Vec::new();
+        let _ = within(s.read_to_end(&mut out)).await;
+        (
+            String::from_utf8_lossy(&out).into_owned(),
+            started.elapsed(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_that_never_arrives_gets_408() {
+        let gw = gateway("body_read_timeout_ms: 300").await;
+        let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
+        s.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"").await.unwrap();
+        let (answer, took) = read_until_closed(&mut s).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(took < Duration::from_secs(5));
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_keep_alive_connections_are_closed() {
+        let gw = gateway("header_read_timeout_ms: 300").await;
+        let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#;
+        s.write_all(format!("POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes()).await.unwrap();
+        let (answer, took) = read_until_closed(&mut s).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            took < Duration::from_secs(5),
+            "an idle connection must be closed, took {took:?}"
+        );
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connections_past_the_cap_wait_for_a_free_slot() {
+        let gw = gateway("max_connections: 2, header_read_timeout_ms: 20000").await;
+        // Two connections that say nothing hold both slots.
+        let hog1 = TcpStream::connect(gw.agent_addr()).await.unwrap();
+        let hog2 = TcpStream::connect(gw.agent_addr()).await.unwrap();
+        let client = gw.client.clone();
+        let url = gw.url.clone();
+        let call = tokio::spawn(async move {
+            client
+                .post(url)
+                .bearer_auth("ka")
+                .header("content-type", "application/json")
+                .body(r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        });
+        // Not served while both slots are taken...
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!call.is_finished(), "served past the connection cap");
+        // ...served once one frees up.
+        drop(hog1);
+        assert_eq!(within(call).await.unwrap().unwrap(), 200);
+        drop(hog2);
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deep_nesting_is_refused_without_harm() {
+        let gw = gateway("max_body_bytes: 4194304").await;
+        gw.wait_ready(&["s"]).await;
+        for depth in [200, 100_000] {
+            let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"mcp/executeTool","params":{{"id":"mcp://gw/s/s/tools/echo:v1","arguments":{{"text":{nested}}}}}}}"#
+            );
+            let started = Instant::now();
+            let (status, text) = gw.post("ka", &body).await;
+            assert!(started.elapsed() < Duration::from_secs(5));
+            assert_eq!(status, 200, "{text:.200}");
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["error"]["code"], -32602, "depth {depth}: {text:.300}");
+            // A batch made of one deep array is refused too.
+            let (status, _) = gw.post("ka", &nested).await;
+            assert!(status == 200 || status == 400);
+        }
+        // The gateway is fine.
+        let (status, _) = gw
+            .post(
+                "ka",
+                r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#,
+            )
+            .await;
+        assert_eq!(status, 200);
+        gw.stop().await;
+    }
+}
