@@ -26,6 +26,9 @@ pub enum GatewayError {
     InitializeId,
     #[error("request before initialize")]
     NotInitialized,
+    /// The tenant's policy denies this tool.
+    #[error("tool {0} is not allowed for this tenant")]
+    ToolDenied(String),
     #[error("upstream {upstream} does not declare {}", .method.as_str())]
     CapabilityMissing { upstream: Arc<str>, method: Method },
     #[error("upstream {upstream}: {error}")]
@@ -74,6 +77,11 @@ impl GatewayError {
                 Some("initialize must have id 1".into()),
             ),
             E::NotInitialized => own(codes::NOT_INITIALIZED, "Server not initialized", None),
+            E::ToolDenied(id) => own(
+                codes::UNAUTHORIZED_TOOL,
+                "Unauthorized tool",
+                Some(format!("tool {id} is not allowed for this tenant")),
+            ),
             E::CapabilityMissing { upstream, method } => own(
                 codes::CAPABILITY_MISSING,
                 "Capability not provided",
@@ -116,6 +124,7 @@ impl GatewayError {
             E::InvalidParams(_) | E::UnknownTool(_) | E::InvalidArguments(_) => "invalid_params",
             E::InitializeId => "invalid_request",
             E::NotInitialized => "not_initialized",
+            E::ToolDenied(_) => "unauthorized_tool",
             E::CapabilityMissing { .. } => "capability_missing",
             E::Upstream { error, .. } => match error {
                 CallError::Unavailable(_) => "upstream_unavailable",

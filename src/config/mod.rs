@@ -95,6 +95,10 @@ pub struct TenantSpec {
     pub name: String,
     pub keys: Vec<KeyDigest>,
     pub upstreams: Vec<String>,
+    /// Glob patterns on namespaced tool ids: with any `allow`, only matching
+    /// tools; never one that matches a `deny`.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
 }
 
 /// A whole, valid configuration.

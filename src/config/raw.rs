@@ -75,4 +75,14 @@ pub struct RawTenant {
     pub api_keys: Vec<String>,
     #[serde(default)]
     pub upstreams: Vec<String>,
+    pub tools: Option<RawToolPolicy>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawToolPolicy {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
 }

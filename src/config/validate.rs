@@ -328,10 +328,23 @@ fn tenants(
                 seen.push(up.clone());
             }
         }
+        let policy = t.tools.unwrap_or_default();
+        for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
+            for (i, pattern) in patterns.iter().enumerate() {
+                if let Err(e) = globset::Glob::new(pattern) {
+                    p.add(
+                        format!("{at}.tools.{list}[{i}]"),
+                        format!("'{pattern}' is not a glob: {}", e.kind()),
+                    );
+                }
+            }
+        }
         out.push(TenantSpec {
             name,
             keys,
             upstreams: seen,
+            allow: policy.allow,
+            deny: policy.deny,
         });
     }
     out
@@ -448,7 +461,7 @@ upstreams:
   both: {stdio: {command: x}, http: {url: "http://x"}}
   neither: {timeout_ms: 0}
 tenants:
-  a: {api_keys: [k1, "env:MISSING"], upstreams: [empty, ghost]}
+  a: {api_keys: [k1, "env:MISSING"], upstreams: [empty, ghost], tools: {deny: ["[unclosed"]}}
   b: {api_keys: [k1, "sha256:zz"], upstreams: []}
 "#;
         let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
@@ -466,6 +479,7 @@ tenants:
             "upstreams.neither",
             "tenants.a.api_keys[1]",
             "tenants.a.upstreams[1]",
+            "tenants.a.tools.deny[0]",
             "tenants.b.api_keys[0]",
             "tenants.b.api_keys[1]",
         ] {

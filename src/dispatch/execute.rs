@@ -101,6 +101,9 @@ impl Dispatcher {
         let (up, original) = self.resolve(tenant, &id)?;
         audit.upstream = Some(up.name.clone());
         let entry = self.tool_entry(up, &original, &id).await?;
+        if !tenant.may_use(&id) {
+            return Err(GatewayError::ToolDenied(id));
+        }
         let args: Value = serde_json::from_str(arguments.get())
             // serde_json bounds nesting (128 levels): deeper arguments are refused here.
             .map_err(|e| {

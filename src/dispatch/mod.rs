@@ -275,15 +275,30 @@ impl Dispatcher {
             .sum();
         let mut out = String::with_capacity(len + 2);
         out.push('[');
+        // Tools a tenant's policy hides are left out item by item; otherwise
+        // each upstream's listing is written out whole, as pre-serialized.
+        let policy = tenant.policy.as_ref().filter(|_| kind == Kind::Tool);
         for catalog in &catalogs {
             let listing = catalog.listing(kind);
-            if listing.count == 0 {
-                continue;
+            match policy {
+                None if listing.count > 0 => {
+                    if out.len() > 1 {
+                        out.push(',');
+                    }
+                    out.push_str(&listing.json);
+                }
+                None => {}
+                Some(policy) => {
+                    for (id, range) in &listing.items {
+                        if policy.allows(id) {
+                            if out.len() > 1 {
+                                out.push(',');
+                            }
+                            out.push_str(&listing.json[range.clone()]);
+                        }
+                    }
+                }
             }
-            if out.len() > 1 {
-                out.push(',');
-            }
-            out.push_str(&listing.json);
         }
         out.push(']');
         out

@@ -34,6 +34,8 @@ pub struct Dropped {
 pub struct Listing {
     pub json: String,
     pub count: usize,
+    /// Each definition's namespaced id and its place in `json`, for filtered listings.
+    pub items: Vec<(String, std::ops::Range<usize>)>,
 }
 
 /// The upstream's catalog. Cheap to clone; replaced whole on refresh.
@@ -103,11 +105,16 @@ pub fn build(gateway: &str, upstream: &str, kind: Kind, result: &RawValue) -> Bu
     let mut seen = std::collections::HashSet::new();
     for item in items {
         match admit(gateway, upstream, kind, item, &mut seen) {
-            Ok((json, tool)) => {
+            Ok((namespaced, json, tool)) => {
                 if !built.listing.json.is_empty() {
                     built.listing.json.push(',');
                 }
+                let start = built.listing.json.len();
                 built.listing.json.push_str(&json);
+                built
+                    .listing
+                    .items
+                    .push((namespaced, start..built.listing.json.len()));
                 built.listing.count += 1;
                 if let Some((id, entry)) = tool {
                     built.tools.insert(id, Arc::new(entry));
@@ -119,7 +126,7 @@ pub fn build(gateway: &str, upstream: &str, kind: Kind, result: &RawValue) -> Bu
     built
 }
 
-type Admitted = (String, Option<(String, ToolEntry)>);
+type Admitted = (String, String, Option<(String, ToolEntry)>);
 
 fn admit(
     gateway: &str,
@@ -151,9 +158,9 @@ fn admit(
         Kind::Tool => Some(compile_tool(&def, &namespaced).map_err(drop)?),
         _ => None,
     };
-    def.insert("mcpId".into(), Value::String(namespaced));
+    def.insert("mcpId".into(), Value::String(namespaced.clone()));
     let json = serde_json::to_string(&def).map_err(|e| drop(e.to_string()))?;
-    Ok((json, tool.map(|t| (original, t))))
+    Ok((namespaced, json, tool.map(|t| (original, t))))
 }
 
 fn compile_tool(def: &Map<String, Value>, namespaced: &str) -> Result<ToolEntry, String> {

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
 use crate::config::{KeyDigest, TenantSpec};
 
 /// A tenant as dispatch sees it.
@@ -11,11 +13,51 @@ pub struct Tenant {
     pub name: Arc<str>,
     /// The upstreams this tenant sees, in listing order.
     pub upstreams: Vec<Arc<str>>,
+    /// Which of their tools it may see and run; `None`: all of them.
+    pub policy: Option<ToolPolicy>,
 }
 
 impl Tenant {
     pub fn sees(&self, upstream: &str) -> bool {
         self.upstreams.iter().any(|u| &**u == upstream)
+    }
+
+    /// Whether the policy lets this tenant see and run the tool with this namespaced id.
+    pub fn may_use(&self, tool: &str) -> bool {
+        self.policy.as_ref().is_none_or(|p| p.allows(tool))
+    }
+}
+
+/// Allow and deny globs on namespaced tool ids (`*` matches any characters, `/` included).
+#[derive(Debug)]
+pub struct ToolPolicy {
+    allow: Option<GlobSet>,
+    deny: GlobSet,
+}
+
+impl ToolPolicy {
+    /// `None` when there is nothing to enforce. Patterns were checked with the config.
+    pub fn new(allow: &[String], deny: &[String]) -> Option<ToolPolicy> {
+        if allow.is_empty() && deny.is_empty() {
+            return None;
+        }
+        let set = |patterns: &[String]| {
+            let mut b = GlobSetBuilder::new();
+            for p in patterns {
+                if let Ok(g) = Glob::new(p) {
+                    b.add(g);
+                }
+            }
+            b.build().unwrap_or_else(|_| GlobSet::empty())
+        };
+        Some(ToolPolicy {
+            allow: (!allow.is_empty()).then(|| set(allow)),
+            deny: set(deny),
+        })
+    }
+
+    pub fn allows(&self, tool: &str) -> bool {
+        self.allow.as_ref().is_none_or(|a| a.is_match(tool)) && !self.deny.is_match(tool)
     }
 }
 
@@ -35,6 +77,7 @@ impl KeyStore {
             let tenant = Arc::new(Tenant {
                 name: spec.name.as_str().into(),
                 upstreams: spec.upstreams.iter().map(|u| u.as_str().into()).collect(),
+                policy: ToolPolicy::new(&spec.allow, &spec.deny),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());
@@ -72,11 +115,15 @@ mod tests {
                 name: "a".into(),
                 keys: vec![KeyDigest::of(b"ka"), KeyDigest::of(b"ka2")],
                 upstreams: vec!["x".into()],
+                allow: vec![],
+                deny: vec![],
             },
             TenantSpec {
                 name: "b".into(),
                 keys: vec![KeyDigest::of(b"kb")],
                 upstreams: vec![],
+                allow: vec!["mcp://g/x/*".into()],
+                deny: vec!["*/delete*".into()],
             },
         ];
         let store = KeyStore::new(&specs);
@@ -85,6 +132,11 @@ mod tests {
         assert!(store.authenticate("kc").is_none());
         assert!(store.authenticate("").is_none());
         assert!(store.authenticate("ka").unwrap().sees("x"));
+        let b = store.authenticate("kb").unwrap();
+        assert!(b.may_use("mcp://g/x/a/tools/read"));
+        assert!(!b.may_use("mcp://g/x/a/tools/delete-all"));
+        assert!(!b.may_use("mcp://g/y/a/tools/read"));
+        assert!(store.authenticate("ka").unwrap().may_use("anything"));
     }
 
     #[test]

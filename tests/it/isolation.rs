@@ -57,3 +57,62 @@ async fn a_tenant_cannot_list_execute_or_detect_another_tenants_tools() {
     assert_eq!(caps("kb").await, json!(false));
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_policy_hides_and_refuses_denied_tools() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], tools: {{allow: [\"mcp://gw/s/s/tools/*\"], deny: [\"*/crash\", \"*/bad_*\"]}}}}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("kb", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let ids = |defs: Vec<Value>| {
+        defs.into_iter()
+            .map(|d| d["mcpId"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let a = ids(gw.list("ka", "mcp/listTools").await);
+    for hidden in [
+        "mcp://gw/s/s/tools/crash",
+        "mcp://gw/s/s/tools/bad_output",
+        "mcp://gw/s/s/tools/bad_frame",
+        "mcp://gw/s//urn%3As%3Alegacy",
+    ] {
+        assert!(!a.contains(&hidden.to_owned()), "{hidden} listed for a");
+    }
+    assert!(a.contains(&"mcp://gw/s/s/tools/echo:v1".to_owned()));
+    assert_eq!(a.len(), TEST_TOOL_COUNT - 4);
+    // Other kinds are not tools: the policy leaves them alone.
+    assert_eq!(gw.list("ka", "mcp/listResources").await.len(), 1);
+    // Executing a denied tool: -32007, and the upstream never sees the call.
+    for denied in ["mcp://gw/s/s/tools/crash", "mcp://gw/s//urn%3As%3Alegacy"] {
+        let r = gw.execute("ka", denied, json!({"text": "x"})).await;
+        assert_eq!(r["error"]["code"], -32007, "{r}");
+        assert_eq!(
+            r["error"]["data"],
+            format!("tool {denied} is not allowed for this tenant")
+        );
+    }
+    assert_eq!(
+        gw.execute("ka", "mcp://gw/s/s/tools/pid", json!({})).await["result"]["output"]["pid"]
+            .is_u64(),
+        true
+    );
+    // A denied pattern does not make up tools: an id that does not exist is still unknown.
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/bad_nope", json!({}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602);
+    // Another tenant on the same upstream is not affected.
+    assert_eq!(gw.list("kb", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
+    let m = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcp_gateway_requests_total{method="mcp/executeTool",outcome="unauthorized_tool",tenant="a"}"#
+        ),
+        Some(2.0)
+    );
+    gw.stop().await;
+}
