@@ -47,6 +47,7 @@ impl Core {
                 &config.gateway.id,
                 spec.timeout,
                 spec.required,
+                spec.max_concurrency.map(|n| (n, spec.max_queue)),
                 metrics.clone(),
             );
             match &spec.transport {

@@ -36,6 +36,12 @@ pub enum GatewayError {
         upstream: Arc<str>,
         error: CallError,
     },
+    /// The tenant is over its rate or concurrency limit.
+    #[error("over capacity: {reason}")]
+    OverCapacity {
+        reason: &'static str,
+        retry_after_secs: u64,
+    },
     /// The upstream's result breaks the tool's outputSchema (or has no `output`).
     #[error("upstream {upstream}: {detail}")]
     InvalidOutput { upstream: Arc<str>, detail: String },
@@ -107,7 +113,24 @@ impl GatewayError {
                     "Upstream protocol error",
                     Some(format!("upstream {upstream}: {why}")),
                 ),
+                CallError::OverCapacity => own(
+                    codes::OVER_CAPACITY,
+                    "Over capacity",
+                    Some(format!(
+                        "upstream {upstream} is at its concurrency limit; retry later"
+                    )),
+                ),
             },
+            E::OverCapacity {
+                retry_after_secs,
+                reason,
+            } => own(
+                codes::OVER_CAPACITY,
+                "Over capacity",
+                Some(format!(
+                    "the tenant's {reason}; retry after {retry_after_secs} s"
+                )),
+            ),
             E::InvalidOutput { upstream, detail } => own(
                 codes::UPSTREAM_PROTOCOL,
                 "Upstream protocol error",
@@ -131,7 +154,9 @@ impl GatewayError {
                 CallError::Timeout => "upstream_timeout",
                 CallError::Protocol(_) => "upstream_protocol_error",
                 CallError::Remote(_) => "upstream_error",
+                CallError::OverCapacity => "over_capacity",
             },
+            E::OverCapacity { .. } => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",
         }
     }

@@ -32,6 +32,7 @@ pub struct Metrics {
     pub definitions_dropped: IntCounterVec,
     pub sessions_open: IntGaugeVec,
     pub upstream_log_lines_dropped: IntCounterVec,
+    pub requests_limited: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
 }
 
@@ -146,6 +147,12 @@ impl Metrics {
                 "upstream_log_lines_dropped_total",
                 "Lines of an upstream's stderr not logged because it wrote too fast.",
                 &["upstream"],
+            ),
+            requests_limited: counter(
+                &r,
+                "requests_limited_total",
+                "Agent requests refused because the tenant was over its rate or concurrency limit.",
+                &["tenant", "reason"],
             ),
             registry: r,
         }

@@ -87,6 +87,9 @@ pub struct UpstreamSpec {
     pub timeout: Duration,
     /// Readiness waits for this upstream (default false: optional upstreams never fail readiness).
     pub required: bool,
+    /// Calls in flight at once, and calls waiting for a slot; past both, -32004 at once.
+    pub max_concurrency: Option<usize>,
+    pub max_queue: usize,
 }
 
 /// One tenant: who it is, how it authenticates, which upstreams it sees (in listing order).
@@ -99,6 +102,10 @@ pub struct TenantSpec {
     /// tools; never one that matches a `deny`.
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+    /// Requests per second and burst; past it, HTTP 429 with Retry-After (-32004 in sessions).
+    pub rate_limit: Option<(u32, u32)>,
+    /// Requests in flight at once; past it, the same.
+    pub max_concurrency: Option<usize>,
 }
 
 /// A whole, valid configuration.

@@ -45,6 +45,8 @@ pub struct RawUpstream {
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub required: bool,
+    pub max_concurrency: Option<u64>,
+    pub max_queue: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,6 +78,15 @@ pub struct RawTenant {
     #[serde(default)]
     pub upstreams: Vec<String>,
     pub tools: Option<RawToolPolicy>,
+    pub rate_limit: Option<RawRateLimit>,
+    pub max_concurrency: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimit {
+    pub per_second: u64,
+    pub burst: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -196,6 +196,20 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
         Some(ms) => Some(Duration::from_millis(ms)),
         None => Some(Duration::from_secs(30)),
     };
+    let concurrency = match raw.max_concurrency {
+        Some(0) => {
+            p.add(format!("{at}.max_concurrency"), "must be greater than 0");
+            None
+        }
+        n => n.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+    };
+    if raw.max_queue.is_some() && concurrency.is_none() {
+        p.add(format!("{at}.max_queue"), "needs max_concurrency");
+    }
+    // By default as many calls may wait as may run.
+    let max_queue = raw.max_queue.map_or(concurrency.unwrap_or(0), |q| {
+        usize::try_from(q).unwrap_or(usize::MAX)
+    });
     let transport = match (raw.stdio, raw.http) {
         (Some(s), None) => {
             if s.command.trim().is_empty() {
@@ -234,6 +248,8 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
         transport: transport?,
         timeout: timeout?,
         required: raw.required,
+        max_concurrency: concurrency,
+        max_queue,
     })
     .filter(|_| is_name(&name))
 }
@@ -328,6 +344,23 @@ fn tenants(
                 seen.push(up.clone());
             }
         }
+        let rate_limit = match t.rate_limit {
+            Some(r) if r.per_second == 0 || r.burst == Some(0) => {
+                p.add(
+                    format!("{at}.rate_limit"),
+                    "per_second and burst must be greater than 0",
+                );
+                None
+            }
+            Some(r) => {
+                let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+                Some((clamp(r.per_second), clamp(r.burst.unwrap_or(r.per_second))))
+            }
+            None => None,
+        };
+        if t.max_concurrency == Some(0) {
+            p.add(format!("{at}.max_concurrency"), "must be greater than 0");
+        }
         let policy = t.tools.unwrap_or_default();
         for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
             for (i, pattern) in patterns.iter().enumerate() {
@@ -345,6 +378,11 @@ fn tenants(
             upstreams: seen,
             allow: policy.allow,
             deny: policy.deny,
+            rate_limit,
+            max_concurrency: t
+                .max_concurrency
+                .filter(|n| *n > 0)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         });
     }
     out

@@ -19,10 +19,10 @@ use tokio_util::task::TaskTracker;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::protocol::{Capabilities, Kind, Method};
-use crate::tenant::Tenant;
+use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
-pub use rpc::{respond, respond_traced};
+pub use rpc::{respond, respond_traced, write_gateway_error};
 
 /// Change notifications a slow session may fall behind by before it misses some.
 const CHANGES_BACKLOG: usize = 256;
@@ -65,6 +65,11 @@ impl Dispatcher {
     ) -> Self {
         for t in tenants {
             metrics.sessions_open.with_label_values(&[&t.name]);
+            for reason in ["rate_limited", "concurrency_limited"] {
+                metrics
+                    .requests_limited
+                    .with_label_values(&[&t.name, reason]);
+            }
         }
         Self {
             inner: Arc::new(Inner {
@@ -177,6 +182,24 @@ impl Dispatcher {
 
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Admits `n` requests of `tenant` against its limits, counting refusals.
+    pub fn admit(&self, tenant: &Tenant, n: u32) -> Result<Admission, GatewayError> {
+        tenant.admit(n).map_err(|refusal| {
+            self.inner
+                .metrics
+                .requests_limited
+                .with_label_values(&[&tenant.name, refusal.reason()])
+                .inc();
+            GatewayError::OverCapacity {
+                reason: match refusal {
+                    Refusal::Rate { .. } => "rate limit",
+                    Refusal::Concurrency => "concurrency limit",
+                },
+                retry_after_secs: refusal.retry_after_secs(),
+            }
+        })
     }
 
     /// The upstreams a tenant sees, in its configured order.

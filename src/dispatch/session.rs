@@ -198,6 +198,18 @@ impl Session {
             }
             Step::Nothing => true,
             Step::Dispatch => {
+                let admission = match self.dispatcher.admit(&self.tenant, 1) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        let id = match classify(raw) {
+                            Incoming::Request { id, .. } => Some(id),
+                            _ => None,
+                        };
+                        let mut reply = Vec::new();
+                        write_gateway_error(&mut reply, id, &e);
+                        return self.send(reply).await;
+                    }
+                };
                 let (dispatcher, tenant, out) = (
                     self.dispatcher.clone(),
                     self.tenant.clone(),
@@ -207,6 +219,8 @@ impl Session {
                 let owned = raw.to_owned();
                 self.inflight.spawn(
                     async move {
+                        // The tenant's concurrency slot is held until the answer is out.
+                        let _admission = admission;
                         let (reply, line) =
                             respond_traced(&dispatcher, &tenant, &owned, trace).await;
                         if let Some(reply) = reply {

@@ -17,8 +17,10 @@ use tracing::Instrument;
 
 use super::session;
 use super::{error, json};
-use crate::dispatch::{self, Dispatcher, respond};
+use crate::dispatch::{self, Dispatcher, respond, write_gateway_error};
+use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, codes};
+use crate::jsonrpc::{Incoming, classify};
 use crate::metrics::Metrics;
 use crate::tenant::{KeyStore, Tenant, bearer_token};
 
@@ -248,10 +250,20 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Respo
             Body::empty().into_data_stream(),
             s.max_body_bytes,
         ),
-        Ok(raw) => match respond(&s.dispatcher, &tenant, raw).await {
-            Some(reply) => json(StatusCode::OK, reply),
-            None => accepted(),
-        },
+        Ok(raw) => {
+            let id = match classify(raw) {
+                Incoming::Request { id, .. } => Some(id),
+                _ => None,
+            };
+            let _admission = match s.dispatcher.admit(&tenant, u32::from(id.is_some())) {
+                Ok(a) => a,
+                Err(e) => return over_capacity(id, &e),
+            };
+            match respond(&s.dispatcher, &tenant, raw).await {
+                Some(reply) => json(StatusCode::OK, reply),
+                None => accepted(),
+            }
+        }
         // Not one JSON value: several newline-delimited messages make a session.
         Err(_) if dispatch::session::holds_several_messages(&bytes) => session::start(
             s.dispatcher.clone(),
@@ -262,6 +274,21 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Respo
         ),
         Err(_) => parse_error(),
     }
+}
+
+/// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
+fn over_capacity(id: Option<&RawValue>, e: &GatewayError) -> Response {
+    let mut body = Vec::new();
+    write_gateway_error(&mut body, id, e);
+    let mut r = json(StatusCode::TOO_MANY_REQUESTS, body);
+    if let GatewayError::OverCapacity {
+        retry_after_secs, ..
+    } = e
+    {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+    }
+    r
 }
 
 fn accepted() -> Response {
@@ -285,6 +312,18 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Response {
     if items.len() > s.max_batch {
         return invalid(&format!("a batch holds at most {} messages", s.max_batch));
     }
+    // Every request in the batch counts against the tenant's limits (notifications do not).
+    let requests = items
+        .iter()
+        .filter(|i| matches!(classify(i), Incoming::Request { .. }))
+        .count();
+    let _admission = match s
+        .dispatcher
+        .admit(tenant, u32::try_from(requests).unwrap_or(u32::MAX))
+    {
+        Ok(a) => a,
+        Err(e) => return over_capacity(None, &e),
+    };
     let replies = join_all(
         items
             .iter()

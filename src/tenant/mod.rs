@@ -3,23 +3,97 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use std::num::NonZeroU32;
+use std::time::Duration;
+
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{KeyDigest, TenantSpec};
 
 /// A tenant as dispatch sees it.
-#[derive(Debug)]
 pub struct Tenant {
     pub name: Arc<str>,
     /// The upstreams this tenant sees, in listing order.
     pub upstreams: Vec<Arc<str>>,
     /// Which of their tools it may see and run; `None`: all of them.
     pub policy: Option<ToolPolicy>,
+    rate: Option<DefaultDirectRateLimiter>,
+    concurrency: Option<Arc<Semaphore>>,
+}
+
+/// Why a tenant's request is refused before any work is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Over the rate limit: try again after this long.
+    Rate { retry_after: Duration },
+    /// Too many requests in flight.
+    Concurrency,
+}
+
+impl Refusal {
+    /// A closed-set label for metrics.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Rate { .. } => "rate_limited",
+            Refusal::Concurrency => "concurrency_limited",
+        }
+    }
+
+    /// Whole seconds for `Retry-After`, at least 1.
+    pub fn retry_after_secs(self) -> u64 {
+        match self {
+            Refusal::Rate { retry_after } => {
+                retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)
+            }
+            Refusal::Concurrency => 1,
+        }
+        .max(1)
+    }
+}
+
+/// Holds a tenant's concurrency slots for as long as its requests run.
+pub struct Admission {
+    _slots: Option<OwnedSemaphorePermit>,
 }
 
 impl Tenant {
     pub fn sees(&self, upstream: &str) -> bool {
         self.upstreams.iter().any(|u| &**u == upstream)
+    }
+
+    /// Admits `n` requests against the tenant's rate and concurrency limits.
+    pub fn admit(&self, n: u32) -> Result<Admission, Refusal> {
+        let Some(n) = NonZeroU32::new(n) else {
+            return Ok(Admission { _slots: None });
+        };
+        // The slot first: a request refused for concurrency must not spend a rate token.
+        let slots = match &self.concurrency {
+            Some(sem) => Some(
+                sem.clone()
+                    .try_acquire_many_owned(n.get())
+                    .map_err(|_| Refusal::Concurrency)?,
+            ),
+            None => None,
+        };
+        if let Some(rate) = &self.rate {
+            match rate.check_n(n) {
+                Ok(Ok(())) => {}
+                Ok(Err(not_until)) => {
+                    let retry_after = not_until.wait_time_from(DefaultClock::default().now());
+                    return Err(Refusal::Rate { retry_after });
+                }
+                // More at once than the burst: this batch can never pass.
+                Err(_) => {
+                    return Err(Refusal::Rate {
+                        retry_after: Duration::from_secs(1),
+                    });
+                }
+            }
+        }
+        Ok(Admission { _slots: slots })
     }
 
     /// Whether the policy lets this tenant see and run the tool with this namespaced id.
@@ -61,6 +135,15 @@ impl ToolPolicy {
     }
 }
 
+impl std::fmt::Debug for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenant")
+            .field("name", &self.name)
+            .field("upstreams", &self.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Every API key's digest, mapped to its tenant. Lookup hashes the presented
 /// token once (SHA-256) and compares digests in constant time, so neither the
 /// number of tenants nor the key's bytes shape the time an attempt takes.
@@ -78,6 +161,14 @@ impl KeyStore {
                 name: spec.name.as_str().into(),
                 upstreams: spec.upstreams.iter().map(|u| u.as_str().into()).collect(),
                 policy: ToolPolicy::new(&spec.allow, &spec.deny),
+                rate: spec.rate_limit.and_then(|(per_second, burst)| {
+                    let quota = Quota::per_second(NonZeroU32::new(per_second)?)
+                        .allow_burst(NonZeroU32::new(burst)?);
+                    Some(RateLimiter::direct(quota))
+                }),
+                concurrency: spec
+                    .max_concurrency
+                    .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());
@@ -117,6 +208,8 @@ mod tests {
                 upstreams: vec!["x".into()],
                 allow: vec![],
                 deny: vec![],
+                rate_limit: None,
+                max_concurrency: None,
             },
             TenantSpec {
                 name: "b".into(),
@@ -124,6 +217,8 @@ mod tests {
                 upstreams: vec![],
                 allow: vec!["mcp://g/x/*".into()],
                 deny: vec!["*/delete*".into()],
+                rate_limit: Some((1, 2)),
+                max_concurrency: Some(1),
             },
         ];
         let store = KeyStore::new(&specs);
@@ -137,6 +232,21 @@ mod tests {
         assert!(!b.may_use("mcp://g/x/a/tools/delete-all"));
         assert!(!b.may_use("mcp://g/y/a/tools/read"));
         assert!(store.authenticate("ka").unwrap().may_use("anything"));
+        // b: 1 request/s, burst 2, one at a time.
+        let held = b.admit(1).unwrap();
+        assert_eq!(b.admit(1).err(), Some(Refusal::Concurrency));
+        drop(held);
+        assert!(b.admit(1).is_ok());
+        let Err(Refusal::Rate { retry_after }) = b.admit(1) else {
+            panic!("over the rate")
+        };
+        assert!(retry_after <= Duration::from_secs(1));
+        assert_eq!(
+            b.admit(5).err(),
+            Some(Refusal::Concurrency),
+            "more than the slots at once"
+        );
+        assert!(store.authenticate("ka").unwrap().admit(1000).is_ok());
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub enum CallError {
     /// The upstream answered with its own error object (passed through unchanged).
     #[error("the upstream returned an error")]
     Remote(Box<RawValue>),
+    /// Every slot busy and the queue full: refused at once.
+    #[error("at its concurrency limit")]
+    OverCapacity,
 }
 
 impl CallError {
@@ -52,6 +55,7 @@ impl CallError {
             CallError::Timeout => "timeout",
             CallError::Protocol(_) => "protocol_error",
             CallError::Remote(_) => "upstream_error",
+            CallError::OverCapacity => "over_capacity",
         }
     }
 }
@@ -141,7 +145,40 @@ pub struct Upstream {
     /// One refresh at a time; and on demand no more often than `MIN_REFRESH_INTERVAL`.
     refresh_gate: tokio::sync::Mutex<Option<Instant>>,
     changes: broadcast::Sender<Arc<str>>,
+    slots: Option<Slots>,
     metrics: Metrics,
+}
+
+/// A concurrency limit with a bounded queue in front of it.
+struct Slots {
+    running: Arc<tokio::sync::Semaphore>,
+    waiting: std::sync::atomic::AtomicUsize,
+    max_waiting: usize,
+}
+
+impl Slots {
+    /// A slot now, or a place in the queue until `deadline`, or -32004 at once.
+    async fn enter(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, CallError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Ok(slot) = self.running.clone().try_acquire_owned() {
+            return Ok(slot);
+        }
+        if self.waiting.fetch_add(1, Relaxed) >= self.max_waiting {
+            self.waiting.fetch_sub(1, Relaxed);
+            return Err(CallError::OverCapacity);
+        }
+        let _waiting = scopeguard(|| {
+            self.waiting.fetch_sub(1, Relaxed);
+        });
+        match tokio::time::timeout_at(deadline, self.running.clone().acquire_owned()).await {
+            Ok(Ok(slot)) => Ok(slot),
+            Ok(Err(_)) => Err(CallError::unavailable("shutting down")),
+            Err(_) => Err(CallError::Timeout),
+        }
+    }
 }
 
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
@@ -160,6 +197,7 @@ impl Upstream {
         gateway_id: &str,
         timeout: Duration,
         required: bool,
+        limit: Option<(usize, usize)>,
         metrics: Metrics,
     ) -> Arc<Self> {
         // Every series of a configured upstream exists from the start, at zero, so
@@ -190,6 +228,13 @@ impl Upstream {
             catalog: RwLock::new(Catalog::default()),
             refresh_gate: tokio::sync::Mutex::new(None),
             changes: broadcast::Sender::new(64),
+            slots: limit.map(|(running, waiting)| Slots {
+                running: Arc::new(tokio::sync::Semaphore::new(
+                    running.min(tokio::sync::Semaphore::MAX_PERMITS),
+                )),
+                waiting: std::sync::atomic::AtomicUsize::new(0),
+                max_waiting: waiting,
+            }),
             metrics,
         })
     }
@@ -252,17 +297,19 @@ impl Upstream {
         in_flight.inc();
         // Decremented however the call ends: answered, failed, timed out, or cancelled (dropped).
         let _in_flight = scopeguard(move || in_flight.dec());
-        let result = match self.ready_link().await {
-            Ok(link) => {
-                match tokio::time::timeout(self.timeout, link.request(method.as_str(), params))
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(CallError::Timeout),
-                }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let result = async {
+            let _slot = match &self.slots {
+                Some(slots) => Some(slots.enter(deadline).await?),
+                None => None,
+            };
+            let link = self.ready_link().await?;
+            match tokio::time::timeout_at(deadline, link.request(method.as_str(), params)).await {
+                Ok(r) => r,
+                Err(_) => Err(CallError::Timeout),
             }
-            Err(e) => Err(e),
-        };
+        }
+        .await;
         let outcome = result.as_ref().map_or_else(CallError::outcome, |_| "ok");
         let labels = [&*self.name, method.as_str()];
         self.metrics

@@ -345,3 +345,179 @@ mod hostile_http {
         gw.stop().await;
     }
 }
+
+mod limits {
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use crate::support::*;
+
+    async fn in_flight(gw: &Gateway) -> f64 {
+        metric(
+            &gw.metrics().await,
+            r#"mcp_gateway_upstream_in_flight{upstream="s"}"#,
+        )
+        .unwrap()
+    }
+
+    fn sleep_call(gw: &Gateway, key: &'static str, ms: u64) -> tokio::task::JoinHandle<Value> {
+        let (client, url) = (gw.client.clone(), gw.url.clone());
+        tokio::spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gw/s/s/tools/sleep", "arguments": {"ms": ms}}});
+            let r = client
+                .post(url)
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            serde_json::from_str(&r.text().await.unwrap()).unwrap()
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upstream_at_its_limit_queues_then_refuses_at_once() {
+        let yaml = format!(
+            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", &[]).replace("]}}", "]}, max_concurrency: 2, max_queue: 1}"),
+            tenant("ka", &["s"])
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["s"]).await;
+        let running: Vec<_> = (0..3).map(|_| sleep_call(&gw, "ka", 800)).collect();
+        within(async {
+            while in_flight(&gw).await < 3.0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        // Two run, one waits: the next is refused at once.
+        let started = Instant::now();
+        let r = gw
+            .execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "x"}))
+            .await;
+        assert_eq!(r["error"]["code"], -32004, "{r}");
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "refused in {:?}",
+            started.elapsed()
+        );
+        for call in running {
+            let v = within(call).await.unwrap();
+            assert_eq!(
+                v["result"]["output"]["slept"], 800,
+                "the queued call ran too: {v}"
+            );
+        }
+        let m = gw.metrics().await;
+        assert_eq!(
+            metric(
+                &m,
+                r#"mcp_gateway_upstream_calls_total{method="mcp/executeTool",outcome="over_capacity",upstream="s"}"#
+            ),
+            Some(1.0)
+        );
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_over_its_rate_gets_429_with_retry_after() {
+        let yaml = format!(
+            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1, burst: 2}}}}\n  b: {{api_keys: [kb], upstreams: [s], rate_limit: {{per_second: 1, burst: 2}}}}\n  c: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("kc", &["s"])
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["s"]).await;
+        let list = r#"{"jsonrpc":"2.0","id":"q","method":"mcp/listPrompts"}"#;
+        for _ in 0..2 {
+            assert_eq!(gw.post("ka", list).await.0, 200);
+        }
+        let (status, headers, body) = gw
+            .post_raw(Some("ka"), Some("application/json"), list)
+            .await;
+        assert_eq!(status, 429);
+        let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=2).contains(&retry));
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (v["id"].as_str(), v["error"]["code"].as_i64()),
+            (Some("q"), Some(-32004)),
+            "{body}"
+        );
+        // Other tenants are not affected.
+        assert_eq!(gw.post("kc", list).await.0, 200);
+        // In a session, the refusal is per message.
+        let body = format!(
+            "{}\n{}\n{list}\n{list}\n{list}\n",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"initialized"}"#
+        );
+        let (status, text) = gw.post("kb", &body).await;
+        assert_eq!(status, 200);
+        let codes: Vec<Option<i64>> = text
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["error"]["code"].as_i64())
+            .collect();
+        assert_eq!(
+            codes.iter().filter(|c| **c == Some(-32004)).count(),
+            1,
+            "{text}"
+        );
+        let m = gw.metrics().await;
+        assert_eq!(
+            metric(
+                &m,
+                r#"mcp_gateway_requests_limited_total{reason="rate_limited",tenant="a"}"#
+            ),
+            Some(1.0)
+        );
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_over_its_concurrency_gets_429() {
+        let yaml = format!(
+            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], max_concurrency: 1}}\n",
+            stdio_upstream("s", &[]),
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["s"]).await;
+        let slow = sleep_call(&gw, "ka", 600);
+        within(async {
+            while in_flight(&gw).await < 1.0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        let (status, headers, _) = gw
+            .post_raw(
+                Some("ka"),
+                Some("application/json"),
+                r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#,
+            )
+            .await;
+        assert_eq!(status, 429);
+        assert_eq!(headers["retry-after"], "1");
+        assert_eq!(
+            within(slow).await.unwrap()["result"]["output"]["slept"],
+            600
+        );
+        // A batch larger than the limit can never be admitted whole.
+        let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"},{"jsonrpc":"2.0","id":2,"method":"mcp/listPrompts"}]"#;
+        assert_eq!(gw.post("ka", batch).await.0, 429);
+        assert_eq!(
+            gw.post(
+                "ka",
+                r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#
+            )
+            .await
+            .0,
+            200
+        );
+        gw.stop().await;
+    }
+}
