@@ -307,3 +307,93 @@ fn every_tool_call_leaves_an_audit_line_without_its_arguments() {
         "a key leaked into the logs"
     );
 }
+
+fn get(url: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/')?;
+    let mut s = std::net::TcpStream::connect(host).ok()?;
+    write!(
+        s,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, out.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+#[test]
+fn sigterm_drains_in_flight_calls_then_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("rec");
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "gateway: {{shutdown_timeout_ms: 10000}}\nupstreams:\n  s: {}\ntenants:\n  demo: {}\n",
+            stdio_upstream("s", &["--record", record.to_str().unwrap()]),
+            tenant("demo-key", &["s"])
+        ),
+    )
+    .unwrap();
+    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let agent = p.addr("agent listener bound");
+    let admin = p.addr("admin listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let child = children_of(p.child.id());
+    assert_eq!(child.len(), 1);
+    let url = format!("http://{agent}/mcp");
+    let slow = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            post(
+                &url,
+                json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/s/s/tools/sleep", "arguments": {"ms": 1500}}}),
+            )
+        })
+    };
+    // Once the call is at the child, ask the gateway to stop.
+    while !std::fs::read_to_string(&record)
+        .unwrap_or_default()
+        .contains("\"ms\":1500")
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &p.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // While draining: not ready, still alive.
+    let mut saw_not_ready = false;
+    for _ in 0..100 {
+        match get(&format!("http://{admin}/readyz")) {
+            Some((503, body)) => {
+                assert!(body.contains(r#""draining":true"#), "{body}");
+                saw_not_ready = true;
+                break;
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(10)),
+            None => break,
+        }
+    }
+    assert!(saw_not_ready, "readiness must turn off while draining");
+    // No new connections are accepted.
+    assert!(
+        std::net::TcpStream::connect(&agent).is_err()
+            || get(&format!("http://{agent}/mcp")).is_none()
+    );
+    // The call in flight is answered, not cut.
+    let answer = slow.join().unwrap();
+    assert_eq!(answer["result"]["output"]["slept"], 1500, "{answer}");
+    let status = p.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", child[0])).exists(),
+        "the child was stopped and reaped"
+    );
+}
