@@ -41,8 +41,13 @@ impl Core {
         let supervisors = TaskTracker::new();
         let mut upstreams = Vec::new();
         let mut http_client = None;
+        let pins = config
+            .gateway
+            .pins_file
+            .clone()
+            .map(|path| Arc::new(upstream::pins::PinStore::new(path)));
         for spec in &config.upstreams {
-            let up = Upstream::new(
+            let mut up = Upstream::new(
                 &spec.name,
                 &config.gateway.id,
                 spec.timeout,
@@ -50,6 +55,9 @@ impl Core {
                 spec.max_concurrency.map(|n| (n, spec.max_queue)),
                 metrics.clone(),
             );
+            if let (true, Some(store)) = (spec.pin, &pins) {
+                up.pin(store.clone());
+            }
             match &spec.transport {
                 TransportSpec::Stdio(stdio) => {
                     supervisors.spawn(upstream::stdio::run(

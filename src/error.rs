@@ -26,6 +26,9 @@ pub enum GatewayError {
     InitializeId,
     #[error("request before initialize")]
     NotInitialized,
+    /// The tool's pinned definition changed; refused until an operator approves it.
+    #[error("tool {0} is quarantined")]
+    Quarantined(String),
     /// The tenant's policy denies this tool.
     #[error("tool {0} is not allowed for this tenant")]
     ToolDenied(String),
@@ -83,6 +86,13 @@ impl GatewayError {
                 Some("initialize must have id 1".into()),
             ),
             E::NotInitialized => own(codes::NOT_INITIALIZED, "Server not initialized", None),
+            E::Quarantined(id) => own(
+                codes::UNAUTHORIZED_TOOL,
+                "Unauthorized tool",
+                Some(format!(
+                    "the definition of tool {id} changed since it was pinned; it is refused until an operator approves it"
+                )),
+            ),
             E::ToolDenied(id) => own(
                 codes::UNAUTHORIZED_TOOL,
                 "Unauthorized tool",
@@ -148,6 +158,7 @@ impl GatewayError {
             E::InitializeId => "invalid_request",
             E::NotInitialized => "not_initialized",
             E::ToolDenied(_) => "unauthorized_tool",
+            E::Quarantined(_) => "quarantined",
             E::CapabilityMissing { .. } => "capability_missing",
             E::Upstream { error, .. } => match error {
                 CallError::Unavailable(_) => "upstream_unavailable",

@@ -24,6 +24,21 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum PinsCommand {
+    /// Make the pending (changed) fingerprints the pinned ones, so those tools serve again.
+    Approve {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Only this upstream's tools.
+        #[arg(long)]
+        upstream: Option<String>,
+        /// Only this tool (the upstream's own id, as in the pins file).
+        #[arg(long)]
+        tool: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run the gateway (without --config: the embedded demo on 127.0.0.1:8080 and :9090).
     Serve {
@@ -69,6 +84,13 @@ enum Command {
         no_execute: bool,
         #[arg(long)]
         record: Option<PathBuf>,
+        #[arg(long)]
+        description_suffix: Option<String>,
+    },
+    /// Definition pins (rug-pull defence): approve changed tool definitions.
+    Pins {
+        #[command(subcommand)]
+        command: PinsCommand,
     },
 }
 
@@ -141,18 +163,28 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Pins {
+            command:
+                PinsCommand::Approve {
+                    config,
+                    upstream,
+                    tool,
+                },
+        } => approve_pins(&config, upstream.as_deref(), tool.as_deref()),
         Command::DemoUpstream {
             http,
             name,
             test_tools,
             no_execute,
             record,
+            description_suffix,
         } => {
             let opts = DemoOptions {
                 name,
                 test_tools,
                 no_execute,
                 record,
+                description_suffix,
             };
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -227,6 +259,40 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupt received"),
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => tracing::info!("SIGTERM received"),
+    }
+}
+
+fn approve_pins(config: &std::path::Path, upstream: Option<&str>, tool: Option<&str>) -> ExitCode {
+    let pins = match Config::load(config) {
+        Ok(c) => c.gateway.pins_file,
+        Err(e) => {
+            eprintln!("{}: {e}", config.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(pins) = pins else {
+        eprintln!(
+            "{}: no gateway.pins_file: nothing is pinned",
+            config.display()
+        );
+        return ExitCode::FAILURE;
+    };
+    match mcp_gateway::upstream::pins::approve(&pins, upstream, tool) {
+        Ok(approved) => {
+            for (up, id) in &approved {
+                println!("approved {up} {id}");
+            }
+            println!(
+                "{} approved in {}; the gateway serves them again at its next refresh of the upstream",
+                approved.len(),
+                pins.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", pins.display());
+            ExitCode::FAILURE
+        }
     }
 }
 

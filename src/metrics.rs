@@ -33,6 +33,7 @@ pub struct Metrics {
     pub sessions_open: IntGaugeVec,
     pub upstream_log_lines_dropped: IntCounterVec,
     pub requests_limited: IntCounterVec,
+    pub definitions_quarantined: IntGaugeVec,
     pub upstream_in_flight: IntGaugeVec,
 }
 
@@ -153,6 +154,12 @@ impl Metrics {
                 "requests_limited_total",
                 "Agent requests refused because the tenant was over its rate or concurrency limit.",
                 &["tenant", "reason"],
+            ),
+            definitions_quarantined: gauge(
+                &r,
+                "definitions_quarantined",
+                "Tools of a pinned upstream whose definition changed, refused until approved.",
+                &["upstream"],
             ),
             registry: r,
         }

@@ -20,6 +20,8 @@ pub struct GatewaySettings {
     pub admin_listen: SocketAddr,
     /// How long in-flight requests may run after a shutdown signal.
     pub shutdown_timeout: Duration,
+    /// Where pinned tool fingerprints are kept (relative: to the config file's directory).
+    pub pins_file: Option<PathBuf>,
     pub limits: Limits,
 }
 
@@ -90,6 +92,8 @@ pub struct UpstreamSpec {
     /// Calls in flight at once, and calls waiting for a slot; past both, -32004 at once.
     pub max_concurrency: Option<usize>,
     pub max_queue: usize,
+    /// Pin its tool definitions (rug-pull defence); needs `gateway.pins_file`.
+    pub pin: bool,
 }
 
 /// One tenant: who it is, how it authenticates, which upstreams it sees (in listing order).
@@ -164,7 +168,13 @@ impl Config {
             source,
         })?;
         let base = path.parent().map(Path::to_owned);
-        Self::from_yaml(&text, &SystemSecrets { base })
+        let mut config = Self::from_yaml(&text, &SystemSecrets { base: base.clone() })?;
+        if let (Some(pins), Some(base)) = (&mut config.gateway.pins_file, base) {
+            if pins.is_relative() {
+                *pins = base.join(&*pins);
+            }
+        }
+        Ok(config)
     }
 
     /// Parses and validates YAML text.

@@ -22,6 +22,7 @@ pub struct RawGateway {
     pub listen: Option<String>,
     pub admin_listen: Option<String>,
     pub shutdown_timeout_ms: Option<u64>,
+    pub pins_file: Option<String>,
     #[serde(default)]
     pub limits: RawLimits,
 }
@@ -47,6 +48,8 @@ pub struct RawUpstream {
     pub required: bool,
     pub max_concurrency: Option<u64>,
     pub max_queue: Option<u64>,
+    #[serde(default)]
+    pub pin: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -87,6 +87,7 @@ fn is_name(s: &str) -> bool {
 
 pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, Vec<Problem>> {
     let mut p = Problems::default();
+    let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
     let gateway = gateway(raw.gateway.unwrap_or_default(), &mut p);
     // Tenants are checked against every declared name, valid or not, so that one
     // broken upstream is reported once, not again at every tenant that uses it.
@@ -97,6 +98,14 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
         .filter_map(|(name, u)| upstream(name, u, &mut p))
         .collect();
     let tenants = tenants(raw.tenants, &declared, secrets, &mut p);
+    if let Some(u) = upstreams.iter().find(|u| u.pin) {
+        if !has_pins_file {
+            p.add(
+                format!("upstreams.{}.pin", u.name),
+                "pinning needs gateway.pins_file (where fingerprints are kept)",
+            );
+        }
+    }
     match (gateway, p.0.is_empty()) {
         (Some(gateway), true) => Ok(Config {
             gateway,
@@ -139,11 +148,13 @@ fn gateway(raw: RawGateway, p: &mut Problems) -> Option<GatewaySettings> {
     }
     let limits = limits(raw.limits, p);
     let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
+    let pins_file = raw.pins_file.map(PathBuf::from);
     Some(GatewaySettings {
         id,
         listen: listen?,
         admin_listen: admin_listen?,
         shutdown_timeout,
+        pins_file,
         limits: limits?,
     })
     .filter(|_| id_ok)
@@ -250,6 +261,7 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
         required: raw.required,
         max_concurrency: concurrency,
         max_queue,
+        pin: raw.pin,
     })
     .filter(|_| is_name(&name))
 }
@@ -498,6 +510,7 @@ upstreams:
   url: {http: {url: "ftp://x/y"}}
   both: {stdio: {command: x}, http: {url: "http://x"}}
   neither: {timeout_ms: 0}
+  pinned: {stdio: {command: x}, pin: true}
 tenants:
   a: {api_keys: [k1, "env:MISSING"], upstreams: [empty, ghost], tools: {deny: ["[unclosed"]}}
   b: {api_keys: [k1, "sha256:zz"], upstreams: []}
@@ -515,6 +528,7 @@ tenants:
             "upstreams.both",
             "upstreams.neither.timeout_ms",
             "upstreams.neither",
+            "upstreams.pinned.pin",
             "tenants.a.api_keys[1]",
             "tenants.a.upstreams[1]",
             "tenants.a.tools.deny[0]",

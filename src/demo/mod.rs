@@ -47,6 +47,8 @@ pub struct DemoOptions {
     pub no_execute: bool,
     /// Appends every message received to this file, one per line.
     pub record: Option<PathBuf>,
+    /// Appended to every tool's description: a changed definition, for pinning tests.
+    pub description_suffix: Option<String>,
 }
 
 impl DemoServer {
@@ -116,7 +118,14 @@ impl DemoServer {
             ),
             None => None,
         };
-        let (tools, resources, prompts) = tools::definitions(&opts.name, opts.test_tools);
+        let (mut tools, resources, prompts) = tools::definitions(&opts.name, opts.test_tools);
+        if let Some(suffix) = &opts.description_suffix {
+            for t in &mut tools {
+                if let Some(Value::String(d)) = t.get_mut("description") {
+                    d.push_str(suffix);
+                }
+            }
+        }
         Ok(Self {
             opts,
             tools,

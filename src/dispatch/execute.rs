@@ -167,6 +167,7 @@ impl Dispatcher {
             upstream: up.name.clone(),
             error: CallError::unavailable(why),
         };
+        let quarantined = || GatewayError::Quarantined(id.to_owned());
         let mut catalog = up.catalog();
         if !catalog.loaded {
             if up.wait_started().await != Status::Ready {
@@ -176,6 +177,11 @@ impl Dispatcher {
         }
         if let Some(entry) = catalog.tool(original) {
             return Ok(entry.clone());
+        }
+        if catalog.is_quarantined(original) {
+            // An approval may have happened since: look again (at most once a second).
+            up.refresh_on_demand().await;
+            return up.catalog().tool(original).cloned().ok_or_else(quarantined);
         }
         if up.status() != Status::Ready {
             return Err(unavailable("not running"));

@@ -15,6 +15,8 @@ use super::{mcpid, schema};
 pub struct ToolEntry {
     /// The id agents use.
     pub namespaced_id: String,
+    /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
+    pub fingerprint: String,
     pub input: Validator,
     pub output: Validator,
 }
@@ -45,6 +47,8 @@ pub struct Catalog {
     listings: [Arc<Listing>; 3],
     /// What the last listing of each kind left out, and why (for `$/logTrace`).
     dropped: [Arc<Vec<Dropped>>; 3],
+    /// Tools left out because their pinned definition changed: original id → namespaced id.
+    quarantined: Arc<HashMap<String, String>>,
     /// Whether this catalog came from a real listing (false before the first handshake).
     pub loaded: bool,
 }
@@ -53,7 +57,92 @@ pub struct Catalog {
 pub struct Built {
     listing: Listing,
     tools: HashMap<String, Arc<ToolEntry>>,
+    quarantined: HashMap<String, String>,
     pub dropped: Vec<Dropped>,
+}
+
+impl Built {
+    /// (original id, fingerprint) of every tool admitted.
+    pub fn fingerprints(&self) -> Vec<(String, String)> {
+        self.tools
+            .iter()
+            .map(|(id, t)| (id.clone(), t.fingerprint.clone()))
+            .collect()
+    }
+
+    /// Takes these tools (by original id) out of the listing and the routing
+    /// table, remembering them as quarantined.
+    pub fn quarantine(&mut self, ids: &std::collections::HashSet<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut out = Listing::default();
+        let namespaced: std::collections::HashSet<String> = ids
+            .iter()
+            .filter_map(|id| {
+                self.tools.remove(id).map(|t| {
+                    self.quarantined.insert(id.clone(), t.namespaced_id.clone());
+                    t.namespaced_id.clone()
+                })
+            })
+            .collect();
+        for (id, range) in &self.listing.items {
+            if namespaced.contains(id) {
+                continue;
+            }
+            if !out.json.is_empty() {
+                out.json.push(',');
+            }
+            let start = out.json.len();
+            out.json.push_str(&self.listing.json[range.clone()]);
+            out.items.push((id.clone(), start..out.json.len()));
+            out.count += 1;
+        }
+        self.listing = out;
+    }
+}
+
+/// `sha256:<hex>` of a definition's canonical JSON (object keys sorted, no
+/// white space), so that only a real change of the definition changes it.
+pub fn fingerprint(def: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    canonical(&map[k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(def, &mut text);
+    let mut hex = String::from("sha256:");
+    for b in Sha256::digest(text.as_bytes()) {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }
 
 impl Catalog {
@@ -63,6 +152,14 @@ impl Catalog {
 
     pub fn listing(&self, kind: Kind) -> &Listing {
         &self.listings[kind.index()]
+    }
+
+    pub fn is_quarantined(&self, original_id: &str) -> bool {
+        self.quarantined.contains_key(original_id)
+    }
+
+    pub fn quarantined_count(&self) -> usize {
+        self.quarantined.len()
     }
 
     pub fn dropped(&self, kind: Kind) -> &[Dropped] {
@@ -76,6 +173,7 @@ impl Catalog {
         for (kind, built) in fresh {
             if kind == Kind::Tool {
                 next.tools = Arc::new(built.tools);
+                next.quarantined = Arc::new(built.quarantined);
             }
             next.listings[kind.index()] = Arc::new(built.listing);
             next.dropped[kind.index()] = Arc::new(built.dropped);
@@ -89,6 +187,7 @@ pub fn build(gateway: &str, upstream: &str, kind: Kind, result: &RawValue) -> Bu
     let mut built = Built {
         listing: Listing::default(),
         tools: HashMap::new(),
+        quarantined: HashMap::new(),
         dropped: Vec::new(),
     };
     let items: Vec<Value> = match serde_json::from_str(result.get()) {
@@ -155,7 +254,10 @@ fn admit(
     }
     let namespaced = mcpid::namespace(gateway, upstream, &original);
     let tool = match kind {
-        Kind::Tool => Some(compile_tool(&def, &namespaced).map_err(drop)?),
+        Kind::Tool => {
+            let print = fingerprint(&Value::Object(def.clone()));
+            Some(compile_tool(&def, &namespaced, print).map_err(drop)?)
+        }
         _ => None,
     };
     def.insert("mcpId".into(), Value::String(namespaced.clone()));
@@ -163,13 +265,18 @@ fn admit(
     Ok((namespaced, json, tool.map(|t| (original, t))))
 }
 
-fn compile_tool(def: &Map<String, Value>, namespaced: &str) -> Result<ToolEntry, String> {
+fn compile_tool(
+    def: &Map<String, Value>,
+    namespaced: &str,
+    fingerprint: String,
+) -> Result<ToolEntry, String> {
     let compile = |field: &str| {
         let schema = def.get(field).unwrap_or(&Value::Null);
         schema::compile(schema).map_err(|e| format!("{field} is not a valid JSON Schema: {e}"))
     };
     Ok(ToolEntry {
         namespaced_id: namespaced.to_owned(),
+        fingerprint,
         input: compile("inputSchema")?,
         output: compile("outputSchema")?,
     })
@@ -212,6 +319,30 @@ mod tests {
             serde_json::from_str(&format!("[{}]", cat.listing(Kind::Tool).json)).unwrap();
         assert_eq!(listed[1]["mcpId"], "mcp://g/up//urn%3At");
         assert_eq!(listed[1]["extra"], true);
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_and_quarantine_removes() {
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":[1,{"q":2,"p":3}],"x":"s"}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}"#).unwrap();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        let c: Value =
+            serde_json::from_str(r#"{"a":{"x":"t","y":[1,{"p":3,"q":2}]},"b":1}"#).unwrap();
+        assert_ne!(fingerprint(&a), fingerprint(&c));
+        let tools = raw(r#"[
+            {"mcpId":"mcp://a/t1","name":"t","description":"d","inputSchema":{},"outputSchema":{}},
+            {"mcpId":"mcp://a/t2","name":"t","description":"d","inputSchema":{},"outputSchema":{}}]"#);
+        let mut built = build("g", "up", Kind::Tool, &tools);
+        assert_eq!(built.fingerprints().len(), 2);
+        built.quarantine(&["mcp://a/t1".to_owned()].into());
+        let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
+        assert!(cat.tool("mcp://a/t1").is_none() && cat.is_quarantined("mcp://a/t1"));
+        assert_eq!(cat.listing(Kind::Tool).count, 1);
+        let listed: Vec<Value> =
+            serde_json::from_str(&format!("[{}]", cat.listing(Kind::Tool).json)).unwrap();
+        assert_eq!(listed[0]["mcpId"], "mcp://g/up/a/t2");
     }
 
     #[test]

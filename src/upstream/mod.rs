@@ -6,6 +6,7 @@
 mod backoff;
 pub mod http;
 mod pending;
+pub mod pins;
 pub mod stdio;
 
 use std::borrow::Cow;
@@ -146,6 +147,7 @@ pub struct Upstream {
     refresh_gate: tokio::sync::Mutex<Option<Instant>>,
     changes: broadcast::Sender<Arc<str>>,
     slots: Option<Slots>,
+    pins: Option<Arc<pins::PinStore>>,
     metrics: Metrics,
 }
 
@@ -209,6 +211,7 @@ impl Upstream {
         metrics
             .upstream_log_lines_dropped
             .with_label_values(&[name]);
+        metrics.definitions_quarantined.with_label_values(&[name]);
         for kind in Kind::ALL {
             metrics
                 .definitions_dropped
@@ -235,8 +238,16 @@ impl Upstream {
                 waiting: std::sync::atomic::AtomicUsize::new(0),
                 max_waiting: waiting,
             }),
+            pins: None,
             metrics,
         })
+    }
+
+    /// Pins this upstream's tool definitions in `store` (before it starts).
+    pub fn pin(self: &mut Arc<Self>, store: Arc<pins::PinStore>) {
+        if let Some(up) = Arc::get_mut(self) {
+            up.pins = Some(store);
+        }
     }
 
     pub fn status(&self) -> Status {
@@ -379,7 +390,10 @@ impl Upstream {
                     continue;
                 }
             };
-            let built = catalog::build(&self.gateway_id, &self.name, kind, &result);
+            let mut built = catalog::build(&self.gateway_id, &self.name, kind, &result);
+            if kind == Kind::Tool {
+                self.apply_pins(&mut built);
+            }
             for d in &built.dropped {
                 tracing::warn!(upstream = %self.name, kind = kind.as_str(), id = d.id.as_deref().unwrap_or(""), reason = %d.reason, "definition left out of listings");
             }
@@ -398,6 +412,32 @@ impl Upstream {
                 .set(next.listing(kind).count as i64);
         }
         write(&self.catalog, next);
+    }
+
+    /// Quarantines the tools whose pinned definition changed. If the pins file
+    /// cannot be read or written, every tool is quarantined: pinning fails closed.
+    fn apply_pins(&self, built: &mut catalog::Built) {
+        let Some(store) = &self.pins else { return };
+        let prints = built.fingerprints();
+        let quarantined = match store.check(&self.name, &prints) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::error!(upstream = %self.name, pins = %store.path().display(), error = %e, "cannot use the pins file; quarantining every tool of this upstream");
+                prints.iter().map(|(id, _)| id.clone()).collect()
+            }
+        };
+        for id in &quarantined {
+            let new = prints
+                .iter()
+                .find(|(i, _)| i == id)
+                .map_or("", |(_, p)| p.as_str());
+            tracing::warn!(upstream = %self.name, tool = %id, fingerprint = new, pins = %store.path().display(), "tool definition changed since it was pinned: quarantined until approved (mcp-gateway pins approve)");
+        }
+        self.metrics
+            .definitions_quarantined
+            .with_label_values(&[&self.name])
+            .set(quarantined.len() as i64);
+        built.quarantine(&quarantined);
     }
 
     /// Refreshes the catalog unless that was done less than a second ago (or is under way).
