@@ -11,7 +11,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, TransportSpec};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use arc_swap::ArcSwap;
+
+use crate::config::{Config, GatewaySettings, TransportSpec, UpstreamSpec};
 use crate::dispatch::Dispatcher;
 use crate::http::admin::{self, AdminState};
 use crate::http::agent::{self, AgentState};
@@ -23,88 +29,198 @@ use crate::upstream::{self, Upstream};
 /// How long upstream supervisors get to stop their children.
 const UPSTREAM_STOP_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Upstreams, their supervisors, and the dispatcher over them: everything but listeners.
+/// One running upstream: its spec (to tell whether a reload changes it), its
+/// state, and the token that stops its supervisor.
+struct Handle {
+    spec: UpstreamSpec,
+    pins_file: Option<PathBuf>,
+    up: Arc<Upstream>,
+    stop: CancellationToken,
+}
+
+/// Upstreams, their supervisors, and the dispatcher over them: everything but
+/// listeners. A reload swaps what changed and leaves the rest running.
 pub struct Core {
     pub dispatcher: Dispatcher,
-    pub keys: Arc<KeyStore>,
+    keys: Arc<ArcSwap<KeyStore>>,
     pub metrics: Metrics,
+    settings: GatewaySettings,
     supervisors: TaskTracker,
-    stop: CancellationToken,
+    running: Mutex<HashMap<String, Handle>>,
+    http_client: Mutex<Option<reqwest::Client>>,
 }
 
 impl Core {
     /// Starts every upstream's supervisor (children are spawned, handshakes begin).
     pub fn start(config: &Config) -> std::io::Result<Core> {
         let metrics = Metrics::new();
-        let max_frame = config.gateway.limits.max_frame_bytes;
-        let stop = CancellationToken::new();
-        let supervisors = TaskTracker::new();
-        let mut upstreams = Vec::new();
-        let mut http_client = None;
-        let pins = config
-            .gateway
-            .pins_file
-            .clone()
-            .map(|path| Arc::new(upstream::pins::PinStore::new(path)));
-        for spec in &config.upstreams {
-            let mut up = Upstream::new(
-                &spec.name,
-                &config.gateway.id,
-                spec.timeout,
-                spec.required,
-                spec.max_concurrency.map(|n| (n, spec.max_queue)),
-                metrics.clone(),
-            );
-            if let (true, Some(store)) = (spec.pin, &pins) {
-                up.pin(store.clone());
-            }
-            match &spec.transport {
-                TransportSpec::Stdio(stdio) => {
-                    supervisors.spawn(upstream::stdio::run(
-                        up.clone(),
-                        stdio.clone(),
-                        max_frame,
-                        stop.clone(),
-                    ));
-                }
-                TransportSpec::Http(http) => {
-                    let client = match &http_client {
-                        Some(c) => c,
-                        None => http_client
-                            .insert(upstream::http::client().map_err(std::io::Error::other)?),
-                    };
-                    let link = upstream::http::HttpLink::new(client.clone(), http, max_frame)
-                        .map_err(std::io::Error::other)?;
-                    supervisors.spawn(upstream::http::run(
-                        up.clone(),
-                        Arc::new(link),
-                        stop.clone(),
-                    ));
-                }
-            }
-            upstreams.push(up);
-        }
-        let keys = Arc::new(KeyStore::new(&config.tenants));
+        let keys = KeyStore::new(&config.tenants);
         let dispatcher = Dispatcher::new(
             &config.gateway.id,
-            upstreams,
+            Vec::new(),
             keys.tenants(),
             metrics.clone(),
         );
-        dispatcher.spawn_change_fanout(keys.tenants(), &supervisors, stop.clone());
-        supervisors.close();
-        Ok(Core {
+        let core = Core {
             dispatcher,
-            keys,
+            keys: Arc::new(ArcSwap::from_pointee(keys)),
             metrics,
-            supervisors,
+            settings: config.gateway.clone(),
+            supervisors: TaskTracker::new(),
+            running: Mutex::new(HashMap::new()),
+            http_client: Mutex::new(None),
+        };
+        let mut running = HashMap::new();
+        for spec in &config.upstreams {
+            running.insert(spec.name.clone(), core.launch(spec, &config.gateway)?);
+        }
+        let upstreams: Vec<_> = running.values().map(|h| h.up.clone()).collect();
+        core.dispatcher
+            .replace(upstreams, core.keys.load().tenants());
+        *lock(&core.running) = running;
+        Ok(core)
+    }
+
+    /// The current tenants and keys (swapped on reload).
+    pub fn keys(&self) -> Arc<ArcSwap<KeyStore>> {
+        self.keys.clone()
+    }
+
+    /// Creates an upstream and starts its supervisor.
+    fn launch(&self, spec: &UpstreamSpec, gateway: &GatewaySettings) -> std::io::Result<Handle> {
+        let max_frame = gateway.limits.max_frame_bytes;
+        let stop = CancellationToken::new();
+        let mut up = Upstream::new(
+            &spec.name,
+            &gateway.id,
+            spec.timeout,
+            spec.required,
+            spec.max_concurrency.map(|n| (n, spec.max_queue)),
+            self.metrics.clone(),
+        );
+        if let (true, Some(path)) = (spec.pin, &gateway.pins_file) {
+            up.pin(Arc::new(upstream::pins::PinStore::new(path.clone())));
+        }
+        match &spec.transport {
+            TransportSpec::Stdio(stdio) => {
+                self.supervisors.spawn(upstream::stdio::run(
+                    up.clone(),
+                    stdio.clone(),
+                    max_frame,
+                    stop.clone(),
+                ));
+            }
+            TransportSpec::Http(http) => {
+                let client = {
+                    let mut slot = lock(&self.http_client);
+                    match &*slot {
+                        Some(c) => c.clone(),
+                        None => slot
+                            .insert(upstream::http::client().map_err(std::io::Error::other)?)
+                            .clone(),
+                    }
+                };
+                let link = upstream::http::HttpLink::new(client, http, max_frame)
+                    .map_err(std::io::Error::other)?;
+                self.supervisors.spawn(upstream::http::run(
+                    up.clone(),
+                    Arc::new(link),
+                    stop.clone(),
+                ));
+            }
+        }
+        self.dispatcher
+            .spawn_change_fanout(&up, &self.supervisors, stop.clone());
+        Ok(Handle {
+            spec: spec.clone(),
+            pins_file: gateway.pins_file.clone(),
+            up,
             stop,
         })
     }
 
-    /// Stops every upstream (children get stdin closed, then a kill after a grace) and waits.
-    pub async fn stop(self) {
-        self.stop.cancel();
+    /// Applies a new, valid configuration: unchanged upstreams keep running
+    /// untouched, changed ones are started anew, removed and replaced ones are
+    /// drained (no new calls; those in flight finish, within their timeout)
+    /// and then stopped; tenants, keys and limits are swapped at once.
+    /// Settings that need a restart (addresses, limits of the listeners) are
+    /// kept as they are, with a warning; a change of `gateway.id` is refused.
+    pub fn reload(&self, config: &Config) -> Result<String, String> {
+        if config.gateway.id != self.settings.id {
+            return Err(
+                "gateway.id cannot change without a restart (it is part of every mcpId)".into(),
+            );
+        }
+        let restart_needed: Vec<&str> = [
+            (
+                "gateway.listen",
+                config.gateway.listen != self.settings.listen,
+            ),
+            (
+                "gateway.admin_listen",
+                config.gateway.admin_listen != self.settings.admin_listen,
+            ),
+            (
+                "gateway.limits",
+                format!("{:?}", config.gateway.limits) != format!("{:?}", self.settings.limits),
+            ),
+            (
+                "gateway.shutdown_timeout_ms",
+                config.gateway.shutdown_timeout != self.settings.shutdown_timeout,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect();
+        if !restart_needed.is_empty() {
+            tracing::warn!(settings = ?restart_needed, "these settings changed but only take effect after a restart");
+        }
+        let mut running = lock(&self.running);
+        let mut next = HashMap::new();
+        let mut retired = Vec::new();
+        let (mut kept, mut started) = (0, 0);
+        for spec in &config.upstreams {
+            match running.remove(&spec.name) {
+                Some(h) if h.spec == *spec && h.pins_file == config.gateway.pins_file => {
+                    kept += 1;
+                    next.insert(spec.name.clone(), h);
+                }
+                old => {
+                    retired.extend(old);
+                    started += 1;
+                    let fresh = self
+                        .launch(spec, &config.gateway)
+                        .map_err(|e| format!("cannot start upstream {}: {e}", spec.name))?;
+                    next.insert(spec.name.clone(), fresh);
+                }
+            }
+        }
+        retired.extend(running.drain().map(|(_, h)| h));
+        *running = next;
+        let keys = KeyStore::new(&config.tenants);
+        self.dispatcher.replace(
+            running.values().map(|h| h.up.clone()).collect(),
+            keys.tenants(),
+        );
+        self.keys.store(Arc::new(keys));
+        drop(running);
+        let drained = retired.len();
+        for h in retired {
+            h.up.retire();
+            self.supervisors.spawn(drain(h));
+        }
+        Ok(format!(
+            "{kept} upstreams kept, {started} started, {drained} draining; {} tenants",
+            config.tenants.len()
+        ))
+    }
+
+    /// Stops every upstream (children get stdin closed, then TERM, then KILL) and waits.
+    pub async fn stop(&self) {
+        for h in lock(&self.running).values() {
+            h.stop.cancel();
+        }
+        self.supervisors.close();
         if tokio::time::timeout(UPSTREAM_STOP_DEADLINE, self.supervisors.wait())
             .await
             .is_err()
@@ -112,6 +228,88 @@ impl Core {
             tracing::warn!("upstreams did not stop in time");
         }
     }
+}
+
+/// Lets the calls in flight on a replaced or removed upstream finish (up to
+/// its timeout), then stops it.
+async fn drain(h: Handle) {
+    let deadline = tokio::time::Instant::now() + h.up.timeout();
+    while h.up.calls_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::info!(upstream = %h.up.name, "upstream drained after a reload; stopping it");
+    h.stop.cancel();
+}
+
+/// A digest of the contents of `files` (a missing file counts as empty).
+fn digest(files: &[PathBuf]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.as_os_str().as_encoded_bytes());
+        h.update(std::fs::read(f).unwrap_or_default());
+    }
+    h.finalize().to_vec()
+}
+
+/// Reloads the configuration from `path` on SIGHUP, and when the config file
+/// or a key file it reads changes (polled: content digests, so the symlink
+/// swap Kubernetes does when a ConfigMap or Secret changes is seen as well).
+/// An invalid config is rejected with a log line and a metric, and the
+/// running one keeps serving.
+async fn watch_config(
+    core: Arc<Core>,
+    path: PathBuf,
+    mut sources: Vec<PathBuf>,
+    poll: Option<Duration>,
+    stop: CancellationToken,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    let mut seen = digest(&sources);
+    for outcome in ["applied", "rejected"] {
+        core.metrics.config_reloads.with_label_values(&[outcome]);
+    }
+    loop {
+        let forced = tokio::select! {
+            _ = async { match hangup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => true,
+            _ = async { match poll { Some(p) => tokio::time::sleep(p).await, None => std::future::pending().await } } => false,
+            _ = stop.cancelled() => return,
+        };
+        let now = digest(&sources);
+        if !forced && now == seen {
+            continue;
+        }
+        seen = now;
+        let result = Config::load(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|c| {
+                let summary = core.reload(&c)?;
+                sources = c.sources;
+                seen = digest(&sources);
+                Ok(summary)
+            });
+        match result {
+            Ok(summary) => {
+                tracing::info!(config = %path.display(), %summary, "configuration reloaded");
+                core.metrics
+                    .config_reloads
+                    .with_label_values(&["applied"])
+                    .inc();
+            }
+            Err(e) => {
+                tracing::error!(config = %path.display(), error = %e, "configuration reload rejected; the running configuration stays");
+                core.metrics
+                    .config_reloads
+                    .with_label_values(&["rejected"])
+                    .inc();
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A running gateway.
@@ -141,28 +339,39 @@ impl Running {
     }
 }
 
-/// Binds the configured addresses and starts.
-pub async fn start(config: Config) -> std::io::Result<Running> {
+/// Binds the configured addresses and starts; with `watch`, the config file
+/// it was loaded from is reloaded on change and on SIGHUP.
+pub async fn start(config: Config, watch: Option<PathBuf>) -> std::io::Result<Running> {
     let agent = TcpListener::bind(config.gateway.listen).await?;
     let admin = TcpListener::bind(config.gateway.admin_listen).await?;
-    start_with(config, agent, admin)
+    start_on(config, watch, agent, admin)
 }
 
-/// Starts on listeners the caller bound (tests bind port 0).
+/// Starts on listeners the caller bound (tests bind port 0), without reloads.
 pub fn start_with(
     config: Config,
+    agent: TcpListener,
+    admin: TcpListener,
+) -> std::io::Result<Running> {
+    start_on(config, None, agent, admin)
+}
+
+/// Starts on listeners the caller bound, reloading from `watch` if given.
+pub fn start_on(
+    config: Config,
+    watch: Option<PathBuf>,
     agent: TcpListener,
     admin: TcpListener,
 ) -> std::io::Result<Running> {
     let agent_addr = agent.local_addr()?;
     let admin_addr = admin.local_addr()?;
     let limits = config.gateway.limits.clone();
-    let core = Core::start(&config)?;
+    let core = Arc::new(Core::start(&config)?);
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
     let agent_app = agent::router(AgentState {
         dispatcher: dispatcher.clone(),
-        keys: core.keys.clone(),
+        keys: core.keys(),
         max_body_bytes: limits.max_body_bytes,
         max_batch: limits.max_batch,
         body_read_timeout: limits.body_read_timeout,
@@ -189,6 +398,16 @@ pub fn start_with(
     tracing::info!(addr = %admin_addr, "admin listener bound");
 
     let stop = shutdown.clone();
+    if let Some(path) = watch {
+        let sources = config.sources.clone();
+        tokio::spawn(watch_config(
+            core.clone(),
+            path,
+            sources,
+            config.gateway.reload_poll,
+            shutdown.clone(),
+        ));
+    }
     let task = tokio::spawn(async move {
         let agent_task = tokio::spawn(serve(agent, agent_app, opts, stop.clone()));
         stop.cancelled().await;

@@ -15,6 +15,8 @@ pub mod config;
 pub mod demo;
 pub mod dispatch;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod jsonrpc;
 pub mod metrics;

@@ -198,11 +198,11 @@ fn main() -> ExitCode {
 }
 
 async fn serve(
-    config: Option<PathBuf>,
+    config_file: Option<PathBuf>,
     listen: Option<SocketAddr>,
     admin_listen: Option<SocketAddr>,
 ) -> ExitCode {
-    let loaded = match &config {
+    let loaded = match &config_file {
         Some(path) => Config::load(path),
         None => {
             tracing::info!(
@@ -235,13 +235,15 @@ async fn serve(
             return ExitCode::FAILURE;
         }
     };
+    // Only a config file is watched for changes; the embedded demo is not.
+    let config_path = config_file.clone();
     if let Some(a) = listen {
         config.gateway.listen = a;
     }
     if let Some(a) = admin_listen {
         config.gateway.admin_listen = a;
     }
-    let running = match mcp_gateway::app::start(config).await {
+    let running = match mcp_gateway::app::start(config, config_path).await {
         Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");

@@ -34,6 +34,7 @@ pub struct Metrics {
     pub upstream_log_lines_dropped: IntCounterVec,
     pub requests_limited: IntCounterVec,
     pub definitions_quarantined: IntGaugeVec,
+    pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
 }
 
@@ -161,8 +162,23 @@ impl Metrics {
                 "Tools of a pinned upstream whose definition changed, refused until approved.",
                 &["upstream"],
             ),
+            config_reloads: counter(
+                &r,
+                "config_reloads_total",
+                "Configuration reloads by outcome (applied, rejected).",
+                &["outcome"],
+            ),
             registry: r,
         }
+        .init()
+    }
+
+    /// Series that exist from the start, at zero.
+    fn init(self) -> Self {
+        for outcome in ["applied", "rejected"] {
+            self.config_reloads.with_label_values(&[outcome]);
+        }
+        self
     }
 
     /// The Prometheus text exposition of every metric.

@@ -17,13 +17,8 @@ use crate::jsonrpc::ContentLengthCodec;
 /// Serves one session for `tenant` on stdin/stdout until stdin closes.
 pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
     let core = Core::start(&config).map_err(|e| format!("cannot start: {e}"))?;
-    let Some(tenant) = core
-        .keys
-        .tenants()
-        .iter()
-        .find(|t| &*t.name == tenant)
-        .cloned()
-    else {
+    let keys = core.keys().load_full();
+    let Some(tenant) = keys.tenants().iter().find(|t| &*t.name == tenant).cloned() else {
         core.stop().await;
         return Err(format!("no tenant named '{tenant}' in the configuration"));
     };

@@ -22,6 +22,9 @@ pub struct GatewaySettings {
     pub shutdown_timeout: Duration,
     /// Where pinned tool fingerprints are kept (relative: to the config file's directory).
     pub pins_file: Option<PathBuf>,
+    /// How often the config file (and the key files it reads) are checked for
+    /// changes; `None`: only on SIGHUP. Default 2 s.
+    pub reload_poll: Option<Duration>,
     pub limits: Limits,
 }
 
@@ -118,6 +121,9 @@ pub struct Config {
     pub gateway: GatewaySettings,
     pub upstreams: Vec<UpstreamSpec>,
     pub tenants: Vec<TenantSpec>,
+    /// The files it was read from (the config file, key files): a change to
+    /// any of them is a reason to reload.
+    pub sources: Vec<PathBuf>,
 }
 
 /// Where secrets referenced by the config (`env:`, `file:`) are read from; tests fake it.
@@ -131,6 +137,8 @@ pub trait Secrets {
 #[derive(Default)]
 pub struct SystemSecrets {
     pub base: Option<PathBuf>,
+    /// Every file read, for reload watching.
+    pub read: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 impl Secrets for SystemSecrets {
@@ -142,6 +150,9 @@ impl Secrets for SystemSecrets {
             Some(base) if path.is_relative() => base.join(path),
             _ => path.to_owned(),
         };
+        if let Ok(mut read) = self.read.lock() {
+            read.push(path.clone());
+        }
         std::fs::read_to_string(path).ok()
     }
 }
@@ -168,7 +179,14 @@ impl Config {
             source,
         })?;
         let base = path.parent().map(Path::to_owned);
-        let mut config = Self::from_yaml(&text, &SystemSecrets { base: base.clone() })?;
+        let secrets = SystemSecrets {
+            base: base.clone(),
+            read: Default::default(),
+        };
+        let mut config = Self::from_yaml(&text, &secrets)?;
+        config.sources = std::iter::once(path.to_owned())
+            .chain(secrets.read.into_inner().unwrap_or_default())
+            .collect();
         if let (Some(pins), Some(base)) = (&mut config.gateway.pins_file, base) {
             if pins.is_relative() {
                 *pins = base.join(&*pins);

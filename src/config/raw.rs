@@ -23,6 +23,7 @@ pub struct RawGateway {
     pub admin_listen: Option<String>,
     pub shutdown_timeout_ms: Option<u64>,
     pub pins_file: Option<String>,
+    pub reload_poll_ms: Option<u64>,
     #[serde(default)]
     pub limits: RawLimits,
 }

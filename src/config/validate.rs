@@ -111,6 +111,7 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
             gateway,
             upstreams,
             tenants,
+            sources: Vec::new(),
         }),
         _ => Err(p.0),
     }
@@ -149,12 +150,18 @@ fn gateway(raw: RawGateway, p: &mut Problems) -> Option<GatewaySettings> {
     let limits = limits(raw.limits, p);
     let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
     let pins_file = raw.pins_file.map(PathBuf::from);
+    let reload_poll = match raw.reload_poll_ms {
+        Some(0) => None,
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => Some(Duration::from_secs(2)),
+    };
     Some(GatewaySettings {
         id,
         listen: listen?,
         admin_listen: admin_listen?,
         shutdown_timeout,
         pins_file,
+        reload_poll,
         limits: limits?,
     })
     .filter(|_| id_ok)

@@ -100,7 +100,7 @@ impl Dispatcher {
         audit.args_sha256 = Some(args_digest(arguments.get().as_bytes()));
         let (up, original) = self.resolve(tenant, &id)?;
         audit.upstream = Some(up.name.clone());
-        let entry = self.tool_entry(up, &original, &id).await?;
+        let entry = self.tool_entry(&up, &original, &id).await?;
         if !tenant.may_use(&id) {
             return Err(GatewayError::ToolDenied(id));
         }
@@ -134,7 +134,7 @@ impl Dispatcher {
                 upstream: up.name.clone(),
                 error,
             })?;
-        check_output(up, &entry, &id, &result)?;
+        check_output(&up, &entry, &id, &result)?;
         Ok(result)
     }
 
@@ -144,7 +144,7 @@ impl Dispatcher {
         &self,
         tenant: &Tenant,
         id: &'a str,
-    ) -> Result<(&Arc<Upstream>, std::borrow::Cow<'a, str>), GatewayError> {
+    ) -> Result<(Arc<Upstream>, std::borrow::Cow<'a, str>), GatewayError> {
         let unknown = || GatewayError::UnknownTool(id.to_owned());
         let (upstream, original) = mcpid::parse(&self.inner.gateway_id, id).ok_or_else(unknown)?;
         if !tenant.sees(upstream) {

@@ -8,6 +8,9 @@ mod rpc;
 pub mod session;
 
 use std::collections::HashMap;
+
+use arc_swap::ArcSwap;
+use dashmap::DashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,11 +45,20 @@ impl Payload {
     }
 }
 
+/// What a reload replaces: the upstreams and the tenants' view of them.
+struct State {
+    upstreams: HashMap<Arc<str>, Arc<Upstream>>,
+    /// Tenant name → which upstreams it sees (for routing notifications).
+    tenants: Vec<Arc<Tenant>>,
+}
+
 struct Inner {
     gateway_id: String,
-    upstreams: HashMap<Arc<str>, Arc<Upstream>>,
-    /// Per tenant: namespaced ids of resources that changed, for its open sessions.
-    changes: HashMap<Arc<str>, broadcast::Sender<Arc<str>>>,
+    /// Swapped whole on reload; requests read it without a lock.
+    state: ArcSwap<State>,
+    /// Per tenant: namespaced ids of resources that changed, for its open
+    /// sessions. Kept across reloads, so open sessions keep hearing.
+    changes: DashMap<Arc<str>, broadcast::Sender<Arc<str>>>,
     metrics: Metrics,
 }
 
@@ -63,6 +75,25 @@ impl Dispatcher {
         tenants: &[Arc<Tenant>],
         metrics: Metrics,
     ) -> Self {
+        let d = Self {
+            inner: Arc::new(Inner {
+                gateway_id: gateway_id.to_owned(),
+                state: ArcSwap::from_pointee(State {
+                    upstreams: HashMap::new(),
+                    tenants: Vec::new(),
+                }),
+                changes: DashMap::new(),
+                metrics,
+            }),
+        };
+        d.replace(upstreams, tenants);
+        d
+    }
+
+    /// Swaps in a new set of upstreams and tenants (a config reload). Requests
+    /// already running keep what they started with.
+    pub fn replace(&self, upstreams: Vec<Arc<Upstream>>, tenants: &[Arc<Tenant>]) {
+        let metrics = &self.inner.metrics;
         for t in tenants {
             metrics.sessions_open.with_label_values(&[&t.name]);
             for reason in ["rate_limited", "concurrency_limited"] {
@@ -71,17 +102,10 @@ impl Dispatcher {
                     .with_label_values(&[&t.name, reason]);
             }
         }
-        Self {
-            inner: Arc::new(Inner {
-                gateway_id: gateway_id.to_owned(),
-                upstreams: upstreams.into_iter().map(|u| (u.name.clone(), u)).collect(),
-                changes: tenants
-                    .iter()
-                    .map(|t| (t.name.clone(), broadcast::Sender::new(CHANGES_BACKLOG)))
-                    .collect(),
-                metrics,
-            }),
-        }
+        self.inner.state.store(Arc::new(State {
+            upstreams: upstreams.into_iter().map(|u| (u.name.clone(), u)).collect(),
+            tenants: tenants.to_vec(),
+        }));
     }
 
     pub fn gateway_id(&self) -> &str {
@@ -90,48 +114,47 @@ impl Dispatcher {
 
     /// Changed resources (namespaced ids) of the tenant's upstreams, as they happen.
     pub fn subscribe_changes(&self, tenant: &Tenant) -> Option<broadcast::Receiver<Arc<str>>> {
-        self.inner
+        let sender = self
+            .inner
             .changes
-            .get(&tenant.name)
-            .map(broadcast::Sender::subscribe)
+            .entry(tenant.name.clone())
+            .or_insert_with(|| broadcast::Sender::new(CHANGES_BACKLOG));
+        Some(sender.subscribe())
     }
 
-    /// Forwards each upstream's `mcp/resourceDidChange` to the tenants that see it,
-    /// and to no other, until `shutdown`. One task per upstream.
+    /// Forwards `up`'s `mcp/resourceDidChange` to the tenants that see it (as
+    /// the current config says), and to no other, until `stop`.
     pub fn spawn_change_fanout(
         &self,
-        tenants: &[Arc<Tenant>],
+        up: &Arc<Upstream>,
         tasks: &TaskTracker,
-        shutdown: CancellationToken,
+        stop: CancellationToken,
     ) {
-        for up in self.inner.upstreams.values() {
-            let targets: Vec<broadcast::Sender<Arc<str>>> = tenants
-                .iter()
-                .filter(|t| t.sees(&up.name))
-                .filter_map(|t| self.inner.changes.get(&t.name).cloned())
-                .collect();
-            let mut rx = up.subscribe_changes();
-            let shutdown = shutdown.clone();
-            tasks.spawn(async move {
-                loop {
-                    let id = tokio::select! {
-                        r = rx.recv() => match r {
-                            Ok(id) => id,
-                            Err(broadcast::error::RecvError::Lagged(n)) => {
-                                tracing::warn!(skipped = n, "resource change notifications dropped: too many at once");
-                                continue;
-                            }
-                            Err(broadcast::error::RecvError::Closed) => return,
-                        },
-                        _ = shutdown.cancelled() => return,
-                    };
-                    for t in &targets {
+        let mut rx = up.subscribe_changes();
+        let name = up.name.clone();
+        let this = self.clone();
+        tasks.spawn(async move {
+            loop {
+                let id = tokio::select! {
+                    r = rx.recv() => match r {
+                        Ok(id) => id,
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(skipped = n, "resource change notifications dropped: too many at once");
+                            continue;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = stop.cancelled() => return,
+                };
+                let state = this.inner.state.load();
+                for t in state.tenants.iter().filter(|t| t.sees(&name)) {
+                    if let Some(sender) = this.inner.changes.get(&t.name) {
                         // No open session is not an error.
-                        let _ = t.send(id.clone());
+                        let _ = sender.send(id.clone());
                     }
                 }
-            });
-        }
+            }
+        });
     }
 
     /// For `$/logTrace`: which of the tenant's upstreams a listing of `kind`
@@ -172,12 +195,22 @@ impl Dispatcher {
         parts.join("; ")
     }
 
-    pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.inner.upstreams.get(name)
+    pub fn upstream(&self, name: &str) -> Option<Arc<Upstream>> {
+        self.inner.state.load().upstreams.get(name).cloned()
     }
 
-    pub fn upstreams(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.inner.upstreams.values()
+    /// Every configured upstream, by name.
+    pub fn upstreams(&self) -> Vec<Arc<Upstream>> {
+        let mut all: Vec<_> = self
+            .inner
+            .state
+            .load()
+            .upstreams
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -203,14 +236,13 @@ impl Dispatcher {
     }
 
     /// The upstreams a tenant sees, in its configured order.
-    fn upstreams_of<'a>(
-        &'a self,
-        tenant: &'a Tenant,
-    ) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
+    fn upstreams_of(&self, tenant: &Tenant) -> Vec<Arc<Upstream>> {
+        let state = self.inner.state.load();
         tenant
             .upstreams
             .iter()
-            .filter_map(|n| self.inner.upstreams.get(n))
+            .filter_map(|n| state.upstreams.get(n).cloned())
+            .collect()
     }
 
     /// On a freshly started gateway, waits for the tenant's upstreams that are
@@ -219,14 +251,16 @@ impl Dispatcher {
     async fn wait_for_starting(&self, tenant: &Tenant) {
         let starting = self
             .upstreams_of(tenant)
+            .into_iter()
             .filter(|u| u.status() == Status::Starting)
-            .map(|u| u.wait_started());
+            .map(|u| async move { u.wait_started().await });
         futures_util::future::join_all(starting).await;
     }
 
     /// The union of what the tenant's upstreams declared at their last handshake.
     pub fn capabilities(&self, tenant: &Tenant) -> Capabilities {
         self.upstreams_of(tenant)
+            .into_iter()
             .filter_map(|u| u.capabilities())
             .fold(Capabilities::default(), Capabilities::union)
     }
@@ -285,6 +319,7 @@ impl Dispatcher {
     pub fn list(&self, tenant: &Tenant, kind: Kind) -> String {
         let catalogs: Vec<_> = self
             .upstreams_of(tenant)
+            .into_iter()
             .filter(|u| u.status() == Status::Ready)
             .filter(|u| {
                 u.capabilities()

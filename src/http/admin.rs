@@ -57,6 +57,7 @@ async fn readyz(State(s): State<AdminState>) -> Response {
     let upstreams: BTreeMap<String, UpstreamReadiness> = s
         .dispatcher
         .upstreams()
+        .into_iter()
         .map(|u| {
             let status = u.status();
             required_ready &= !u.required || status == Status::Ready;

@@ -28,7 +28,8 @@ use crate::tenant::{KeyStore, Tenant, bearer_token};
 #[derive(Clone)]
 pub struct AgentState {
     pub dispatcher: Dispatcher,
-    pub keys: Arc<KeyStore>,
+    /// Swapped whole on reload.
+    pub keys: Arc<arc_swap::ArcSwap<KeyStore>>,
     pub max_body_bytes: usize,
     pub max_batch: usize,
     pub body_read_timeout: std::time::Duration,
@@ -134,13 +135,13 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
-fn authenticate<'a>(keys: &'a KeyStore, headers: &HeaderMap) -> Option<&'a Arc<Tenant>> {
+fn authenticate(keys: &arc_swap::ArcSwap<KeyStore>, headers: &HeaderMap) -> Option<Arc<Tenant>> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    keys.authenticate(bearer_token(value)?)
+    keys.load().authenticate(bearer_token(value)?).cloned()
 }
 
 async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
-    let Some(tenant) = authenticate(&s.keys, headers).cloned() else {
+    let Some(tenant) = authenticate(&s.keys, headers) else {
         tracing::debug!("unauthenticated request");
         return unauthorized();
     };

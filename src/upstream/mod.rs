@@ -148,6 +148,10 @@ pub struct Upstream {
     changes: broadcast::Sender<Arc<str>>,
     slots: Option<Slots>,
     pins: Option<Arc<pins::PinStore>>,
+    /// Calls started and not finished (what a drain waits for).
+    calls: std::sync::atomic::AtomicUsize,
+    /// Set when a reload replaced or removed this upstream.
+    retired: std::sync::atomic::AtomicBool,
     metrics: Metrics,
 }
 
@@ -239,8 +243,25 @@ impl Upstream {
                 max_waiting: waiting,
             }),
             pins: None,
+            calls: std::sync::atomic::AtomicUsize::new(0),
+            retired: std::sync::atomic::AtomicBool::new(false),
             metrics,
         })
+    }
+
+    /// Calls started and not yet finished.
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Marks it replaced by a reload: it takes no part in metrics any more.
+    pub fn retire(&self) {
+        self.retired
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Pins this upstream's tool definitions in `store` (before it starts).
@@ -306,8 +327,12 @@ impl Upstream {
             .upstream_in_flight
             .with_label_values(&[&self.name]);
         in_flight.inc();
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         // Decremented however the call ends: answered, failed, timed out, or cancelled (dropped).
-        let _in_flight = scopeguard(move || in_flight.dec());
+        let _in_flight = scopeguard(move || {
+            in_flight.dec();
+            self.calls.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        });
         let deadline = tokio::time::Instant::now() + self.timeout;
         let result = async {
             let _slot = match &self.slots {
@@ -361,6 +386,10 @@ impl Upstream {
     pub fn disconnect(&self) {
         write(&self.link, None);
         self.status.send_replace(Status::Down);
+        if self.is_retired() {
+            // A reload replaced it: its successor owns the upstream's series now.
+            return;
+        }
         self.metrics
             .upstream_up
             .with_label_values(&[&self.name])

@@ -397,3 +397,51 @@ fn sigterm_drains_in_flight_calls_then_exits_cleanly() {
         "the child was stopped and reaped"
     );
 }
+
+#[test]
+fn sighup_reloads_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    let text = |extra: &str| {
+        format!(
+            "gateway: {{reload_poll_ms: 0}}\nupstreams:\n  s: {}\ntenants:\n  demo: {}\n{extra}",
+            stdio_upstream("s", &[]),
+            tenant("demo-key", &["s"])
+        )
+    };
+    std::fs::write(&config, text("")).unwrap();
+    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    std::fs::write(
+        &config,
+        text("  other: {api_keys: [other-key], upstreams: [s]}\n"),
+    )
+    .unwrap();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &p.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let line = p.wait_log("reloaded", |v| v["message"] == "configuration reloaded");
+    assert!(
+        line["summary"]
+            .as_str()
+            .unwrap()
+            .contains("1 upstreams kept, 0 started"),
+        "{line}"
+    );
+    std::fs::write(&config, "garbage: [").unwrap();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &p.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    p.wait_log("rejected", |v| {
+        v["message"] == "configuration reload rejected; the running configuration stays"
+    });
+    assert!(p.terminate().success());
+}

@@ -97,7 +97,11 @@ impl Gateway {
     pub async fn start_config(config: Config) -> Gateway {
         let agent = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let running = app::start_with(config, agent, admin).unwrap();
+        Self::wrap(app::start_with(config, agent, admin).unwrap())
+    }
+
+    /// A handle on a gateway started some other way.
+    pub fn wrap(running: Running) -> Gateway {
         Gateway {
             url: format!("http://{}/mcp", running.agent_addr),
             admin: format!("http://{}", running.admin_addr),

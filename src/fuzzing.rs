@@ -1,0 +1,114 @@
+//! Entry points for the fuzz targets in `fuzz/`, also replayed over the stored
+//! corpora by the normal test run (`tests/it/fuzz_corpus.rs`), so a regression
+//! is caught without a fuzzer. Each one panics only when an invariant breaks.
+#![allow(clippy::expect_used, reason = "a fuzz target's panic is its finding")]
+
+use bytes::{BufMut, BytesMut};
+use serde_json::value::RawValue;
+use tokio_util::codec::Decoder;
+
+use crate::config::{Config, Secrets};
+use crate::jsonrpc::message::parse_upstream;
+use crate::jsonrpc::{ContentLengthCodec, Incoming, classify, write_error};
+use crate::protocol::mcpid;
+
+/// The framing codec, fed whole and byte by byte, with and without resync:
+/// never a panic, never a frame over the limit, never a buffer past the bounds.
+pub fn codec(data: &[u8]) {
+    const LIMIT: usize = 1024;
+    for resync in [false, true] {
+        let fresh = || {
+            let c = ContentLengthCodec::new(LIMIT).with_max_header_bytes(256);
+            if resync { c.resynchronizing(4096) } else { c }
+        };
+        let mut whole = Vec::new();
+        let mut codec = fresh();
+        let mut buf = BytesMut::from(data);
+        while let Ok(Some(frame)) = codec.decode(&mut buf) {
+            assert!(frame.len() <= LIMIT);
+            whole.push(frame);
+        }
+        // The same bytes one at a time give the same frames (up to the first error).
+        let mut codec = fresh();
+        let mut buf = BytesMut::new();
+        let mut split = Vec::new();
+        'feed: for &b in data {
+            buf.put_u8(b);
+            loop {
+                match codec.decode(&mut buf) {
+                    Ok(Some(frame)) => split.push(frame),
+                    Ok(None) => break,
+                    Err(_) => break 'feed,
+                }
+            }
+            assert!(buf.len() <= LIMIT + 4096 + 256);
+        }
+        // Without resync, how the bytes arrive never changes what is decoded.
+        if !resync {
+            assert_eq!(split, whole, "a split feed decoded differently");
+        }
+    }
+}
+
+/// The JSON-RPC envelope: classification never panics, and every reply it
+/// asks for is valid JSON that echoes the id it read.
+pub fn envelope(data: &[u8]) {
+    let Ok(raw) = serde_json::from_slice::<&RawValue>(data) else {
+        return;
+    };
+    let _ = parse_upstream(raw);
+    let items: Vec<&RawValue> = if raw.get().starts_with('[') {
+        serde_json::from_str(raw.get()).unwrap_or_default()
+    } else {
+        vec![raw]
+    };
+    for item in items {
+        if let Incoming::Invalid { id, error } = classify(item) {
+            let mut out = Vec::new();
+            write_error(&mut out, id, &error);
+            let v: serde_json::Value = serde_json::from_slice(&out).expect("replies are JSON");
+            assert!(v["error"]["code"].is_i64());
+        }
+    }
+}
+
+struct NoSecrets;
+impl Secrets for NoSecrets {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn file(&self, _: &std::path::Path) -> Option<String> {
+        None
+    }
+}
+
+/// The config loader: any text is a config or a list of problems, never a panic.
+pub fn config(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Err(e) = Config::from_yaml(text, &NoSecrets) {
+            let _ = e.to_string();
+        }
+    }
+}
+
+/// The mcpId mapping: `parse` inverts `namespace`, and accepts only what it makes.
+pub fn mcp_id(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (name, id) = text.split_once('\n').unwrap_or(("u", &text));
+    let upstream: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(64)
+        .collect();
+    let upstream = if upstream.is_empty() {
+        "u".to_owned()
+    } else {
+        upstream
+    };
+    let ns = mcpid::namespace("gw", &upstream, id);
+    let (u, back) = mcpid::parse("gw", &ns).expect("a namespaced id parses");
+    assert_eq!((u, back.as_ref()), (upstream.as_str(), id));
+    if let Some((u, original)) = mcpid::parse("gw", &text) {
+        assert_eq!(mcpid::namespace("gw", u, &original), text);
+    }
+}
