@@ -612,3 +612,36 @@ async fn a_changed_pinned_definition_is_quarantined_until_approved() {
     assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_upstream_backs_off_and_fails_calls_at_once() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ok: {}\n  loop: {{stdio: {{command: /bin/false}}, timeout_ms: 20000}}\ntenants:\n  a: {}\n",
+        stdio_upstream("ok", &[]),
+        tenant("ka", &["ok", "loop"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["ok"]).await;
+    let started = std::time::Instant::now();
+    // Calls to it fail at once (-32001), not after its 20 s timeout.
+    for _ in 0..5 {
+        let r = gw.execute("ka", "mcp://gw/loop/x/tools/y", json!({})).await;
+        assert_eq!(r["error"]["code"], -32001, "{r}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Exponential backoff (100 ms doubling, with jitter): a handful of restarts in
+    // three seconds, not a storm. Without backoff this would be in the hundreds.
+    let restarts = metric(
+        &gw.metrics().await,
+        r#"mcp_gateway_upstream_restarts_total{upstream="loop"}"#,
+    )
+    .unwrap();
+    assert!(
+        (1.0..=8.0).contains(&restarts),
+        "{restarts} restarts in 3 s"
+    );
+    // The healthy upstream is unaffected.
+    assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
+    gw.stop().await;
+}
