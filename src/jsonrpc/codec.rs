@@ -135,6 +135,10 @@ impl ContentLengthCodec {
             }
             let (name, value) = line.split_once(':').ok_or(CodecError::MalformedHeader)?;
             let (name, value) = (name.trim(), value.trim());
+            // A header name is a token; anything else is garbage, not an unknown header.
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                return Err(CodecError::MalformedHeader);
+            }
             if name.eq_ignore_ascii_case("content-length") {
                 if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(CodecError::InvalidContentLength);
@@ -200,7 +204,11 @@ impl Decoder for ContentLengthCodec {
                         src.advance(skip);
                     }
                     match find_header_end(src, scanned.saturating_sub(2)) {
-                        Some((section, terminator)) if section <= self.max_header_bytes => {
+                        // The limit covers the header section with its blank line, so
+                        // that it cuts at the same place however the bytes arrive.
+                        Some((section, terminator))
+                            if section + terminator <= self.max_header_bytes =>
+                        {
                             match self.parse_headers(&src[..section]) {
                                 Ok(length) => {
                                     src.advance(section + terminator);
@@ -490,6 +498,38 @@ mod tests {
                 while let Some(f) = codec.decode(&mut buf).unwrap() { out.push(f.to_vec()); }
             }
             prop_assert_eq!(out, bodies);
+        }
+
+        #[test]
+        fn how_bytes_arrive_never_changes_what_is_decoded(
+            parts in proptest::collection::vec(prop_oneof![
+                Just(b"Content-Length: 3\r\n\r\n".to_vec()),
+                Just(b"\r\n".to_vec()),
+                Just(b"X-A: b\n".to_vec()),
+                // Padding headers of every length, so sections end right at the limit.
+                "[a]{0,40}".prop_map(|p| format!("X-P: {p}\r\n").into_bytes()),
+                proptest::collection::vec(any::<u8>(), 0..40),
+            ], 0..30)
+        ) {
+            let input: Vec<u8> = parts.concat();
+            let mut whole = Vec::new();
+            let mut codec = ContentLengthCodec::new(64).with_max_header_bytes(48);
+            let mut buf = BytesMut::from(&input[..]);
+            while let Ok(Some(f)) = codec.decode(&mut buf) { whole.push(f); }
+            let mut split = Vec::new();
+            let mut codec = ContentLengthCodec::new(64).with_max_header_bytes(48);
+            let mut buf = BytesMut::new();
+            'feed: for &b in &input {
+                buf.put_u8(b);
+                loop {
+                    match codec.decode(&mut buf) {
+                        Ok(Some(f)) => split.push(f),
+                        Ok(None) => break,
+                        Err(_) => break 'feed,
+                    }
+                }
+            }
+            prop_assert_eq!(split, whole);
         }
 
         #[test]
