@@ -645,3 +645,78 @@ async fn a_crash_looping_upstream_backs_off_and_fails_calls_at_once() {
     assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
     gw.stop().await;
 }
+
+mod hostile_http_upstream {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    use axum::routing::post;
+    use serde_json::{Value, json};
+
+    use crate::support::*;
+
+    /// An upstream that answers the handshake and listings properly, then
+    /// redirects one tool's calls and answers another's with 2 MiB.
+    async fn hostile() -> (String, Arc<AtomicUsize>) {
+        let followed = Arc::new(AtomicUsize::new(0));
+        let hits = followed.clone();
+        let target = Router::new().route(
+            "/elsewhere",
+            post(move || {
+                hits.fetch_add(1, Ordering::SeqCst);
+                async { "{}" }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = target.route("/mcp", post(move |body: String| async move {
+            let v: Value = serde_json::from_str(body.lines().next().unwrap_or("{}")).unwrap_or_default();
+            let id = v["id"].clone();
+            let tool = |name: &str| json!({"mcpId": format!("mcp://h/{name}"), "name": name, "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}});
+            let result = match v["method"].as_str().unwrap_or("") {
+                "initialize" => json!({"capabilities": {"listToolsProvider": true, "listResourcesProvider": false, "listPromptsProvider": false, "executionProvider": {"execute": true}}}),
+                "mcp/listTools" => json!([tool("redirect"), tool("huge")]),
+                "initialized" | "" => return StatusCode::ACCEPTED.into_response(),
+                _ if v["params"]["id"] == "mcp://h/redirect" => {
+                    return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, format!("http://{addr}/elsewhere"))]).into_response();
+                }
+                _ => json!({"output": {"blob": "x".repeat(2 << 20)}}),
+            };
+            let reply = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            ([(header::CONTENT_TYPE, "application/json")], reply.to_string()).into_response()
+        }));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}/mcp"), followed)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redirects_are_not_followed_and_oversize_answers_are_cut_off() {
+        let (url, followed) = hostile().await;
+        let yaml = format!(
+            "gateway: {{id: gw, limits: {{max_frame_bytes: 1048576}}}}\nupstreams:\n  h: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
+            tenant("ka", &["h"])
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["h"]).await;
+        let r = gw.execute("ka", "mcp://gw/h/h/redirect", json!({})).await;
+        assert_eq!(r["error"]["code"], -32006, "{r}");
+        assert_eq!(
+            followed.load(Ordering::SeqCst),
+            0,
+            "the redirect was followed"
+        );
+        let r = gw.execute("ka", "mcp://gw/h/h/huge", json!({})).await;
+        assert_eq!(r["error"]["code"], -32006, "{r}");
+        assert!(
+            r["error"]["data"]
+                .as_str()
+                .unwrap()
+                .contains("larger than the frame limit"),
+            "{r}"
+        );
+        gw.stop().await;
+    }
+}
