@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Drives the load benchmark (see run.sh): starts the upstream, the gateway and
+nginx, runs wrk against each arm in a rotating order, and prints medians."""
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
+LUA = os.path.join(ROOT, "benches", "load", "post.lua")
+DURATION = int(os.environ.get("DURATION", "10"))
+REPS = int(os.environ.get("REPS", "3"))
+CONNS = [int(c) for c in os.environ.get("CONNS", "1 16 64").split()]
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def body(tool_id):
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                       "params": {"id": tool_id, "arguments": {"text": "hello, world"}}})
+
+
+def to_us(text):
+    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    value, unit = float(m.group(1)), m.group(2)
+    return value * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
+
+
+def wrk(url, payload, conns, pid=None):
+    env = dict(os.environ, BODY=payload)
+    before = cpu_seconds(pid) if pid else 0.0
+    out = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{DURATION}s", "--latency", "-s", LUA, url],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pid) - before if pid else None
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if errors:
+        raise RuntimeError(f"{url}: {errors.group(1)} error responses\n{out}")
+    lat = {p: to_us(re.search(rf"\s{p}%\s+(\S+)", out).group(1)) for p in ("50", "90", "99")}
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), "p50": lat["50"], "p90": lat["90"],
+            "p99": lat["99"], "cpu_us": (cpu * 1e6 / requests) if cpu is not None and requests else None}
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="mcp-load-")
+    procs = []
+    try:
+        up_port = free_port()
+        upstream = subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--http", f"127.0.0.1:{up_port}"],
+                                    stdout=subprocess.DEVNULL)
+        procs.append(upstream)
+        wait_port(up_port)
+        gw_port, stdio_port = free_port(), free_port()
+        def gateway(port, upstream_yaml, name):
+            cfg = os.path.join(tmp, f"{name}.yaml")
+            with open(cfg, "w") as f:
+                f.write(f"gateway: {{listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
+                        f"upstreams:\n  up: {upstream_yaml}\ntenants:\n  bench: {{api_keys: [bench-key], upstreams: [up]}}\n")
+            env = dict(os.environ, MCP_GATEWAY_LOG="warn")
+            p = subprocess.Popen([BIN, "serve", "--config", cfg, "--workers", "1", "--log-format", "json"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            procs.append(p)
+            wait_port(port)
+            return p
+        gw = gateway(gw_port, f'{{http: {{url: "http://127.0.0.1:{up_port}/mcp"}}}}', "http")
+        arms = {
+            "direct": (f"http://127.0.0.1:{up_port}/mcp", body("mcp://up/tools/echo:v1"), upstream.pid),
+            "gateway": (f"http://127.0.0.1:{gw_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), gw.pid),
+        }
+        if NGINX:
+            ng_port = free_port()
+            conf = os.path.join(tmp, "nginx.conf")
+            with open(conf, "w") as f:
+                f.write(f"""worker_processes 1; daemon off; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err warn;
+events {{ worker_connections 4096; }}
+http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
+  uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
+  upstream up {{ server 127.0.0.1:{up_port}; keepalive 128; }}
+  server {{ listen 127.0.0.1:{ng_port}; location /mcp {{ proxy_pass http://up; proxy_http_version 1.1;
+    proxy_set_header Connection ""; }} }} }}
+""")
+            ng = subprocess.Popen([NGINX, "-c", conf, "-p", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(ng)
+            wait_port(ng_port)
+            time.sleep(0.2)
+            worker = int(subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True, text=True).stdout.split()[0])
+            arms["nginx"] = (f"http://127.0.0.1:{ng_port}/mcp", body("mcp://up/tools/echo:v1"), worker)
+        else:
+            print("nginx: not installed and could not be installed here; its arm is skipped")
+        for url, payload, _ in arms.values():  # warm up every arm once
+            subprocess.run(["wrk", "-t1", "-c4", "-d1s", "-s", LUA, url], env=dict(os.environ, BODY=payload),
+                           capture_output=True, check=True)
+        results = {(a, c): [] for a in arms for c in CONNS}
+        names = list(arms)
+        for rep in range(REPS):
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for conns in CONNS:
+                for arm in order:
+                    url, payload, pid = arms[arm]
+                    results[(arm, conns)].append(wrk(url, payload, conns, pid))
+        med = lambda xs, k: statistics.median(x[k] for x in xs) if xs and xs[0][k] is not None else float("nan")
+        print(f"\n{REPS} repetitions of {DURATION} s, arms rotated; medians. CPU/req is the process serving that arm "
+              "(the upstream itself for direct, nginx's worker, the gateway).")
+        print(f"{'arm':8} {'conns':>5} {'req/s':>9} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8} {'CPU µs/req':>10}")
+        for conns in CONNS:
+            for arm in names:
+                xs = results[(arm, conns)]
+                print(f"{arm:8} {conns:5d} {med(xs, 'rps'):9.0f} {med(xs, 'p50'):8.0f} {med(xs, 'p90'):8.0f} "
+                      f"{med(xs, 'p99'):8.0f} {med(xs, 'cpu_us'):10.1f}")
+        print()
+        for conns in CONNS:
+            g = med(results[("gateway", conns)], "rps")
+            line = f"conns {conns:3d}: gateway/direct {g / med(results[('direct', conns)], 'rps'):.2f}"
+            if "nginx" in arms:
+                line += f", gateway/nginx {g / med(results[('nginx', conns)], 'rps'):.2f}"
+                line += f", added p50 gateway {med(results[('gateway', conns)], 'p50') - med(results[('direct', conns)], 'p50'):.0f} µs"
+                line += f" vs nginx {med(results[('nginx', conns)], 'p50') - med(results[('direct', conns)], 'p50'):.0f} µs"
+            print(line)
+        # The gateway in front of a stdio child, 64 connections.
+        st = gateway(stdio_port, f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}", "stdio")
+        wait_port(stdio_port)
+        time.sleep(0.5)
+        s = [wrk(f"http://127.0.0.1:{stdio_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), 64, st.pid) for _ in range(REPS)]
+        stdio_rps, http_rps = med(s, "rps"), med(results[("gateway", 64)], "rps") if 64 in CONNS else float("nan")
+        print(f"stdio upstream, 64 connections: {stdio_rps:.0f} req/s, p99 {med(s, 'p99'):.0f} µs, "
+              f"CPU {med(s, 'cpu_us'):.1f} µs/req; stdio/HTTP-upstream throughput {stdio_rps / http_rps:.2f}")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+main()
