@@ -119,6 +119,11 @@ http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fast
             arms["nginx"] = (f"http://127.0.0.1:{ng_port}/mcp", body("mcp://up/tools/echo:v1"), worker)
         else:
             print("nginx: not installed and could not be installed here; its arm is skipped")
+        for arm, (url, payload, _) in arms.items():  # every arm really answers the call
+            r = subprocess.run(["curl", "-s", url, "-H", "Authorization: Bearer bench-key",
+                                "-H", "Content-Type: application/json", "-d", payload], capture_output=True, text=True)
+            if '"result":{"output":{"text":"hello, world"}}' not in r.stdout:
+                raise RuntimeError(f"{arm} does not answer the call: {r.stdout[:300]}")
         for url, payload, _ in arms.values():  # warm up every arm once
             subprocess.run(["wrk", "-t1", "-c4", "-d1s", "-s", LUA, url], env=dict(os.environ, BODY=payload),
                            capture_output=True, check=True)
@@ -152,6 +157,11 @@ http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fast
         st = gateway(stdio_port, f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}", "stdio")
         wait_port(stdio_port)
         time.sleep(0.5)
+        r = subprocess.run(["curl", "-s", f"http://127.0.0.1:{stdio_port}/mcp", "-H", "Authorization: Bearer bench-key",
+                            "-H", "Content-Type: application/json", "-d", body("mcp://gateway/up/up/tools/echo:v1")],
+                           capture_output=True, text=True)
+        if '"result"' not in r.stdout:
+            raise RuntimeError(f"the stdio arm does not answer the call: {r.stdout[:300]}")
         s = [wrk(f"http://127.0.0.1:{stdio_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), 64, st.pid) for _ in range(REPS)]
         stdio_rps, http_rps = med(s, "rps"), med(results[("gateway", 64)], "rps") if 64 in CONNS else float("nan")
         print(f"stdio upstream, 64 connections: {stdio_rps:.0f} req/s, p99 {med(s, 'p99'):.0f} µs, "

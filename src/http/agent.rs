@@ -37,6 +37,9 @@ pub struct AgentState {
 }
 
 pub fn router(state: AgentState) -> Router {
+    // One Arc: axum clones the state for every request, and AgentState holds
+    // a dozen handles (the metrics alone are twenty Arcs).
+    let state = Arc::new(state);
     Router::new()
         .route("/mcp", post(mcp).fallback(method_not_allowed))
         .fallback(not_found)
@@ -92,7 +95,7 @@ fn new_request_id() -> String {
 
 const REQUEST_ID: &str = "x-request-id";
 
-async fn mcp(State(s): State<AgentState>, headers: HeaderMap, body: Body) -> Response {
+async fn mcp(State(s): State<Arc<AgentState>>, headers: HeaderMap, body: Body) -> Response {
     let id = request_id(&headers);
     let span = tracing::info_span!(
         "request",
