@@ -179,22 +179,30 @@ fn serve_without_config_runs_the_demo() {
     );
 }
 
-#[test]
-fn child_stderr_is_logged_under_its_upstream_name() {
+/// Writes a config with one stdio demo upstream `name` and a tenant `demo`
+/// (key `demo-key`), serves it, and waits until the upstream is ready.
+/// Returns the process, its agent address and the directory (kept alive).
+fn serve_one_upstream(name: &str) -> (Process, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
         format!(
-            "upstreams:\n  noisy: {}\ntenants:\n  demo: {}\n",
-            stdio_upstream("noisy", &[]),
-            tenant("demo-key", &["noisy"])
+            "upstreams:\n  {name}: {}\ntenants:\n  demo: {}\n",
+            stdio_upstream(name, &[]),
+            tenant("demo-key", &[name])
         ),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");
     p.wait_log("ready", |v| v["message"] == "upstream ready");
+    (p, agent, dir)
+}
+
+#[test]
+fn child_stderr_is_logged_under_its_upstream_name() {
+    let (mut p, agent, _dir) = serve_one_upstream("noisy");
     let r = post(
         &format!("http://{agent}/mcp"),
         json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/noisy/noisy/tools/stderr", "arguments": {"text": "marker-4f1c"}}}),
@@ -251,20 +259,7 @@ fn the_embedded_demo_config_is_valid() {
 
 #[test]
 fn every_tool_call_leaves_an_audit_line_without_its_arguments() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gw.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "upstreams:\n  s: {}\ntenants:\n  demo: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("demo-key", &["s"])
-        ),
-    )
-    .unwrap();
-    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
-    let agent = p.addr("agent listener bound");
-    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let (mut p, agent, _dir) = serve_one_upstream("s");
     let url = format!("http://{agent}/mcp");
     let args = json!({"text": "secret-argument-9d2"});
     post(
