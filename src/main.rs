@@ -110,9 +110,14 @@ fn main() -> ExitCode {
                 LogFormat::Json
             });
             telemetry::init(format);
-            let mut rt = tokio::runtime::Builder::new_multi_thread();
-            if let Some(n) = workers {
-                rt.worker_threads(n.max(1));
+            // One worker: a current-thread runtime, with no cross-thread wake-ups.
+            let mut rt = if workers == Some(1) {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+            };
+            if let Some(n) = workers.filter(|n| *n > 1) {
+                rt.worker_threads(n);
             }
             let Ok(rt) = rt.enable_all().build() else {
                 eprintln!("mcp-gateway: cannot start the async runtime");

@@ -333,7 +333,14 @@ fn sigterm_drains_in_flight_calls_then_exits_cleanly() {
         ),
     )
     .unwrap();
-    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    // One worker: the current-thread runtime the benchmarks use.
+    let mut p = Process::spawn(&[
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--workers",
+        "1",
+    ]);
     let agent = p.addr("agent listener bound");
     let admin = p.addr("admin listener bound");
     p.wait_log("ready", |v| v["message"] == "upstream ready");
