@@ -246,5 +246,34 @@ fn dispatch(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, codec, ids, validation, listings, dispatch);
+fn keys(c: &mut Criterion) {
+    // 10,000 tenants with two keys each: lookup is one SHA-256 and one hash-map probe.
+    let specs: Vec<TenantSpec> = (0..10_000)
+        .map(|i| TenantSpec {
+            name: format!("tenant-{i}"),
+            keys: vec![
+                KeyDigest::of(format!("key-{i}-a").as_bytes()),
+                KeyDigest::of(format!("key-{i}-b").as_bytes()),
+            ],
+            upstreams: vec![],
+            allow: vec![],
+            deny: vec![],
+            rate_limit: None,
+            max_concurrency: None,
+        })
+        .collect();
+    let store = KeyStore::new(&specs);
+    assert_eq!(
+        &*store.authenticate("key-9999-b").unwrap().name,
+        "tenant-9999"
+    );
+    c.bench_function("keys/authenticate_10000_tenants", |b| {
+        b.iter(|| black_box(store.authenticate(black_box("key-5000-a"))))
+    });
+    c.bench_function("keys/reject_unknown_10000_tenants", |b| {
+        b.iter(|| black_box(store.authenticate(black_box("no-such-key"))))
+    });
+}
+
+criterion_group!(benches, codec, ids, validation, listings, dispatch, keys);
 criterion_main!(benches);
