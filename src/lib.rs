@@ -22,6 +22,7 @@ pub mod jsonrpc;
 pub mod metrics;
 pub mod protocol;
 pub mod stdio_mode;
+pub mod stdio_pipes;
 pub mod telemetry;
 pub mod tenant;
 pub mod upstream;

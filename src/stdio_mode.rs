@@ -25,7 +25,10 @@ pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
     let max_frame = config.gateway.limits.max_frame_bytes;
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     let writer = tokio::spawn(async move {
-        let mut out = FramedWrite::new(tokio::io::stdout(), ContentLengthCodec::new(max_frame));
+        let mut out = FramedWrite::new(
+            crate::stdio_pipes::stdout(),
+            ContentLengthCodec::new(max_frame),
+        );
         while let Some(message) = rx.recv().await {
             if out.send(Bytes::from(message)).await.is_err() {
                 return;
@@ -33,7 +36,10 @@ pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
         }
     });
     let mut session = Session::new(core.dispatcher.clone(), tenant, tx);
-    let mut input = FramedRead::new(tokio::io::stdin(), ContentLengthCodec::new(max_frame));
+    let mut input = FramedRead::new(
+        crate::stdio_pipes::stdin(),
+        ContentLengthCodec::new(max_frame),
+    );
     let mut result = Ok(());
     while let Some(frame) = input.next().await {
         let body = match frame {

@@ -27,17 +27,25 @@ enum Out {
 
 /// Serves stdin/stdout until stdin closes and every answer is written.
 pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
-    let mut input = FramedRead::new(tokio::io::stdin(), ContentLengthCodec::new(MAX_FRAME));
+    let mut input = FramedRead::new(
+        crate::stdio_pipes::stdin(),
+        ContentLengthCodec::new(MAX_FRAME),
+    );
     // Messages are framed here; `Raw` bytes (misbehaving test tools) go out as they are.
     let (tx, mut rx) = mpsc::channel::<Out>(1024);
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = crate::stdio_pipes::stdout();
         let mut buf = BytesMut::new();
-        while let Some(out) = rx.recv().await {
+        while let Some(first) = rx.recv().await {
             buf.clear();
-            match out {
-                Out::Message(body) => encode_into(&body, &mut buf),
-                Out::Raw(bytes) => buf.extend_from_slice(&bytes),
+            // Everything already queued goes out in one write.
+            let mut next = Some(first);
+            while let Some(out) = next {
+                match out {
+                    Out::Message(body) => encode_into(&body, &mut buf),
+                    Out::Raw(bytes) => buf.extend_from_slice(&bytes),
+                }
+                next = rx.try_recv().ok();
             }
             if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
                 break;
