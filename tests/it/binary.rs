@@ -72,15 +72,18 @@ impl Process {
         line["addr"].as_str().unwrap().to_owned()
     }
 
+    /// Sends a signal (`-TERM`, `-HUP`) to the gateway process.
+    fn signal(&self, sig: &str) {
+        let sent = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {sig} failed");
+    }
+
     /// SIGTERM, then waits for the exit and for the last log lines.
     fn terminate(&mut self) -> std::process::ExitStatus {
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status()
-                .unwrap()
-                .success()
-        );
+        self.signal("-TERM");
         for _ in 0..200 {
             if let Some(status) = self.child.try_wait().unwrap() {
                 while let Ok(v) = self.logs.recv_timeout(Duration::from_secs(5)) {
@@ -363,13 +366,7 @@ fn sigterm_drains_in_flight_calls_then_exits_cleanly() {
     {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &p.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    p.signal("-TERM");
     // While draining: not ready, still alive.
     let mut saw_not_ready = false;
     for _ in 0..100 {
@@ -419,13 +416,7 @@ fn sighup_reloads_the_config() {
         text("  other: {api_keys: [other-key], upstreams: [s]}\n"),
     )
     .unwrap();
-    assert!(
-        Command::new("kill")
-            .args(["-HUP", &p.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    p.signal("-HUP");
     let line = p.wait_log("reloaded", |v| v["message"] == "configuration reloaded");
     assert!(
         line["summary"]
@@ -435,13 +426,7 @@ fn sighup_reloads_the_config() {
         "{line}"
     );
     std::fs::write(&config, "garbage: [").unwrap();
-    assert!(
-        Command::new("kill")
-            .args(["-HUP", &p.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    p.signal("-HUP");
     p.wait_log("rejected", |v| {
         v["message"] == "configuration reload rejected; the running configuration stays"
     });

@@ -77,13 +77,7 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() {
     use serde_json::json;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
-    let gw = Gateway::start(&yaml).await;
-    gw.wait_ready(&["s"]).await;
+    let gw = Gateway::one_upstream(&[]).await;
     // Make every labelled series exist at least once.
     gw.execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "x"}))
         .await;

@@ -112,14 +112,7 @@ async fn children_get_only_the_configured_environment() {
 }
 
 async fn one_child() -> Gateway {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
-    let gw = Gateway::start(&yaml).await;
-    gw.wait_ready(&["s"]).await;
-    gw
+    Gateway::one_upstream(&[]).await
 }
 
 async fn child_pid(gw: &Gateway) -> u64 {

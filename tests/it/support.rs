@@ -100,6 +100,19 @@ impl Gateway {
         Self::wrap(app::start_with(config, agent, admin).unwrap())
     }
 
+    /// A gateway (id `gw`) with one stdio demo upstream `s` (extra demo args
+    /// allowed) and one tenant `a` (key `ka`), ready.
+    pub async fn one_upstream(extra: &[&str]) -> Gateway {
+        let yaml = format!(
+            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", extra),
+            tenant("ka", &["s"])
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["s"]).await;
+        gw
+    }
+
     /// A handle on a gateway started some other way.
     pub fn wrap(running: Running) -> Gateway {
         Gateway {
