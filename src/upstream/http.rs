@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::http_pool::Pool;
 use super::{CallError, Transport, Upstream, encode_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
@@ -24,38 +26,9 @@ pub struct HttpLink {
     next_id: AtomicU64,
     max_bytes: usize,
     notifications: bool,
-    /// For plain http:// upstreams, calls go through hyper's pooled client with
-    /// the URI and headers built once: reqwest's per-request work (building the
-    /// request, URL handling, cloning the client) was a visible share of the
-    /// gateway's CPU per call. https:// and the notification session use reqwest.
-    fast: Option<Fast>,
-}
-
-type FastClient = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    http_body_util::Full<bytes::Bytes>,
->;
-
-struct Fast {
-    client: FastClient,
-    uri: hyper::Uri,
-}
-
-impl Fast {
-    fn new(url: &reqwest::Url) -> Option<Fast> {
-        if url.scheme() != "http" {
-            return None;
-        }
-        let uri: hyper::Uri = url.as_str().parse().ok()?;
-        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        connector.set_nodelay(true);
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(60))
-                .build(connector);
-        Some(Fast { client, uri })
-    }
+    /// Plain http:// upstreams are called through our own pool of hyper
+    /// connections (see `http_pool`); https:// and the notification session use reqwest.
+    fast: Option<Pool>,
 }
 
 /// The shared client: pooled keep-alive connections, no redirects, bounded connect.
@@ -79,7 +52,7 @@ impl HttpLink {
             headers.insert(name, value);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let fast = Fast::new(&url);
+        let fast = Pool::new(&url, &headers);
         Ok(Self {
             client,
             url,
@@ -92,9 +65,9 @@ impl HttpLink {
         })
     }
 
-    async fn post(&self, body: Vec<u8>) -> Result<(reqwest::StatusCode, Vec<u8>), CallError> {
-        if let Some(fast) = &self.fast {
-            return self.post_fast(fast, body).await;
+    async fn post(&self, body: Vec<u8>) -> Result<(reqwest::StatusCode, Bytes), CallError> {
+        if let Some(pool) = &self.fast {
+            return pool.post(body, self.max_bytes).await;
         }
         let mut response = self
             .client
@@ -111,7 +84,7 @@ impl HttpLink {
                 }
             })?;
         let status = response.status();
-        let mut out = Vec::new();
+        let mut out = BytesMut::new();
         while let Some(chunk) = response
             .chunk()
             .await
@@ -122,39 +95,13 @@ impl HttpLink {
             }
             out.extend_from_slice(&chunk);
         }
-        Ok((status, out))
+        Ok((status, out.freeze()))
     }
-}
 
-impl HttpLink {
-    async fn post_fast(
-        &self,
-        fast: &Fast,
-        body: Vec<u8>,
-    ) -> Result<(reqwest::StatusCode, Vec<u8>), CallError> {
-        use http_body_util::BodyExt;
-        let mut request = hyper::Request::new(http_body_util::Full::new(bytes::Bytes::from(body)));
-        *request.method_mut() = hyper::Method::POST;
-        *request.uri_mut() = fast.uri.clone();
-        *request.headers_mut() = self.headers.clone();
-        let response = fast
-            .client
-            .request(request)
-            .await
-            .map_err(|_| CallError::unavailable("connection failed"))?;
-        let status = response.status();
-        let limited = http_body_util::Limited::new(response.into_body(), self.max_bytes);
-        match limited.collect().await {
-            Ok(collected) => Ok((status, collected.to_bytes().to_vec())),
-            Err(e)
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                Err(CallError::protocol("answer larger than the frame limit"))
-            }
-            Err(_) => Err(CallError::unavailable(
-                "connection lost while reading the answer",
-            )),
+    /// Closes pooled connections that have been idle too long.
+    pub fn sweep(&self) {
+        if let Some(pool) = &self.fast {
+            pool.sweep();
         }
     }
 }
@@ -235,10 +182,23 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
             }
         }
     }
-    if link.notifications {
-        listen(&up, &link, &shutdown).await;
+    let sweeper = async {
+        let mut every = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            every.tick().await;
+            link.sweep();
+        }
+    };
+    let listener = async {
+        if link.notifications {
+            listen(&up, &link, &shutdown).await;
+        }
+        shutdown.cancelled().await;
+    };
+    tokio::select! {
+        () = listener => {}
+        () = sweeper => {}
     }
-    shutdown.cancelled().await;
     up.disconnect();
 }
 

@@ -1,6 +1,8 @@
 //! Aggregation and routing across a stdio child and an HTTP upstream.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -371,5 +373,112 @@ async fn the_first_listing_of_a_fresh_gateway_waits_for_starting_upstreams() {
         .await;
     assert!(text.contains(r#""listToolsProvider":true"#), "{text}");
     assert!(started.elapsed() < Duration::from_secs(10));
+    gw.stop().await;
+}
+
+/// An HTTP upstream that answers in chunked encoding and hangs up a connection
+/// idle for 10 ms without saying so (a server whose keep-alive timeout is shorter
+/// than the gateway's). Counts tool calls.
+async fn impatient_upstream(calls: Arc<AtomicUsize>) -> String {
+    use mcp_gateway::demo::{Answer, DemoOptions, DemoServer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Arc::new(
+        DemoServer::new(DemoOptions {
+            name: "o".into(),
+            ..Default::default()
+        })
+        .unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let (server, calls) = (server.clone(), calls.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let (head_end, length) = loop {
+                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                            let length: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .unwrap()
+                                .trim()
+                                .parse()
+                                .unwrap();
+                            break (end + 4, length);
+                        }
+                        let idle = Duration::from_millis(if buf.is_empty() { 10 } else { 5000 });
+                        match tokio::time::timeout(idle, s.read(&mut chunk)).await {
+                            // Idle too long (or the gateway closed): hang up.
+                            Err(_) | Ok(Ok(0)) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n.unwrap()]),
+                        }
+                    };
+                    while buf.len() < head_end + length {
+                        let n = s.read(&mut chunk).await.unwrap();
+                        assert!(n > 0);
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    let request: Value =
+                        serde_json::from_slice(&buf[head_end..head_end + length]).unwrap();
+                    buf.drain(..head_end + length);
+                    let method = request["method"].as_str().unwrap();
+                    if method == "mcp/executeTool" {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let params = serde_json::value::to_raw_value(&request["params"]).unwrap();
+                    let answer = match request.get("id") {
+                        None => "HTTP/1.1 204 No Content\r\n\r\n".to_owned(),
+                        Some(id) => {
+                            let body = match server.call(method, Some(&params)).await {
+                                Answer::Result(v) => {
+                                    json!({"jsonrpc": "2.0", "id": id, "result": v})
+                                }
+                                Answer::Error(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+                                _ => unreachable!("no test tools here"),
+                            }
+                            .to_string();
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                                body.len()
+                            )
+                        }
+                    };
+                    s.write_all(answer.as_bytes()).await.unwrap();
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_an_http_upstream_closed_are_not_reused_and_no_call_is_sent_twice() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = impatient_upstream(calls.clone()).await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  o: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
+        tenant("ka", &["o"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["o"]).await;
+    for i in 0..5 {
+        let text = format!("call {i}");
+        let r = gw
+            .execute("ka", "mcp://gw/o/o/tools/echo:v1", json!({"text": text}))
+            .await;
+        assert_eq!(r["result"]["output"]["text"], text, "{r}");
+        // The upstream's hang-up reaches the gateway before the next call.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        5,
+        "each call reached the upstream once"
+    );
     gw.stop().await;
 }
