@@ -17,14 +17,24 @@ const MAX_AUDITED_ID: usize = 512;
 
 /// What the audit line of one `mcp/executeTool` records. Never the arguments
 /// themselves: only a digest, so that equal calls can be matched.
-#[derive(Default)]
 pub(super) struct Audit {
+    /// Whether the log keeps audit lines (its level and filter say so).
+    enabled: bool,
     tool: Option<String>,
     upstream: Option<Arc<str>>,
     args_sha256: Option<String>,
 }
 
 impl Audit {
+    pub(super) fn new() -> Self {
+        Audit {
+            enabled: tracing::enabled!(target: "mcp_gateway::audit", tracing::Level::INFO),
+            tool: None,
+            upstream: None,
+            args_sha256: None,
+        }
+    }
+
     pub(super) fn log(
         &self,
         tenant: &Tenant,
@@ -96,10 +106,15 @@ impl Dispatcher {
             .filter(|a| a.get().starts_with('{'))
             .ok_or_else(|| invalid("params.arguments must be an object"))?;
 
-        audit.tool = Some(id.chars().take(MAX_AUDITED_ID).collect());
-        audit.args_sha256 = Some(args_digest(arguments.get().as_bytes()));
+        // The audit line's fields cost a copy and a SHA-256: only when it is written.
+        if audit.enabled {
+            audit.tool = Some(id.chars().take(MAX_AUDITED_ID).collect());
+            audit.args_sha256 = Some(args_digest(arguments.get().as_bytes()));
+        }
         let (up, original) = self.resolve(tenant, &id)?;
-        audit.upstream = Some(up.name.clone());
+        if audit.enabled {
+            audit.upstream = Some(up.name.clone());
+        }
         let entry = self.tool_entry(&up, &original, &id).await?;
         if !tenant.may_use(&id) {
             return Err(GatewayError::ToolDenied(id));

@@ -60,6 +60,8 @@ struct Inner {
     /// sessions. Kept across reloads, so open sessions keep hearing.
     changes: DashMap<Arc<str>, broadcast::Sender<Arc<str>>>,
     metrics: Metrics,
+    /// `request_seconds` of `mcp/executeTool`, resolved once: every tool call observes it.
+    execute_seconds: prometheus::Histogram,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -83,6 +85,9 @@ impl Dispatcher {
                     tenants: Vec::new(),
                 }),
                 changes: DashMap::new(),
+                execute_seconds: metrics
+                    .request_seconds
+                    .with_label_values(&[Method::ExecuteTool.as_str()]),
                 metrics,
             }),
         };
@@ -291,7 +296,7 @@ impl Dispatcher {
                 }
             }
             Method::ExecuteTool => {
-                let mut audit = execute::Audit::default();
+                let mut audit = execute::Audit::new();
                 let result = self.execute(tenant, params, &mut audit).await;
                 audit.log(tenant, &result, started.elapsed());
                 result.map(Payload::Raw)
@@ -306,10 +311,14 @@ impl Dispatcher {
             .requests
             .with_label_values(&[&tenant.name, m.as_str(), outcome])
             .inc();
-        metrics
-            .request_seconds
-            .with_label_values(&[m.as_str()])
-            .observe(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        match m {
+            Method::ExecuteTool => self.inner.execute_seconds.observe(seconds),
+            _ => metrics
+                .request_seconds
+                .with_label_values(&[m.as_str()])
+                .observe(seconds),
+        }
         result
     }
 

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
 use bytes::BytesMut;
-use futures_util::StreamExt;
 use futures_util::future::join_all;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::value::RawValue;
 use tracing::Instrument;
 
@@ -36,10 +36,27 @@ pub struct AgentState {
     pub metrics: Metrics,
 }
 
+/// [`AgentState`] with what the edge derives from it once.
+struct Edge {
+    state: AgentState,
+    /// `http_responses{status="200"}`, resolved once.
+    ok_responses: prometheus::IntCounter,
+}
+
+impl std::ops::Deref for Edge {
+    type Target = AgentState;
+    fn deref(&self) -> &AgentState {
+        &self.state
+    }
+}
+
 pub fn router(state: AgentState) -> Router {
     // One Arc: axum clones the state for every request, and AgentState holds
     // a dozen handles (the metrics alone are twenty Arcs).
-    let state = Arc::new(state);
+    let state = Arc::new(Edge {
+        ok_responses: state.metrics.http_responses.with_label_values(&["200"]),
+        state,
+    });
     Router::new()
         .route("/mcp", post(mcp).fallback(method_not_allowed))
         .fallback(not_found)
@@ -71,13 +88,11 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
             (1..=128).contains(&v.len()) && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
         })
         .cloned()
-        .unwrap_or_else(|| {
-            HeaderValue::from_str(&new_request_id()).unwrap_or(HeaderValue::from_static("-"))
-        })
+        .unwrap_or_else(new_request_id)
 }
 
 /// 16 hex digits, unique in this process and not guessable across processes.
-fn new_request_id() -> String {
+fn new_request_id() -> HeaderValue {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,23 +105,35 @@ fn new_request_id() -> String {
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     // An odd multiplier makes this a bijection of the counter: ids never repeat.
-    format!("{:016x}", (n ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    let v = (n ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut hex = [0u8; 16];
+    for (i, digit) in hex.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[((v >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&hex).unwrap_or(HeaderValue::from_static("-"))
 }
 
 const REQUEST_ID: &str = "x-request-id";
 
-async fn mcp(State(s): State<Arc<AgentState>>, headers: HeaderMap, body: Body) -> Response {
-    let id = request_id(&headers);
+async fn mcp(State(s): State<Arc<Edge>>, request: axum::extract::Request) -> Response {
+    // The whole request rather than a `HeaderMap` extractor, which clones the headers.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let id = request_id(headers);
     let span = tracing::info_span!(
         "request",
         request_id = id.to_str().unwrap_or("-"),
         tenant = tracing::field::Empty
     );
-    let mut response = handle(&s, &headers, body).instrument(span).await;
-    s.metrics
-        .http_responses
-        .with_label_values(&[response.status().as_str()])
-        .inc();
+    let mut response = handle(&s, headers, body).instrument(span).await;
+    match response.status() {
+        StatusCode::OK => s.ok_responses.inc(),
+        status => s
+            .metrics
+            .http_responses
+            .with_label_values(&[status.as_str()])
+            .inc(),
+    }
     response.headers_mut().insert(REQUEST_ID, id);
     response
 }
@@ -194,15 +221,46 @@ fn peek_first(buf: &[u8]) -> First {
 async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response {
     let mut body = body.into_data_stream();
     let mut buf = BytesMut::new();
-    let mut decided = false;
+    // Whether the first message has been looked at, and whether a `}` (an object
+    // can only end in one) arrived since the last look.
+    let (mut decided, mut unseen_brace) = (false, false);
     // The whole body must arrive within the deadline, unless it opens a session.
     let deadline = tokio::time::Instant::now() + s.body_read_timeout;
     loop {
-        let Ok(next) = tokio::time::timeout_at(deadline, body.next()).await else {
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                ErrorObject::invalid_request("the request body did not arrive in time"),
-            );
+        // What has arrived already is taken at once. A body that arrives whole
+        // is never peeked at here: `exchange` parses it once.
+        let next = match body.next().now_or_never() {
+            Some(next) => next,
+            None => {
+                // The client is still sending: an `initialize` first starts a
+                // session now, as its client may wait for the answer.
+                if !decided && unseen_brace {
+                    unseen_brace = false;
+                    match peek_first(&buf) {
+                        First::Incomplete => {}
+                        First::Initialize => {
+                            return session::start(
+                                s.dispatcher.clone(),
+                                tenant,
+                                buf,
+                                body,
+                                s.max_body_bytes,
+                            );
+                        }
+                        First::Other => decided = true,
+                        First::Invalid => return parse_error(),
+                    }
+                }
+                match tokio::time::timeout_at(deadline, body.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        return error(
+                            StatusCode::REQUEST_TIMEOUT,
+                            ErrorObject::invalid_request("the request body did not arrive in time"),
+                        );
+                    }
+                }
+            }
         };
         let Some(chunk) = next else { break };
         let Ok(chunk) = chunk else {
@@ -214,27 +272,10 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
         if buf.len() + chunk.len() > s.max_body_bytes {
             return too_large(s.max_body_bytes);
         }
-        // An object can only have ended in a chunk that holds a `}`.
-        let worth_a_look = !decided && chunk.contains(&b'}');
+        unseen_brace |= !decided && chunk.contains(&b'}');
         buf.extend_from_slice(&chunk);
-        if worth_a_look {
-            match peek_first(&buf) {
-                First::Incomplete => {}
-                First::Initialize => {
-                    return session::start(
-                        s.dispatcher.clone(),
-                        tenant,
-                        buf,
-                        body,
-                        s.max_body_bytes,
-                    );
-                }
-                First::Other => decided = true,
-                First::Invalid => return parse_error(),
-            }
-        }
     }
-    exchange(s, tenant, buf).await
+    exchange(s, tenant, buf, decided).await
 }
 
 fn parse_error() -> Response {
@@ -244,16 +285,10 @@ fn parse_error() -> Response {
 }
 
 /// A whole body: a stateless exchange, or a session of several messages.
-async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Response {
+async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: bool) -> Response {
     match serde_json::from_slice::<&RawValue>(&bytes) {
         Ok(raw) if raw.get().starts_with('[') => batch(s, &tenant, raw).await,
-        Ok(raw) if dispatch::session::starts_session(raw) => session::start(
-            s.dispatcher.clone(),
-            tenant,
-            bytes,
-            Body::empty().into_data_stream(),
-            s.max_body_bytes,
-        ),
+        Ok(raw) if dispatch::session::starts_session(raw) => session_of(s, tenant, bytes),
         Ok(raw) => {
             let id = match classify(raw) {
                 Incoming::Request { id, .. } => Some(id),
@@ -268,16 +303,36 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Respo
                 None => accepted(),
             }
         }
-        // Not one JSON value: several newline-delimited messages make a session.
-        Err(_) if dispatch::session::holds_several_messages(&bytes) => session::start(
-            s.dispatcher.clone(),
-            tenant,
-            bytes,
-            Body::empty().into_data_stream(),
-            s.max_body_bytes,
-        ),
-        Err(_) => parse_error(),
+        // Not one JSON value. Its first message decides, as when it is looked
+        // at while the body arrives: not JSON is a parse error, `initialize`
+        // opens a session, and so do several newline-delimited messages.
+        Err(_) => {
+            let first = if peeked {
+                First::Other
+            } else {
+                peek_first(&bytes)
+            };
+            match first {
+                First::Invalid => parse_error(),
+                First::Initialize => session_of(s, tenant, bytes),
+                _ if dispatch::session::holds_several_messages(&bytes) => {
+                    session_of(s, tenant, bytes)
+                }
+                _ => parse_error(),
+            }
+        }
     }
+}
+
+/// A session of the messages of a body that has ended.
+fn session_of(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Response {
+    session::start(
+        s.dispatcher.clone(),
+        tenant,
+        bytes,
+        Body::empty().into_data_stream(),
+        s.max_body_bytes,
+    )
 }
 
 /// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).

@@ -133,6 +133,12 @@ impl Status {
     }
 }
 
+struct HotSeries {
+    in_flight: prometheus::IntGauge,
+    execute_ok: prometheus::IntCounter,
+    execute_seconds: prometheus::Histogram,
+}
+
 /// What the gateway knows of one configured upstream. Shared as `Arc<Upstream>`.
 pub struct Upstream {
     pub name: Arc<str>,
@@ -151,6 +157,9 @@ pub struct Upstream {
     pins: Option<Arc<pins::PinStore>>,
     /// Calls started and not finished (what a drain waits for).
     calls: std::sync::atomic::AtomicUsize,
+    /// The series every tool call touches, resolved once (a label lookup hashes
+    /// its label values and takes a lock).
+    hot: HotSeries,
     /// Set when a reload replaced or removed this upstream.
     retired: std::sync::atomic::AtomicBool,
     metrics: Metrics,
@@ -245,6 +254,17 @@ impl Upstream {
             }),
             pins: None,
             calls: std::sync::atomic::AtomicUsize::new(0),
+            hot: HotSeries {
+                in_flight: metrics.upstream_in_flight.with_label_values(&[name]),
+                execute_ok: metrics.upstream_calls.with_label_values(&[
+                    name,
+                    Method::ExecuteTool.as_str(),
+                    "ok",
+                ]),
+                execute_seconds: metrics
+                    .upstream_seconds
+                    .with_label_values(&[name, Method::ExecuteTool.as_str()]),
+            },
             retired: std::sync::atomic::AtomicBool::new(false),
             metrics,
         })
@@ -323,10 +343,7 @@ impl Upstream {
         params: &RawValue,
     ) -> Result<Box<RawValue>, CallError> {
         let started = Instant::now();
-        let in_flight = self
-            .metrics
-            .upstream_in_flight
-            .with_label_values(&[&self.name]);
+        let in_flight = &self.hot.in_flight;
         in_flight.inc();
         self.calls.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         // Decremented however the call ends: answered, failed, timed out, or cancelled (dropped).
@@ -347,16 +364,25 @@ impl Upstream {
             }
         }
         .await;
-        let outcome = result.as_ref().map_or_else(CallError::outcome, |_| "ok");
+        let seconds = started.elapsed().as_secs_f64();
         let labels = [&*self.name, method.as_str()];
-        self.metrics
-            .upstream_calls
-            .with_label_values(&[labels[0], labels[1], outcome])
-            .inc();
-        self.metrics
-            .upstream_seconds
-            .with_label_values(&labels)
-            .observe(started.elapsed().as_secs_f64());
+        match (&result, method) {
+            (Ok(_), Method::ExecuteTool) => {
+                self.hot.execute_ok.inc();
+                self.hot.execute_seconds.observe(seconds);
+            }
+            _ => {
+                let outcome = result.as_ref().map_or_else(CallError::outcome, |_| "ok");
+                self.metrics
+                    .upstream_calls
+                    .with_label_values(&[labels[0], labels[1], outcome])
+                    .inc();
+                self.metrics
+                    .upstream_seconds
+                    .with_label_values(&labels)
+                    .observe(seconds);
+            }
+        }
         result
     }
 
