@@ -206,8 +206,15 @@ fn listings(c: &mut Criterion) {
     };
     for &(ups, tools) in sizes {
         let (dispatcher, tenant) = gateway(&rt, ups, tools);
+        // What an HTTP answer costs the gateway: the parts, shared with the catalogs.
         group.bench_with_input(
             BenchmarkId::new("merge_cached", format!("{ups}x{tools}")),
+            &(),
+            |b, ()| b.iter(|| black_box(dispatcher.list_parts(&tenant, Kind::Tool).len())),
+        );
+        // Sessions and stdio frame each answer as one buffer: the parts joined.
+        group.bench_with_input(
+            BenchmarkId::new("merge_joined", format!("{ups}x{tools}")),
             &(),
             |b, ()| b.iter(|| black_box(dispatcher.list(&tenant, Kind::Tool).len())),
         );
@@ -237,7 +244,7 @@ fn dispatch(c: &mut Criterion) {
     // Sanity: the path really routes and answers.
     let answer = rt.block_on(respond(&dispatcher, &tenant, raw)).unwrap();
     assert!(
-        String::from_utf8(answer)
+        String::from_utf8(answer.into_vec())
             .unwrap()
             .contains(r#""output":{"count":3,"text":"hello"}"#)
     );

@@ -86,6 +86,9 @@ enum Command {
         record: Option<PathBuf>,
         #[arg(long)]
         description_suffix: Option<String>,
+        /// This many more (generated, listed-only) tools, for scale benchmarks.
+        #[arg(long, default_value_t = 0)]
+        extra_tools: usize,
     },
     /// Definition pins (rug-pull defence): approve changed tool definitions.
     Pins {
@@ -183,6 +186,7 @@ fn main() -> ExitCode {
             no_execute,
             record,
             description_suffix,
+            extra_tools,
         } => {
             let opts = DemoOptions {
                 name,
@@ -190,6 +194,7 @@ fn main() -> ExitCode {
                 no_execute,
                 record,
                 description_suffix,
+                extra_tools,
             };
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -49,6 +49,8 @@ pub struct DemoOptions {
     pub record: Option<PathBuf>,
     /// Appended to every tool's description: a changed definition, for pinning tests.
     pub description_suffix: Option<String>,
+    /// This many more tools, listed only (for scale benchmarks): `gen{i}:v1`.
+    pub extra_tools: usize,
 }
 
 impl DemoServer {
@@ -119,6 +121,7 @@ impl DemoServer {
             None => None,
         };
         let (mut tools, resources, prompts) = tools::definitions(&opts.name, opts.test_tools);
+        tools.extend((0..opts.extra_tools).map(|i| tools::generated(&opts.name, i)));
         if let Some(suffix) = &opts.description_suffix {
             for t in &mut tools {
                 if let Some(Value::String(d)) = t.get_mut("description") {

@@ -14,6 +14,20 @@ fn text_schema() -> Value {
     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false})
 }
 
+/// A listed-only tool of a typical size (about 400 bytes of JSON), for scale benchmarks.
+pub fn generated(name: &str, i: usize) -> Value {
+    tool(
+        &format!("gen{i}"),
+        format!("mcp://{name}/tools/gen{i}:v1"),
+        "A generated tool for scale benchmarks: listed, never called. It takes a query and a limit.",
+        json!({"type": "object", "properties": {
+            "query": {"type": "string", "maxLength": 200},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100}
+        }, "required": ["query"]}),
+        json!({"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}}}}),
+    )
+}
+
 /// (tools, resources, prompts) of a server called `name`.
 pub fn definitions(name: &str, test_tools: bool) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     let id = |kind: &str, t: &str| format!("mcp://{name}/{kind}/{t}");

@@ -10,6 +10,7 @@ pub mod session;
 use std::collections::HashMap;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use dashmap::DashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,7 +26,7 @@ use crate::protocol::{Capabilities, Kind, Method};
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
-pub use rpc::{respond, respond_traced, write_gateway_error};
+pub use rpc::{Outgoing, respond, respond_traced, write_gateway_error};
 
 /// Change notifications a slow session may fall behind by before it misses some.
 const CHANGES_BACKLOG: usize = 256;
@@ -34,15 +35,8 @@ const CHANGES_BACKLOG: usize = 256;
 pub enum Payload {
     Raw(Box<RawValue>),
     Text(String),
-}
-
-impl Payload {
-    pub fn as_bytes(&self) -> &[u8] {
-        match self {
-            Payload::Raw(r) => r.get().as_bytes(),
-            Payload::Text(t) => t.as_bytes(),
-        }
-    }
+    /// JSON text in parts shared with the catalogs (a listing).
+    Parts(Vec<Bytes>),
 }
 
 /// What a reload replaces: the upstreams and the tenants' view of them.
@@ -290,7 +284,7 @@ impl Dispatcher {
                 match list_params_ok(params) {
                     Ok(()) => {
                         self.wait_for_starting(tenant).await;
-                        Ok(Payload::Text(self.list(tenant, kind)))
+                        Ok(Payload::Parts(self.list_parts(tenant, kind)))
                     }
                     Err(e) => Err(e),
                 }
@@ -323,9 +317,10 @@ impl Dispatcher {
     }
 
     /// The merged listing of one kind: every ready upstream's cached definitions,
-    /// written out as they were pre-serialized. A down upstream is left out; the
-    /// listing itself never fails.
-    pub fn list(&self, tenant: &Tenant, kind: Kind) -> String {
+    /// as they were pre-serialized. A down upstream is left out; the listing
+    /// itself never fails. The parts share the catalogs' buffers: a listing
+    /// costs what writing its bytes costs, and nothing is copied to build it.
+    pub fn list_parts(&self, tenant: &Tenant, kind: Kind) -> Vec<Bytes> {
         let catalogs: Vec<_> = self
             .upstreams_of(tenant)
             .into_iter()
@@ -336,39 +331,49 @@ impl Dispatcher {
             })
             .map(|u| u.catalog())
             .collect();
-        let len: usize = catalogs
-            .iter()
-            .map(|c| c.listing(kind).json.len() + 1)
-            .sum();
-        let mut out = String::with_capacity(len + 2);
-        out.push('[');
+        let mut parts = Vec::with_capacity(2 * catalogs.len() + 1);
+        parts.push(Bytes::from_static(b"["));
+        let mut empty = true;
+        let mut push = |parts: &mut Vec<Bytes>, part: Bytes| {
+            if !empty {
+                parts.push(Bytes::from_static(b","));
+            }
+            empty = false;
+            parts.push(part);
+        };
         // Tools a tenant's policy hides are left out item by item; otherwise
         // each upstream's listing is written out whole, as pre-serialized.
         let policy = tenant.policy.as_ref().filter(|_| kind == Kind::Tool);
         for catalog in &catalogs {
             let listing = catalog.listing(kind);
+            if listing.count == 0 {
+                continue;
+            }
+            let bytes = catalog.listing_bytes(kind);
             match policy {
-                None if listing.count > 0 => {
-                    if out.len() > 1 {
-                        out.push(',');
-                    }
-                    out.push_str(&listing.json);
-                }
-                None => {}
+                None => push(&mut parts, bytes),
                 Some(policy) => {
                     for (id, range) in &listing.items {
                         if policy.allows(id) {
-                            if out.len() > 1 {
-                                out.push(',');
-                            }
-                            out.push_str(&listing.json[range.clone()]);
+                            push(&mut parts, bytes.slice(range.clone()));
                         }
                     }
                 }
             }
         }
-        out.push(']');
-        out
+        parts.push(Bytes::from_static(b"]"));
+        parts
+    }
+
+    /// [`Self::list_parts`] as one string.
+    pub fn list(&self, tenant: &Tenant, kind: Kind) -> String {
+        let parts = self.list_parts(tenant, kind);
+        let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+        for p in &parts {
+            out.extend_from_slice(p);
+        }
+        // Every part is a slice of JSON text at a value boundary.
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 

@@ -3,16 +3,58 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::value::RawValue;
 
 use super::{Dispatcher, Payload};
 use crate::error::{GatewayError, WireError};
-use crate::jsonrpc::{Incoming, Reply, classify, write_error, write_reply};
+use crate::jsonrpc::{Incoming, Reply, classify, write_error, write_reply, write_result_head};
 use crate::protocol::{Kind, Method, mcpid};
 use crate::tenant::Tenant;
 
+/// One response as it goes out: one buffer, or (a listing) the envelope around
+/// parts shared with the catalogs, which are never copied on the way to a socket.
+pub enum Outgoing {
+    Flat(Vec<u8>),
+    Parts(Vec<Bytes>),
+}
+
+impl Outgoing {
+    pub fn len(&self) -> usize {
+        match self {
+            Outgoing::Flat(v) => v.len(),
+            Outgoing::Parts(p) => p.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One buffer, for transports that frame or join their answers.
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Outgoing::Flat(v) => v,
+            Outgoing::Parts(parts) => {
+                let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+                for p in &parts {
+                    out.extend_from_slice(p);
+                }
+                out
+            }
+        }
+    }
+
+    pub fn into_parts(self) -> Vec<Bytes> {
+        match self {
+            Outgoing::Flat(v) => vec![Bytes::from(v)],
+            Outgoing::Parts(p) => p,
+        }
+    }
+}
+
 /// Answers one message in a stateless exchange; `None` for notifications (never answered).
-pub async fn respond(dispatcher: &Dispatcher, tenant: &Tenant, raw: &RawValue) -> Option<Vec<u8>> {
+pub async fn respond(dispatcher: &Dispatcher, tenant: &Tenant, raw: &RawValue) -> Option<Outgoing> {
     respond_traced(dispatcher, tenant, raw, false).await.0
 }
 
@@ -24,7 +66,7 @@ pub async fn respond_traced(
     tenant: &Tenant,
     raw: &RawValue,
     trace: bool,
-) -> (Option<Vec<u8>>, Option<String>) {
+) -> (Option<Outgoing>, Option<String>) {
     match classify(raw) {
         Incoming::Request { id, method, params } => {
             let started = Instant::now();
@@ -34,8 +76,18 @@ pub async fn respond_traced(
                 dispatcher.request(tenant, &method, params).await
             };
             let mut out = Vec::new();
+            let mut parts = None;
             match &result {
-                Ok(payload) => write_reply(&mut out, Some(id), Reply::Result(payload.as_bytes())),
+                Ok(Payload::Raw(r)) => {
+                    write_reply(&mut out, Some(id), Reply::Result(r.get().as_bytes()))
+                }
+                Ok(Payload::Text(t)) => {
+                    write_reply(&mut out, Some(id), Reply::Result(t.as_bytes()))
+                }
+                Ok(Payload::Parts(p)) => {
+                    write_result_head(&mut out, Some(id));
+                    parts = Some(p.clone());
+                }
                 Err(e) => write_gateway_error(&mut out, Some(id), e),
             }
             let line = trace.then(|| {
@@ -48,6 +100,16 @@ pub async fn respond_traced(
                     started.elapsed(),
                 )
             });
+            let out = match parts {
+                None => Outgoing::Flat(out),
+                Some(p) => {
+                    let mut all = Vec::with_capacity(p.len() + 2);
+                    all.push(Bytes::from(out));
+                    all.extend(p);
+                    all.push(Bytes::from_static(b"}"));
+                    Outgoing::Parts(all)
+                }
+            };
             (Some(out), line)
         }
         Incoming::Notification { method, .. } => {
@@ -57,7 +119,7 @@ pub async fn respond_traced(
         Incoming::Invalid { id, error } => {
             let mut out = Vec::new();
             write_error(&mut out, id, &error);
-            (Some(out), None)
+            (Some(Outgoing::Flat(out)), None)
         }
         Incoming::Ignored => (None, None),
     }

@@ -188,7 +188,7 @@ impl Session {
             Step::Initialize { trace } => {
                 self.trace = trace;
                 match respond(&self.dispatcher, &self.tenant, raw).await {
-                    Some(reply) => self.send(reply).await,
+                    Some(reply) => self.send(reply.into_vec()).await,
                     None => true,
                 }
             }
@@ -224,7 +224,7 @@ impl Session {
                         let (reply, line) =
                             respond_traced(&dispatcher, &tenant, &owned, trace).await;
                         if let Some(reply) = reply {
-                            let _ = out.send(reply).await;
+                            let _ = out.send(reply.into_vec()).await;
                         }
                         if let Some(line) = line.filter(|_| notify.load(Ordering::Acquire)) {
                             let _ = out.send(log_trace(&line)).await;

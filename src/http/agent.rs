@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use super::session;
-use super::{error, json};
-use crate::dispatch::{self, Dispatcher, respond, write_gateway_error};
+use super::{error, json, json_parts};
+use crate::dispatch::{self, Dispatcher, Outgoing, respond, write_gateway_error};
 use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify};
@@ -299,7 +299,8 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: 
                 Err(e) => return over_capacity(id, &e),
             };
             match respond(&s.dispatcher, &tenant, raw).await {
-                Some(reply) => json(StatusCode::OK, reply),
+                Some(Outgoing::Flat(reply)) => json(StatusCode::OK, reply),
+                Some(Outgoing::Parts(parts)) => json_parts(StatusCode::OK, parts),
                 None => accepted(),
             }
         }
@@ -389,7 +390,11 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Response {
             .map(|item| respond(&s.dispatcher, tenant, item)),
     )
     .await;
-    let replies: Vec<Vec<u8>> = replies.into_iter().flatten().collect();
+    let replies: Vec<Vec<u8>> = replies
+        .into_iter()
+        .flatten()
+        .map(Outgoing::into_vec)
+        .collect();
     if replies.is_empty() {
         return accepted();
     }

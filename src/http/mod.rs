@@ -23,6 +23,58 @@ pub(crate) fn json(status: StatusCode, body: Vec<u8>) -> Response {
     r
 }
 
+/// A response whose `application/json` body is written from `parts` as they
+/// are (shared buffers, never joined), with their total as its Content-Length.
+pub(crate) fn json_parts(status: StatusCode, parts: Vec<bytes::Bytes>) -> Response {
+    let mut r = Response::new(Body::new(Parts::new(parts)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A body of buffers already in memory, of known length.
+struct Parts {
+    parts: std::collections::VecDeque<bytes::Bytes>,
+    remaining: u64,
+}
+
+impl Parts {
+    fn new(parts: Vec<bytes::Bytes>) -> Self {
+        let remaining = parts.iter().map(|p| p.len() as u64).sum();
+        Parts {
+            parts: parts.into_iter().filter(|p| !p.is_empty()).collect(),
+            remaining,
+        }
+    }
+}
+
+impl hyper::body::Body for Parts {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        let next = self.parts.pop_front();
+        if let Some(p) = &next {
+            self.remaining -= p.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|p| Ok(hyper::body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.remaining)
+    }
+}
+
 /// A transport-level failure: the status, and a JSON-RPC error object with id null.
 pub(crate) fn error(status: StatusCode, err: ErrorObject) -> Response {
     let mut body = Vec::new();

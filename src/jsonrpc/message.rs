@@ -205,13 +205,16 @@ pub enum Reply<'a> {
 
 /// Appends one response object to `buf`, echoing `id` exactly (`null` when `None`).
 pub fn write_reply(buf: &mut Vec<u8>, id: Option<&RawValue>, reply: Reply<'_>) {
+    if let Reply::Result(raw) = reply {
+        write_result_head(buf, id);
+        buf.extend_from_slice(raw);
+        buf.push(b'}');
+        return;
+    }
     buf.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     buf.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
     match reply {
-        Reply::Result(raw) => {
-            buf.extend_from_slice(br#","result":"#);
-            buf.extend_from_slice(raw);
-        }
+        Reply::Result(_) => {}
         Reply::RawError(raw) => {
             buf.extend_from_slice(br#","error":"#);
             buf.extend_from_slice(raw);
@@ -223,6 +226,13 @@ pub fn write_reply(buf: &mut Vec<u8>, id: Option<&RawValue>, reply: Reply<'_>) {
         }
     }
     buf.push(b'}');
+}
+
+/// Appends a result response up to its result: the result and a `}` follow.
+pub fn write_result_head(buf: &mut Vec<u8>, id: Option<&RawValue>) {
+    buf.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    buf.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    buf.extend_from_slice(br#","result":"#);
 }
 
 /// Appends an error response.

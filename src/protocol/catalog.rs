@@ -154,6 +154,17 @@ impl Catalog {
         &self.listings[kind.index()]
     }
 
+    /// The listing's JSON as shared bytes: no copy, the catalog's buffer itself.
+    pub fn listing_bytes(&self, kind: Kind) -> bytes::Bytes {
+        struct Shared(Arc<Listing>);
+        impl AsRef<[u8]> for Shared {
+            fn as_ref(&self) -> &[u8] {
+                self.0.json.as_bytes()
+            }
+        }
+        bytes::Bytes::from_owner(Shared(self.listings[kind.index()].clone()))
+    }
+
     pub fn is_quarantined(&self, original_id: &str) -> bool {
         self.quarantined.contains_key(original_id)
     }

@@ -58,6 +58,21 @@ async fn listings_merge_every_upstream_under_namespaced_ids() {
     );
     let prompts = gw.list("ka", "mcp/listPrompts").await;
     assert_eq!(prompts.len(), 2);
+    // A listing is written from the catalogs' shared parts: one exact
+    // Content-Length, and the same bytes a session gets joined.
+    let (status, headers, text) = gw
+        .post_raw(
+            Some("ka"),
+            Some("application/json"),
+            r#"{"jsonrpc":"2.0","id":"x","method":"mcp/listTools"}"#,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-length"], text.len().to_string().as_str());
+    assert!(headers.get("transfer-encoding").is_none());
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["id"], "x");
+    assert_eq!(v["result"].as_array().unwrap().len(), tools.len());
     // Broken definitions were dropped and counted, per upstream and kind.
     let m = gw.metrics().await;
     for u in ["s", "h"] {
