@@ -20,8 +20,9 @@ pub fn generated(name: &str, i: usize) -> Value {
         &format!("gen{i}"),
         format!("mcp://{name}/tools/gen{i}:v1"),
         "A generated tool for scale benchmarks: listed, never called. It takes a query and a limit.",
+        // Schemas differ from tool to tool, as real ones do.
         json!({"type": "object", "properties": {
-            "query": {"type": "string", "maxLength": 200},
+            "query": {"type": "string", "maxLength": 100 + i},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100}
         }, "required": ["query"]}),
         json!({"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}}}}),

@@ -124,7 +124,12 @@ impl Dispatcher {
             .map_err(|e| {
                 GatewayError::InvalidParams(format!("params.arguments cannot be read: {e}"))
             })?;
-        if let Err(e) = entry.input.validate(&args) {
+        // It compiled when the catalog was built; compiling is deterministic.
+        let input = entry.input().map_err(|e| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error: CallError::protocol(format!("the tool's inputSchema does not compile: {e}")),
+        })?;
+        if let Err(e) = input.validate(&args) {
             return Err(GatewayError::InvalidArguments(schema::explain(
                 &e,
                 "arguments",
@@ -241,7 +246,8 @@ fn check_output(
         .output
         .ok_or_else(|| bad("the result has no output".into()))?;
     entry
-        .output
+        .output()
+        .map_err(|e| bad(format!("the tool's outputSchema does not compile: {e}")))?
         .validate(&output)
         .map_err(|e| bad(schema::explain(&e, "output", id)))
 }

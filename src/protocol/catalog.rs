@@ -17,8 +17,52 @@ pub struct ToolEntry {
     pub namespaced_id: String,
     /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
     pub fingerprint: String,
-    pub input: Validator,
-    pub output: Validator,
+    input: LazyValidator,
+    output: LazyValidator,
+}
+
+impl ToolEntry {
+    /// The compiled `inputSchema`.
+    pub fn input(&self) -> Result<&Validator, String> {
+        self.input.get()
+    }
+
+    /// The compiled `outputSchema`.
+    pub fn output(&self) -> Result<&Validator, String> {
+        self.output.get()
+    }
+}
+
+/// A schema known to compile (it did when the catalog was built), compiled
+/// again on first use and kept. A compiled schema takes a few KiB; an upstream
+/// may list thousands of tools of which few are called, so until then only
+/// the schema's JSON text is kept.
+struct LazyValidator {
+    schema: Box<str>,
+    compiled: std::sync::OnceLock<Result<Validator, String>>,
+}
+
+impl LazyValidator {
+    fn checked(schema: &Value) -> Result<LazyValidator, String> {
+        schema::compile(schema)?;
+        Ok(LazyValidator {
+            schema: serde_json::to_string(schema)
+                .map_err(|e| e.to_string())?
+                .into_boxed_str(),
+            compiled: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn get(&self) -> Result<&Validator, String> {
+        self.compiled
+            .get_or_init(|| {
+                let schema: Value =
+                    serde_json::from_str(&self.schema).map_err(|e| e.to_string())?;
+                schema::compile(&schema)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
 }
 
 /// A definition left out of a listing, and why.
@@ -233,6 +277,9 @@ pub fn build(gateway: &str, upstream: &str, kind: Kind, result: &RawValue) -> Bu
             Err(dropped) => built.dropped.push(dropped),
         }
     }
+    // Kept until the next refresh: no room to grow.
+    built.listing.json.shrink_to_fit();
+    built.listing.items.shrink_to_fit();
     built
 }
 
@@ -283,7 +330,8 @@ fn compile_tool(
 ) -> Result<ToolEntry, String> {
     let compile = |field: &str| {
         let schema = def.get(field).unwrap_or(&Value::Null);
-        schema::compile(schema).map_err(|e| format!("{field} is not a valid JSON Schema: {e}"))
+        LazyValidator::checked(schema)
+            .map_err(|e| format!("{field} is not a valid JSON Schema: {e}"))
     };
     Ok(ToolEntry {
         namespaced_id: namespaced.to_owned(),
