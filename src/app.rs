@@ -369,7 +369,7 @@ pub fn start_on(
     let core = Arc::new(Core::start(&config)?);
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
-    let agent_app = agent::router(AgentState {
+    let agent_app = agent::service(AgentState {
         dispatcher: dispatcher.clone(),
         keys: core.keys(),
         max_body_bytes: limits.max_body_bytes,
@@ -377,10 +377,10 @@ pub fn start_on(
         body_read_timeout: limits.body_read_timeout,
         metrics: core.metrics.clone(),
     });
-    let admin_app = admin::router(AdminState {
+    let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),
         draining: draining.clone(),
-    });
+    }));
     let opts = ServeOptions {
         header_read_timeout: limits.header_read_timeout,
         max_connections: limits.max_connections,

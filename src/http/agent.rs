@@ -3,12 +3,9 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use axum::routing::post;
 use bytes::BytesMut;
 use futures_util::future::join_all;
 use futures_util::{FutureExt, StreamExt};
@@ -50,17 +47,37 @@ impl std::ops::Deref for Edge {
     }
 }
 
-pub fn router(state: AgentState) -> Router {
-    // One Arc: axum clones the state for every request, and AgentState holds
-    // a dozen handles (the metrics alone are twenty Arcs).
-    let state = Arc::new(Edge {
+/// The agent edge as a hyper service: `POST /mcp`, 404 elsewhere, 405 for
+/// other methods. One path needs no router; calling the handler directly
+/// saves axum's routing layers on every request.
+#[derive(Clone)]
+pub struct AgentService(Arc<Edge>);
+
+pub fn service(state: AgentState) -> AgentService {
+    AgentService(Arc::new(Edge {
         ok_responses: state.metrics.http_responses.with_label_values(&["200"]),
         state,
-    });
-    Router::new()
-        .route("/mcp", post(mcp).fallback(method_not_allowed))
-        .fallback(not_found)
-        .with_state(state)
+    }))
+}
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentService {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let edge = self.0.clone();
+        Box::pin(async move {
+            Ok(if request.uri().path() != "/mcp" {
+                not_found().await
+            } else if request.method() != axum::http::Method::POST {
+                method_not_allowed().await
+            } else {
+                mcp(edge, request.map(Body::new)).await
+            })
+        })
+    }
 }
 
 async fn not_found() -> Response {
@@ -115,7 +132,7 @@ fn new_request_id() -> HeaderValue {
 
 const REQUEST_ID: &str = "x-request-id";
 
-async fn mcp(State(s): State<Arc<Edge>>, request: axum::extract::Request) -> Response {
+async fn mcp(s: Arc<Edge>, request: axum::extract::Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which clones the headers.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;

@@ -6,9 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -23,12 +21,24 @@ pub struct ServeOptions {
 }
 
 /// Serves `app` on `listener` until `shutdown`, then drains.
-pub async fn serve(
+pub async fn serve<S, B>(
     listener: TcpListener,
-    app: Router,
+    app: S,
     opts: ServeOptions,
     shutdown: CancellationToken,
-) {
+) where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<B>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let connections = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(opts.max_connections));
     loop {
@@ -49,7 +59,7 @@ pub async fn serve(
             _ = shutdown.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service = app.clone();
         let shutdown = shutdown.clone();
         connections.spawn(async move {
             let _permit = permit;
