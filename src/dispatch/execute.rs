@@ -218,7 +218,17 @@ impl Dispatcher {
 fn forward_params(original: &str, arguments: &RawValue) -> Box<RawValue> {
     let mut text = String::with_capacity(original.len() + arguments.get().len() + 24);
     text.push_str(r#"{"id":"#);
-    text.push_str(&serde_json::to_string(original).unwrap_or_default());
+    // Most ids need no escaping: written as they are, without a serializer.
+    if original
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+    {
+        text.push('"');
+        text.push_str(original);
+        text.push('"');
+    } else {
+        text.push_str(&serde_json::to_string(original).unwrap_or_default());
+    }
     text.push_str(r#","arguments":"#);
     text.push_str(arguments.get());
     text.push('}');
@@ -250,4 +260,25 @@ fn check_output(
         .map_err(|e| bad(format!("the tool's outputSchema does not compile: {e}")))?
         .validate(&output)
         .map_err(|e| bad(schema::explain(&e, "output", id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_ids_are_json_strings_whatever_they_hold() {
+        let args: &RawValue = serde_json::from_str(r#"{"a":1}"#).unwrap();
+        for id in [
+            "mcp://a/tools/x:v1",
+            "urn:x:tool 1",
+            "quote\"back\\slash",
+            "tab\tnew\nline",
+            "é ✓",
+        ] {
+            let p: Value = serde_json::from_str(forward_params(id, args).get()).unwrap();
+            assert_eq!(p["id"], id);
+            assert_eq!(p["arguments"]["a"], 1);
+        }
+    }
 }

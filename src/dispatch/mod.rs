@@ -26,7 +26,7 @@ use crate::protocol::{Capabilities, Kind, Method};
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
-pub use rpc::{Outgoing, respond, respond_traced, write_gateway_error};
+pub use rpc::{Outgoing, respond, respond_classified, respond_traced, write_gateway_error};
 
 /// Change notifications a slow session may fall behind by before it misses some.
 const CHANGES_BACKLOG: usize = 256;

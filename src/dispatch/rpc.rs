@@ -67,7 +67,18 @@ pub async fn respond_traced(
     raw: &RawValue,
     trace: bool,
 ) -> (Option<Outgoing>, Option<String>) {
-    match classify(raw) {
+    respond_classified(dispatcher, tenant, classify(raw), trace).await
+}
+
+/// Like [`respond_traced`], for a message its caller has classified already
+/// (each classification parses the message's envelope again).
+pub async fn respond_classified(
+    dispatcher: &Dispatcher,
+    tenant: &Tenant,
+    incoming: Incoming<'_>,
+    trace: bool,
+) -> (Option<Outgoing>, Option<String>) {
+    match incoming {
         Incoming::Request { id, method, params } => {
             let started = Instant::now();
             let result = if Method::parse(&method) == Method::Initialize && id.get() != "1" {

@@ -21,7 +21,12 @@ use crate::tenant::Tenant;
 
 /// Whether a body's first message opens a session (`initialize`).
 pub fn starts_session(first: &RawValue) -> bool {
-    matches!(classify(first), Incoming::Request { ref method, .. } if Method::parse(method) == Method::Initialize)
+    is_initialize(&classify(first))
+}
+
+/// Whether a classified message is the request that opens a session.
+pub fn is_initialize(message: &Incoming<'_>) -> bool {
+    matches!(message, Incoming::Request { method, .. } if Method::parse(method) == Method::Initialize)
 }
 
 /// Whether a body that is not one JSON value holds several messages, one per

@@ -14,7 +14,9 @@ use tracing::Instrument;
 
 use super::session;
 use super::{error, json, json_parts};
-use crate::dispatch::{self, Dispatcher, Outgoing, respond, write_gateway_error};
+use crate::dispatch::{
+    self, Dispatcher, Outgoing, respond, respond_classified, write_gateway_error,
+};
 use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify};
@@ -305,17 +307,25 @@ fn parse_error() -> Response {
 async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: bool) -> Response {
     match serde_json::from_slice::<&RawValue>(&bytes) {
         Ok(raw) if raw.get().starts_with('[') => batch(s, &tenant, raw).await,
-        Ok(raw) if dispatch::session::starts_session(raw) => session_of(s, tenant, bytes),
         Ok(raw) => {
-            let id = match classify(raw) {
-                Incoming::Request { id, .. } => Some(id),
+            // Classified once: the envelope is parsed here and nowhere else.
+            let message = classify(raw);
+            if dispatch::session::is_initialize(&message) {
+                drop(message);
+                return session_of(s, tenant, bytes);
+            }
+            let id = match &message {
+                Incoming::Request { id, .. } => Some(*id),
                 _ => None,
             };
             let _admission = match s.dispatcher.admit(&tenant, u32::from(id.is_some())) {
                 Ok(a) => a,
                 Err(e) => return over_capacity(id, &e),
             };
-            match respond(&s.dispatcher, &tenant, raw).await {
+            match respond_classified(&s.dispatcher, &tenant, message, false)
+                .await
+                .0
+            {
                 Some(Outgoing::Flat(reply)) => json(StatusCode::OK, reply),
                 Some(Outgoing::Parts(parts)) => json_parts(StatusCode::OK, parts),
                 None => accepted(),

@@ -67,7 +67,7 @@ pub fn parse<'a>(gateway: &str, namespaced: &'a str) -> Option<(&'a str, Cow<'a,
         return None;
     }
     match tail.strip_prefix('/') {
-        None => Some((upstream, Cow::Owned(format!("{MCP_SCHEME}{tail}")))),
+        None => Some((upstream, Cow::Owned([MCP_SCHEME, tail].concat()))),
         Some(encoded) => {
             let decoded = percent_decode_str(encoded).decode_utf8().ok()?;
             // Only the canonical spelling is accepted, and never an id of the direct form.

@@ -109,12 +109,13 @@ impl HttpLink {
 /// Finds the answer to request `id` in a body holding one message, or several
 /// newline-delimited ones (an upstream may answer `initialize` as a session).
 fn find_answer(body: &[u8], id: u64) -> Result<Box<RawValue>, CallError> {
-    let id_text = id.to_string();
+    let mut id_text = Vec::with_capacity(20);
+    super::write_u64(&mut id_text, id);
     let stream = serde_json::Deserializer::from_slice(body).into_iter::<&RawValue>();
     for value in stream {
         let value = value.map_err(|_| CallError::protocol("the answer is not valid JSON"))?;
         match parse_upstream(value) {
-            Ok(UpstreamMessage::Response { id, outcome }) if id.get() == id_text => {
+            Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => {
                 return outcome
                     .map(|r| r.to_owned())
                     .map_err(|e| CallError::Remote(e.to_owned()));

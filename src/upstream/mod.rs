@@ -83,7 +83,9 @@ pub(crate) fn encode_request(id: Option<u64>, method: &str, params: &RawValue) -
     let mut out = Vec::with_capacity(64 + method.len() + params.get().len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","#);
     if let Some(id) = id {
-        out.extend_from_slice(format!(r#""id":{id},"#).as_bytes());
+        out.extend_from_slice(br#""id":"#);
+        write_u64(&mut out, id);
+        out.push(b',');
     }
     out.extend_from_slice(br#""method":"#);
     // Method names are ours (static ASCII) and need no escaping, but stay correct if not.
@@ -92,6 +94,21 @@ pub(crate) fn encode_request(id: Option<u64>, method: &str, params: &RawValue) -
     out.extend_from_slice(params.get().as_bytes());
     out.push(b'}');
     out
+}
+
+/// Appends `n` in decimal (ids are written on every call: no formatter needed).
+pub(crate) fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 fn empty_object() -> &'static RawValue {
@@ -540,5 +557,25 @@ impl Upstream {
 
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_written_in_decimal() {
+        for n in [0, 7, 10, 1234567890, u64::MAX] {
+            let mut out = b"x".to_vec();
+            write_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+        let params: &RawValue = serde_json::from_str("{}").unwrap();
+        let request = encode_request(Some(42), "mcp/listTools", params);
+        assert_eq!(
+            request,
+            br#"{"jsonrpc":"2.0","id":42,"method":"mcp/listTools","params":{}}"#
+        );
     }
 }
