@@ -53,9 +53,18 @@ pub fn codec(data: &[u8]) {
 /// The JSON-RPC envelope: classification never panics, and every reply it
 /// asks for is valid JSON that echoes the id it read.
 pub fn envelope(data: &[u8]) {
+    // The one-pass classification answers only what the general path would.
+    let fast = crate::jsonrpc::classify_bytes(data).map(|m| format!("{m:?}"));
     let Ok(raw) = serde_json::from_slice::<&RawValue>(data) else {
+        assert!(
+            fast.is_none(),
+            "classified bytes that are not one JSON value"
+        );
         return;
     };
+    if let Some(fast) = fast {
+        assert_eq!(fast, format!("{:?}", classify(raw)));
+    }
     let _ = parse_upstream(raw);
     let items: Vec<&RawValue> = if raw.get().starts_with('[') {
         serde_json::from_str(raw.get()).unwrap_or_default()

@@ -19,7 +19,7 @@ use crate::dispatch::{
 };
 use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, codes};
-use crate::jsonrpc::{Incoming, classify};
+use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::metrics::Metrics;
 use crate::tenant::{KeyStore, Tenant, bearer_token};
 
@@ -305,32 +305,13 @@ fn parse_error() -> Response {
 
 /// A whole body: a stateless exchange, or a session of several messages.
 async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: bool) -> Response {
+    // The common case, one JSON object, is classified straight from the bytes.
+    if let Some(message) = classify_bytes(&bytes) {
+        return one_message(s, tenant, &bytes, message).await;
+    }
     match serde_json::from_slice::<&RawValue>(&bytes) {
         Ok(raw) if raw.get().starts_with('[') => batch(s, &tenant, raw).await,
-        Ok(raw) => {
-            // Classified once: the envelope is parsed here and nowhere else.
-            let message = classify(raw);
-            if dispatch::session::is_initialize(&message) {
-                drop(message);
-                return session_of(s, tenant, bytes);
-            }
-            let id = match &message {
-                Incoming::Request { id, .. } => Some(*id),
-                _ => None,
-            };
-            let _admission = match s.dispatcher.admit(&tenant, u32::from(id.is_some())) {
-                Ok(a) => a,
-                Err(e) => return over_capacity(id, &e),
-            };
-            match respond_classified(&s.dispatcher, &tenant, message, false)
-                .await
-                .0
-            {
-                Some(Outgoing::Flat(reply)) => json(StatusCode::OK, reply),
-                Some(Outgoing::Parts(parts)) => json_parts(StatusCode::OK, parts),
-                None => accepted(),
-            }
-        }
+        Ok(raw) => one_message(s, tenant, &bytes, classify(raw)).await,
         // Not one JSON value. Its first message decides, as when it is looked
         // at while the body arrives: not JSON is a parse error, `initialize`
         // opens a session, and so do several newline-delimited messages.
@@ -349,6 +330,34 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: 
                 _ => parse_error(),
             }
         }
+    }
+}
+
+/// A body of one message, classified once: its envelope is parsed nowhere else.
+async fn one_message(
+    s: &AgentState,
+    tenant: Arc<Tenant>,
+    bytes: &BytesMut,
+    message: Incoming<'_>,
+) -> Response {
+    if dispatch::session::is_initialize(&message) {
+        return session_of(s, tenant, bytes.clone());
+    }
+    let id = match &message {
+        Incoming::Request { id, .. } => Some(*id),
+        _ => None,
+    };
+    let _admission = match s.dispatcher.admit(&tenant, u32::from(id.is_some())) {
+        Ok(a) => a,
+        Err(e) => return over_capacity(id, &e),
+    };
+    match respond_classified(&s.dispatcher, &tenant, message, false)
+        .await
+        .0
+    {
+        Some(Outgoing::Flat(reply)) => json(StatusCode::OK, reply),
+        Some(Outgoing::Parts(parts)) => json_parts(StatusCode::OK, parts),
+        None => accepted(),
     }
 }
 

@@ -12,5 +12,6 @@ pub mod message;
 pub use codec::{CodecError, ContentLengthCodec};
 pub use error::{ErrorObject, codes};
 pub use message::{
-    Incoming, Reply, classify, parse_upstream, write_error, write_reply, write_result_head,
+    Incoming, Reply, classify, classify_bytes, parse_upstream, write_error, write_reply,
+    write_result_head,
 };
