@@ -14,48 +14,26 @@ size of that answer and the gateway's CPU time per listing.
 import http.client
 import json
 import os
-import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import cpu_seconds, free_port, rss_mib, wait_port  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
 GRID = ["1x100", "1x1000", "10x100", "10x1000", "100x100", "100x1000"]
-TICK = os.sysconf("SC_CLK_TCK")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
-def wait_port(port, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/listTools"}).encode()

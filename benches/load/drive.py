@@ -5,12 +5,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common import cpu_seconds, free_port, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
@@ -19,32 +21,12 @@ DURATION = int(os.environ.get("DURATION", "10"))
 REPS = int(os.environ.get("REPS", "3"))
 CONNS = [int(c) for c in os.environ.get("CONNS", "1 16 64").split()]
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-TICK = os.sysconf("SC_CLK_TCK")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
-def wait_port(port, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def body(tool_id):
@@ -165,7 +147,8 @@ http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fast
         s = [wrk(f"http://127.0.0.1:{stdio_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), 64, st.pid) for _ in range(REPS)]
         stdio_rps, http_rps = med(s, "rps"), med(results[("gateway", 64)], "rps") if 64 in CONNS else float("nan")
         print(f"stdio upstream, 64 connections: {stdio_rps:.0f} req/s, p99 {med(s, 'p99'):.0f} µs, "
-              f"CPU {med(s, 'cpu_us'):.1f} µs/req; stdio/HTTP-upstream throughput {stdio_rps / http_rps:.2f}")
+              f"CPU {med(s, 'cpu_us'):.1f} µs/req; stdio/HTTP-upstream throughput "
+              + (f"{stdio_rps / http_rps:.2f}" if 64 in CONNS else "not compared (64 connections not in CONNS)"))
     finally:
         for p in reversed(procs):
             p.terminate()
