@@ -65,6 +65,10 @@ pub fn envelope(data: &[u8]) {
     if let Some(fast) = fast {
         assert_eq!(fast, format!("{:?}", classify(raw)));
     }
+    // Likewise for upstream messages read in one pass.
+    if let Some(fast) = crate::jsonrpc::message::parse_upstream_text(raw.get()) {
+        assert_eq!(format!("{fast:?}"), format!("{:?}", parse_upstream(raw)));
+    }
     let _ = parse_upstream(raw);
     let items: Vec<&RawValue> = if raw.get().starts_with('[') {
         serde_json::from_str(raw.get()).unwrap_or_default()

@@ -184,6 +184,22 @@ struct ErrorShape<'a> {
 /// Parses and checks one message an upstream sent. `Err` says why it breaks JSON-RPC 2.0.
 pub fn parse_upstream(raw: &RawValue) -> Result<UpstreamMessage<'_>, &'static str> {
     let env = parse_envelope(raw).ok_or("not a JSON-RPC object")?;
+    upstream_message(env)
+}
+
+/// [`parse_upstream`] of a text that holds exactly one JSON object, in one
+/// pass; `None` for anything else (the caller takes the general path).
+pub fn parse_upstream_text(text: &str) -> Option<Result<UpstreamMessage<'_>, &'static str>> {
+    let first = text.bytes().find(|b| !b.is_ascii_whitespace())?;
+    if first != b'{' {
+        return None;
+    }
+    serde_json::from_str::<Envelope<'_>>(text)
+        .ok()
+        .map(upstream_message)
+}
+
+fn upstream_message(env: Envelope<'_>) -> Result<UpstreamMessage<'_>, &'static str> {
     if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
         return Err("jsonrpc is not \"2.0\"");
     }

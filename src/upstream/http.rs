@@ -16,7 +16,7 @@ use super::backoff::Backoff;
 use super::http_pool::Pool;
 use super::{CallError, Transport, Upstream, encode_request};
 use crate::config::HttpSpec;
-use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
+use crate::jsonrpc::message::{UpstreamMessage, parse_upstream, parse_upstream_text};
 
 /// A client for one HTTP upstream.
 pub struct HttpLink {
@@ -111,17 +111,26 @@ impl HttpLink {
 fn find_answer(body: &[u8], id: u64) -> Result<Box<RawValue>, CallError> {
     let mut id_text = Vec::with_capacity(20);
     super::write_u64(&mut id_text, id);
-    let stream = serde_json::Deserializer::from_slice(body).into_iter::<&RawValue>();
+    let answer = |message: Result<UpstreamMessage<'_>, &'static str>| match message {
+        Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => Some(
+            outcome
+                .map(|r| r.to_owned())
+                .map_err(|e| CallError::Remote(e.to_owned())),
+        ),
+        Ok(_) => None,
+        Err(why) => Some(Err(CallError::protocol(why))),
+    };
+    // The usual body, one answer, is read in one pass.
+    let text = std::str::from_utf8(body)
+        .map_err(|_| CallError::protocol("the answer is not valid JSON"))?;
+    if let Some(found) = parse_upstream_text(text).and_then(answer) {
+        return found;
+    }
+    let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
     for value in stream {
         let value = value.map_err(|_| CallError::protocol("the answer is not valid JSON"))?;
-        match parse_upstream(value) {
-            Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => {
-                return outcome
-                    .map(|r| r.to_owned())
-                    .map_err(|e| CallError::Remote(e.to_owned()));
-            }
-            Ok(_) => continue,
-            Err(why) => return Err(CallError::protocol(why)),
+        if let Some(found) = answer(parse_upstream(value)) {
+            return found;
         }
     }
     Err(CallError::protocol(
@@ -297,5 +306,15 @@ mod tests {
         ));
         let err = b"{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{\"code\":-5,\"message\":\"m\"}}";
         assert!(matches!(find_answer(err, 5), Err(CallError::Remote(_))));
+        // One answer, read in one pass; the same answer for another id is not it.
+        let one = b"\n {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":[1]} \n";
+        assert_eq!(find_answer(one, 3).unwrap().get(), "[1]");
+        assert!(matches!(find_answer(one, 4), Err(CallError::Protocol(_))));
+        assert!(matches!(
+            find_answer(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"\xff\"}", 3),
+            Err(CallError::Protocol(_))
+        ));
+        let dup = b"{\"jsonrpc\":\"2.0\",\"id\":3,\"id\":3,\"result\":1}";
+        assert!(matches!(find_answer(dup, 3), Err(CallError::Protocol(_))));
     }
 }
