@@ -336,6 +336,11 @@ impl Upstream {
 
     /// The status once the first start is over, waiting at most the call timeout.
     pub async fn wait_started(&self) -> Status {
+        // Nearly always: no subscription, no timer.
+        let now = self.status();
+        if now != Status::Starting {
+            return now;
+        }
         let mut rx = self.status.subscribe();
         let wait = rx.wait_for(|s| *s != Status::Starting);
         match tokio::time::timeout(self.timeout, wait).await {
