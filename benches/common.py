@@ -2,6 +2,7 @@
 import os
 import re
 import socket
+import subprocess
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -39,3 +40,31 @@ def rss_mib(pid):
     """Resident memory of a process."""
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
+
+
+def stop(procs):
+    """Ends the processes this script started (newest first), killing any that linger."""
+    for p in reversed(procs):
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def nginx_conf(tmp, upstream_port, port, master=True):
+    """nginx, one worker, proxy_pass with keepalive to the upstream; written to tmp, returns its path.
+    Without master, one process does everything (for valgrind)."""
+    first = "worker_processes 1;" if master else "master_process off;"
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""{first} daemon off; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err warn;
+events {{ worker_connections 4096; }}
+http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
+  uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
+  upstream up {{ server 127.0.0.1:{upstream_port}; keepalive 128; }}
+  server {{ listen 127.0.0.1:{port}; location /mcp {{ proxy_pass http://up; proxy_http_version 1.1;
+    proxy_set_header Connection ""; }} }} }}
+""")
+    return conf

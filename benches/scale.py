@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import cpu_seconds, free_port, rss_mib, wait_port  # noqa: E402
+from common import cpu_seconds, free_port, rss_mib, stop, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
@@ -102,13 +102,7 @@ def point(upstreams, tools):
               f"listing {size / 1e6:7.2f} MB: p50 {statistics.median(lat):8.2f} ms  p90 {p90:8.2f} ms  "
               f"gateway CPU {cpu_ms:7.2f} ms/listing  ({reps} listings)", flush=True)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
 
 
 def main():

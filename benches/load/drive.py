@@ -12,7 +12,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common import cpu_seconds, free_port, wait_port  # noqa: E402
+from common import cpu_seconds, free_port, nginx_conf, stop, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
@@ -83,16 +83,7 @@ def main():
         }
         if NGINX:
             ng_port = free_port()
-            conf = os.path.join(tmp, "nginx.conf")
-            with open(conf, "w") as f:
-                f.write(f"""worker_processes 1; daemon off; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err warn;
-events {{ worker_connections 4096; }}
-http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
-  uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
-  upstream up {{ server 127.0.0.1:{up_port}; keepalive 128; }}
-  server {{ listen 127.0.0.1:{ng_port}; location /mcp {{ proxy_pass http://up; proxy_http_version 1.1;
-    proxy_set_header Connection ""; }} }} }}
-""")
+            conf = nginx_conf(tmp, up_port, ng_port)
             ng = subprocess.Popen([NGINX, "-c", conf, "-p", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(ng)
             wait_port(ng_port)
@@ -150,13 +141,7 @@ http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fast
               f"CPU {med(s, 'cpu_us'):.1f} µs/req; stdio/HTTP-upstream throughput "
               + (f"{stdio_rps / http_rps:.2f}" if 64 in CONNS else "not compared (64 connections not in CONNS)"))
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common import free_port, wait_port  # noqa: E402
+from common import free_port, nginx_conf, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
@@ -90,16 +90,7 @@ def main():
         print(f"gateway: {gw:,.0f} user-space instructions per call ({N} calls)")
         if NGINX:
             ng_port = free_port()
-            conf = os.path.join(tmp, "nginx.conf")
-            with open(conf, "w") as f:
-                f.write(f"""master_process off; daemon off; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err warn;
-events {{ worker_connections 4096; }}
-http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
-  uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
-  upstream up {{ server 127.0.0.1:{up_port}; keepalive 128; }}
-  server {{ listen 127.0.0.1:{ng_port}; location /mcp {{ proxy_pass http://up; proxy_http_version 1.1;
-    proxy_set_header Connection ""; }} }} }}
-""")
+            conf = nginx_conf(tmp, up_port, ng_port, master=False)
             ng = count("nginx", [NGINX, "-c", conf, "-p", tmp], ng_port, "mcp://up/tools/echo:v1", tmp)
             print(f"nginx:   {ng:,.0f} user-space instructions per call ({N} calls); gateway/nginx {gw / ng:.2f}")
         else:
