@@ -367,13 +367,8 @@ impl Dispatcher {
 
     /// [`Self::list_parts`] as one string.
     pub fn list(&self, tenant: &Tenant, kind: Kind) -> String {
-        let parts = self.list_parts(tenant, kind);
-        let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
-        for p in &parts {
-            out.extend_from_slice(p);
-        }
         // Every part is a slice of JSON text at a value boundary.
-        String::from_utf8(out).unwrap_or_default()
+        String::from_utf8(rpc::join(&self.list_parts(tenant, kind))).unwrap_or_default()
     }
 }
 

@@ -20,37 +20,22 @@ pub enum Outgoing {
 }
 
 impl Outgoing {
-    pub fn len(&self) -> usize {
-        match self {
-            Outgoing::Flat(v) => v.len(),
-            Outgoing::Parts(p) => p.iter().map(Bytes::len).sum(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// One buffer, for transports that frame or join their answers.
     pub fn into_vec(self) -> Vec<u8> {
         match self {
             Outgoing::Flat(v) => v,
-            Outgoing::Parts(parts) => {
-                let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
-                for p in &parts {
-                    out.extend_from_slice(p);
-                }
-                out
-            }
+            Outgoing::Parts(parts) => join(&parts),
         }
     }
+}
 
-    pub fn into_parts(self) -> Vec<Bytes> {
-        match self {
-            Outgoing::Flat(v) => vec![Bytes::from(v)],
-            Outgoing::Parts(p) => p,
-        }
+/// Parts joined into one buffer.
+pub(super) fn join(parts: &[Bytes]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+    for p in parts {
+        out.extend_from_slice(p);
     }
+    out
 }
 
 /// Answers one message in a stateless exchange; `None` for notifications (never answered).
@@ -86,21 +71,6 @@ pub async fn respond_classified(
             } else {
                 dispatcher.request(tenant, &method, params).await
             };
-            let mut out = Vec::new();
-            let mut parts = None;
-            match &result {
-                Ok(Payload::Raw(r)) => {
-                    write_reply(&mut out, Some(id), Reply::Result(r.get().as_bytes()))
-                }
-                Ok(Payload::Text(t)) => {
-                    write_reply(&mut out, Some(id), Reply::Result(t.as_bytes()))
-                }
-                Ok(Payload::Parts(p)) => {
-                    write_result_head(&mut out, Some(id));
-                    parts = Some(p.clone());
-                }
-                Err(e) => write_gateway_error(&mut out, Some(id), e),
-            }
             let line = trace.then(|| {
                 describe(
                     dispatcher,
@@ -111,14 +81,28 @@ pub async fn respond_classified(
                     started.elapsed(),
                 )
             });
-            let out = match parts {
-                None => Outgoing::Flat(out),
-                Some(p) => {
+            let mut out = Vec::new();
+            let out = match result {
+                Ok(Payload::Raw(r)) => {
+                    write_reply(&mut out, Some(id), Reply::Result(r.get().as_bytes()));
+                    Outgoing::Flat(out)
+                }
+                Ok(Payload::Text(t)) => {
+                    write_reply(&mut out, Some(id), Reply::Result(t.as_bytes()));
+                    Outgoing::Flat(out)
+                }
+                // The listing's parts go out between the envelope's head and tail, uncopied.
+                Ok(Payload::Parts(p)) => {
+                    write_result_head(&mut out, Some(id));
                     let mut all = Vec::with_capacity(p.len() + 2);
                     all.push(Bytes::from(out));
                     all.extend(p);
                     all.push(Bytes::from_static(b"}"));
                     Outgoing::Parts(all)
+                }
+                Err(e) => {
+                    write_gateway_error(&mut out, Some(id), &e);
+                    Outgoing::Flat(out)
                 }
             };
             (Some(out), line)

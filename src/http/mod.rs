@@ -14,7 +14,11 @@ use crate::jsonrpc::{ErrorObject, write_error};
 
 /// A response with an `application/json` body.
 pub(crate) fn json(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut r = Response::new(Body::from(body));
+    json_body(status, Body::from(body))
+}
+
+fn json_body(status: StatusCode, body: Body) -> Response {
+    let mut r = Response::new(body);
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -26,13 +30,7 @@ pub(crate) fn json(status: StatusCode, body: Vec<u8>) -> Response {
 /// A response whose `application/json` body is written from `parts` as they
 /// are (shared buffers, never joined), with their total as its Content-Length.
 pub(crate) fn json_parts(status: StatusCode, parts: Vec<bytes::Bytes>) -> Response {
-    let mut r = Response::new(Body::new(Parts::new(parts)));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    json_body(status, Body::new(Parts::new(parts)))
 }
 
 /// A body of buffers already in memory, of known length.
