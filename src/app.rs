@@ -21,7 +21,7 @@ use crate::config::{Config, GatewaySettings, TransportSpec, UpstreamSpec};
 use crate::dispatch::Dispatcher;
 use crate::http::admin::{self, AdminState};
 use crate::http::agent::{self, AgentState};
-use crate::http::serve::{ServeOptions, serve};
+use crate::http::serve::{ServeOptions, http1, serve};
 use crate::metrics::Metrics;
 use crate::tenant::KeyStore;
 use crate::upstream::{self, Upstream};
@@ -393,7 +393,20 @@ pub fn start_on(
         drain_deadline: Duration::from_secs(1),
         ..opts
     };
-    let admin_task = tokio::spawn(serve(admin, admin_app, admin_opts, admin_stop.clone()));
+    let header_read_timeout = opts.header_read_timeout;
+    let admin_task = tokio::spawn(serve(
+        admin,
+        admin_opts,
+        admin_stop.clone(),
+        move |stream, stop| {
+            http1(
+                hyper_util::rt::TokioIo::new(stream),
+                admin_app.clone(),
+                header_read_timeout,
+                stop,
+            )
+        },
+    ));
     tracing::info!(addr = %agent_addr, "agent listener bound");
     tracing::info!(addr = %admin_addr, "admin listener bound");
 
@@ -409,7 +422,9 @@ pub fn start_on(
         ));
     }
     let task = tokio::spawn(async move {
-        let agent_task = tokio::spawn(serve(agent, agent_app, opts, stop.clone()));
+        let agent_task = tokio::spawn(serve(agent, opts, stop.clone(), move |stream, stop| {
+            agent::connection(agent_app.clone(), stream, header_read_timeout, stop)
+        }));
         stop.cancelled().await;
         tracing::info!("shutting down: readiness off, draining requests in flight");
         draining.store(true, Ordering::Relaxed);

@@ -10,10 +10,13 @@ use bytes::BytesMut;
 use futures_util::future::join_all;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::value::RawValue;
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::h1::{self, Conn, Filled, Next};
 use super::session;
-use super::{error, json, json_parts};
+use super::{Reply, ReplyBody, error};
 use crate::dispatch::{
     self, Dispatcher, Outgoing, respond, respond_classified, write_gateway_error,
 };
@@ -49,6 +52,19 @@ impl std::ops::Deref for Edge {
     }
 }
 
+impl Edge {
+    fn count(&self, status: StatusCode) {
+        match status {
+            StatusCode::OK => self.ok_responses.inc(),
+            status => self
+                .metrics
+                .http_responses
+                .with_label_values(&[status.as_str()])
+                .inc(),
+        }
+    }
+}
+
 /// The agent edge as a hyper service: `POST /mcp`, 404 elsewhere, 405 for
 /// other methods. One path needs no router; calling the handler directly
 /// saves axum's routing layers on every request.
@@ -72,9 +88,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
         let edge = self.0.clone();
         Box::pin(async move {
             Ok(if request.uri().path() != "/mcp" {
-                not_found().await
+                not_found().into_response()
             } else if request.method() != axum::http::Method::POST {
-                method_not_allowed().await
+                method_not_allowed().into_response()
             } else {
                 mcp(edge, request.map(Body::new)).await
             })
@@ -82,36 +98,69 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
     }
 }
 
-async fn not_found() -> Response {
+fn not_found() -> Reply {
     error(
         StatusCode::NOT_FOUND,
         ErrorObject::invalid_request("the MCP endpoint is POST /mcp"),
     )
 }
 
-async fn method_not_allowed() -> Response {
-    let mut r = error(
+fn method_not_allowed() -> Reply {
+    error(
         StatusCode::METHOD_NOT_ALLOWED,
         ErrorObject::invalid_request("the MCP endpoint accepts POST only"),
-    );
-    r.headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("POST"));
-    r
+    )
+    .with_header(header::ALLOW, HeaderValue::from_static("POST"))
 }
 
+const REQUEST_ID: &str = "x-request-id";
+
 /// The request id: the client's `x-request-id` when it is a sane token, else a new one.
-fn request_id(headers: &HeaderMap) -> HeaderValue {
-    headers
-        .get(REQUEST_ID)
-        .filter(|v| {
-            (1..=128).contains(&v.len()) && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
-        })
-        .cloned()
-        .unwrap_or_else(new_request_id)
+struct RequestId {
+    bytes: [u8; 128],
+    len: usize,
+}
+
+impl RequestId {
+    fn of(sent: Option<&[u8]>) -> Self {
+        let mut id = RequestId {
+            bytes: [0; 128],
+            len: 0,
+        };
+        match sent
+            .filter(|v| (1..=128).contains(&v.len()) && v.iter().all(|b| b.is_ascii_graphic()))
+        {
+            Some(v) => {
+                id.bytes[..v.len()].copy_from_slice(v);
+                id.len = v.len();
+            }
+            None => {
+                id.bytes[..16].copy_from_slice(&new_request_id());
+                id.len = 16;
+            }
+        }
+        id
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or("-")
+    }
+
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "request",
+            request_id = self.as_str(),
+            tenant = tracing::field::Empty
+        )
+    }
 }
 
 /// 16 hex digits, unique in this process and not guessable across processes.
-fn new_request_id() -> HeaderValue {
+fn new_request_id() -> [u8; 16] {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,84 +178,252 @@ fn new_request_id() -> HeaderValue {
     for (i, digit) in hex.iter_mut().enumerate() {
         *digit = b"0123456789abcdef"[((v >> (60 - 4 * i)) & 0xf) as usize];
     }
-    HeaderValue::from_bytes(&hex).unwrap_or(HeaderValue::from_static("-"))
+    hex
 }
 
-const REQUEST_ID: &str = "x-request-id";
+/// Serves one agent connection. Requests that the edge's own HTTP/1.1 path
+/// answers whole (see `h1.rs`) are served here; at the first one it leaves
+/// alone, the connection goes to hyper with every byte read so far.
+pub(crate) async fn connection(
+    service: AgentService,
+    stream: TcpStream,
+    header_read_timeout: std::time::Duration,
+    shutdown: CancellationToken,
+) {
+    let edge = service.0.clone();
+    let mut conn = Conn::new(stream, shutdown.clone());
+    let mut auth = AuthCache::default();
+    loop {
+        let head = match conn
+            .read_head(header_read_timeout, edge.max_body_bytes)
+            .await
+        {
+            Next::Request(head) => head,
+            Next::Closed => return,
+            Next::Other => break,
+        };
+        let id = RequestId::of(conn.header(&head).request_id);
+        let (reply, keep) = match serve_one(&edge, &mut conn, &head, &mut auth)
+            .instrument(id.span())
+            .await
+        {
+            Step::Reply(reply, keep) => (reply, keep),
+            Step::HandOver => break,
+            Step::Closed => return,
+        };
+        edge.count(reply.status);
+        let close = head.close || !keep || conn.is_shutting_down();
+        let written = conn
+            .write(
+                reply.status,
+                reply.header.as_ref(),
+                &reply.body,
+                id.as_bytes(),
+                close,
+            )
+            .await;
+        if written.is_err() {
+            return;
+        }
+        if close {
+            return conn.close().await;
+        }
+    }
+    let io = hyper_util::rt::TokioIo::new(conn.into_rewind());
+    super::serve::http1(io, service, header_read_timeout, shutdown).await;
+}
+
+/// What became of one request on the edge's own path.
+enum Step {
+    /// The answer, and whether the connection can carry another request.
+    Reply(Reply, bool),
+    /// hyper serves it, and the connection from now on.
+    HandOver,
+    /// The client went away.
+    Closed,
+}
+
+/// One request whose head has been read: the checks of its head, its body,
+/// then its exchange; the request is consumed from the buffer only when it is
+/// answered here.
+async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCache) -> Step {
+    let end = head.len + head.body_len;
+    let headers = conn.header(head);
+    let tenant = auth.authenticate(&s.keys, headers.authorization);
+    let tenant = match admit_head(tenant, headers.content_type) {
+        Ok(tenant) => tenant,
+        Err(reply) => {
+            // The body is not read: skipped if it is all here, else the
+            // connection ends with the answer.
+            let whole = conn.buffered().len() >= end;
+            if whole {
+                conn.consume(end);
+            }
+            return Step::Reply(reply, whole);
+        }
+    };
+    // Whether the first message has been looked at, and whether a `}` (an
+    // object can only end in one) arrived since the last look.
+    let mut decided = false;
+    if conn.buffered().len() < end {
+        conn.arm(s.body_read_timeout);
+        let mut unseen_brace = conn.buffered()[head.len..].contains(&b'}');
+        while conn.buffered().len() < end {
+            if !decided && unseen_brace {
+                unseen_brace = false;
+                match peek_first(&conn.buffered()[head.len..]) {
+                    First::Incomplete => {}
+                    First::Other => decided = true,
+                    // A session starts while its body is still arriving, and
+                    // bad JSON is answered at once: hyper's path does both.
+                    First::Initialize | First::Invalid => return Step::HandOver,
+                }
+            }
+            let before = conn.buffered().len();
+            match conn.read_more(false).await {
+                Filled::More => {
+                    unseen_brace |= !decided && conn.buffered()[before..].contains(&b'}');
+                }
+                Filled::Closed => return Step::Closed,
+                Filled::TimedOut => return Step::Reply(body_timeout(), false),
+            }
+        }
+    }
+    match exchange(s, &tenant, &conn.buffered()[head.len..end], decided).await {
+        Exchange::Reply(reply) => {
+            conn.consume(end);
+            Step::Reply(reply, true)
+        }
+        Exchange::Session => Step::HandOver,
+    }
+}
+
+/// The tenant that a connection's last `Authorization` value named, kept while
+/// the key set it was found in is the current one: the key's digest is
+/// computed once per connection, not once per request.
+#[derive(Default)]
+struct AuthCache(Option<(Arc<KeyStore>, Vec<u8>, Arc<Tenant>)>);
+
+impl AuthCache {
+    fn authenticate(
+        &mut self,
+        keys: &arc_swap::ArcSwap<KeyStore>,
+        authorization: Option<&[u8]>,
+    ) -> Option<Arc<Tenant>> {
+        let sent = authorization?;
+        let current = keys.load();
+        if let Some((store, value, tenant)) = &self.0
+            && Arc::ptr_eq(store, &current)
+            && value.as_slice() == sent
+        {
+            return Some(tenant.clone());
+        }
+        let tenant = authenticate(&current, Some(sent))?;
+        self.0 = Some((
+            arc_swap::Guard::into_inner(current),
+            sent.to_vec(),
+            tenant.clone(),
+        ));
+        Some(tenant)
+    }
+}
 
 async fn mcp(s: Arc<Edge>, request: axum::extract::Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which clones the headers.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let id = request_id(headers);
-    let span = tracing::info_span!(
-        "request",
-        request_id = id.to_str().unwrap_or("-"),
-        tenant = tracing::field::Empty
-    );
-    let mut response = handle(&s, headers, body).instrument(span).await;
-    match response.status() {
-        StatusCode::OK => s.ok_responses.inc(),
-        status => s
-            .metrics
-            .http_responses
-            .with_label_values(&[status.as_str()])
-            .inc(),
+    let id = RequestId::of(headers.get(REQUEST_ID).map(HeaderValue::as_bytes));
+    let mut response = handle(&s, headers, body).instrument(id.span()).await;
+    s.count(response.status());
+    if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
+        response.headers_mut().insert(REQUEST_ID, value);
     }
-    response.headers_mut().insert(REQUEST_ID, id);
     response
 }
 
-fn unauthorized() -> Response {
-    let mut r = error(
+fn unauthorized() -> Reply {
+    error(
         StatusCode::UNAUTHORIZED,
         ErrorObject::new(codes::INVALID_REQUEST, "Unauthorized")
             .with_data("send Authorization: Bearer <api key>"),
-    );
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    r
+    )
+    .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
 }
 
-fn too_large(limit: usize) -> Response {
+fn too_large(limit: usize) -> Reply {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
         ErrorObject::invalid_request(format!("the request body is larger than {limit} bytes")),
     )
 }
 
+fn body_timeout() -> Reply {
+    error(
+        StatusCode::REQUEST_TIMEOUT,
+        ErrorObject::invalid_request("the request body did not arrive in time"),
+    )
+}
+
+/// A header value as text, when it is visible ASCII (what `HeaderValue::to_str` accepts).
+fn header_str(v: &[u8]) -> Option<&str> {
+    if v.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
+        std::str::from_utf8(v).ok()
+    } else {
+        None
+    }
+}
+
 /// `application/json`, parameters (e.g. `charset=utf-8`) allowed, in any case.
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+fn is_json(content_type: Option<&[u8]>) -> bool {
+    content_type
+        .and_then(header_str)
         .and_then(|v| v.split(';').next())
         .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
-fn authenticate(keys: &arc_swap::ArcSwap<KeyStore>, headers: &HeaderMap) -> Option<Arc<Tenant>> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    keys.load().authenticate(bearer_token(value)?).cloned()
+fn authenticate(keys: &KeyStore, authorization: Option<&[u8]>) -> Option<Arc<Tenant>> {
+    keys.authenticate(bearer_token(header_str(authorization?)?)?)
+        .cloned()
+}
+
+/// The checks of a head before its body is read, in order: the tenant its
+/// credentials name (401), then the content type (415).
+fn admit_head(
+    tenant: Option<Arc<Tenant>>,
+    content_type: Option<&[u8]>,
+) -> Result<Arc<Tenant>, Reply> {
+    let Some(tenant) = tenant else {
+        tracing::debug!("unauthenticated request");
+        return Err(unauthorized());
+    };
+    tracing::Span::current().record("tenant", &*tenant.name);
+    if !is_json(content_type) {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorObject::invalid_request("Content-Type must be application/json"),
+        ));
+    }
+    Ok(tenant)
 }
 
 async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
-    let Some(tenant) = authenticate(&s.keys, headers) else {
-        tracing::debug!("unauthenticated request");
-        return unauthorized();
+    let tenant = authenticate(
+        &s.keys.load(),
+        headers
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes),
+    );
+    let content_type = headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes);
+    let tenant = match admit_head(tenant, content_type) {
+        Ok(tenant) => tenant,
+        Err(reply) => return reply.into_response(),
     };
-    tracing::Span::current().record("tenant", &*tenant.name);
-    if !is_json(headers) {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ErrorObject::invalid_request("Content-Type must be application/json"),
-        );
-    }
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > s.max_body_bytes as u64) {
-        return too_large(s.max_body_bytes);
+        return too_large(s.max_body_bytes).into_response();
     }
     read_body(s, tenant, body).await
 }
@@ -267,17 +484,12 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
                             );
                         }
                         First::Other => decided = true,
-                        First::Invalid => return parse_error(),
+                        First::Invalid => return parse_error().into_response(),
                     }
                 }
                 match tokio::time::timeout_at(deadline, body.next()).await {
                     Ok(next) => next,
-                    Err(_) => {
-                        return error(
-                            StatusCode::REQUEST_TIMEOUT,
-                            ErrorObject::invalid_request("the request body did not arrive in time"),
-                        );
-                    }
+                    Err(_) => return body_timeout().into_response(),
                 }
             }
         };
@@ -286,32 +498,43 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
             return error(
                 StatusCode::BAD_REQUEST,
                 ErrorObject::invalid_request("the request body could not be read"),
-            );
+            )
+            .into_response();
         };
         if buf.len() + chunk.len() > s.max_body_bytes {
-            return too_large(s.max_body_bytes);
+            return too_large(s.max_body_bytes).into_response();
         }
         unseen_brace |= !decided && chunk.contains(&b'}');
         buf.extend_from_slice(&chunk);
     }
-    exchange(s, tenant, buf, decided).await
+    match exchange(s, &tenant, &buf, decided).await {
+        Exchange::Reply(reply) => reply.into_response(),
+        Exchange::Session => session_of(s, tenant, buf),
+    }
 }
 
-fn parse_error() -> Response {
+fn parse_error() -> Reply {
     let mut body = Vec::new();
     crate::jsonrpc::write_error(&mut body, None, &ErrorObject::parse_error());
-    json(StatusCode::BAD_REQUEST, body)
+    Reply::json(StatusCode::BAD_REQUEST, body)
+}
+
+/// What a whole body comes to.
+enum Exchange {
+    Reply(Reply),
+    /// A session of the body's messages (its caller starts it).
+    Session,
 }
 
 /// A whole body: a stateless exchange, or a session of several messages.
-async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: bool) -> Response {
+async fn exchange(s: &AgentState, tenant: &Tenant, bytes: &[u8], peeked: bool) -> Exchange {
     // The common case, one JSON object, is classified straight from the bytes.
-    if let Some(message) = classify_bytes(&bytes) {
-        return one_message(s, tenant, &bytes, message).await;
+    if let Some(message) = classify_bytes(bytes) {
+        return one_message(s, tenant, message).await;
     }
-    match serde_json::from_slice::<&RawValue>(&bytes) {
-        Ok(raw) if raw.get().starts_with('[') => batch(s, &tenant, raw).await,
-        Ok(raw) => one_message(s, tenant, &bytes, classify(raw)).await,
+    match serde_json::from_slice::<&RawValue>(bytes) {
+        Ok(raw) if raw.get().starts_with('[') => Exchange::Reply(batch(s, tenant, raw).await),
+        Ok(raw) => one_message(s, tenant, classify(raw)).await,
         // Not one JSON value. Its first message decides, as when it is looked
         // at while the body arrives: not JSON is a parse error, `initialize`
         // opens a session, and so do several newline-delimited messages.
@@ -319,46 +542,45 @@ async fn exchange(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut, peeked: 
             let first = if peeked {
                 First::Other
             } else {
-                peek_first(&bytes)
+                peek_first(bytes)
             };
             match first {
-                First::Invalid => parse_error(),
-                First::Initialize => session_of(s, tenant, bytes),
-                _ if dispatch::session::holds_several_messages(&bytes) => {
-                    session_of(s, tenant, bytes)
-                }
-                _ => parse_error(),
+                First::Invalid => Exchange::Reply(parse_error()),
+                First::Initialize => Exchange::Session,
+                _ if dispatch::session::holds_several_messages(bytes) => Exchange::Session,
+                _ => Exchange::Reply(parse_error()),
             }
         }
     }
 }
 
 /// A body of one message, classified once: its envelope is parsed nowhere else.
-async fn one_message(
-    s: &AgentState,
-    tenant: Arc<Tenant>,
-    bytes: &BytesMut,
-    message: Incoming<'_>,
-) -> Response {
+async fn one_message(s: &AgentState, tenant: &Tenant, message: Incoming<'_>) -> Exchange {
     if dispatch::session::is_initialize(&message) {
-        return session_of(s, tenant, bytes.clone());
+        return Exchange::Session;
     }
     let id = match &message {
         Incoming::Request { id, .. } => Some(*id),
         _ => None,
     };
-    let _admission = match s.dispatcher.admit(&tenant, u32::from(id.is_some())) {
+    let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())) {
         Ok(a) => a,
-        Err(e) => return over_capacity(id, &e),
+        Err(e) => return Exchange::Reply(over_capacity(id, &e)),
     };
-    match respond_classified(&s.dispatcher, &tenant, message, false)
-        .await
-        .0
-    {
-        Some(Outgoing::Flat(reply)) => json(StatusCode::OK, reply),
-        Some(Outgoing::Parts(parts)) => json_parts(StatusCode::OK, parts),
-        None => accepted(),
-    }
+    Exchange::Reply(
+        match respond_classified(&s.dispatcher, tenant, message, false)
+            .await
+            .0
+        {
+            Some(Outgoing::Flat(reply)) => Reply::json(StatusCode::OK, reply),
+            Some(Outgoing::Parts(parts)) => Reply {
+                status: StatusCode::OK,
+                body: ReplyBody::JsonParts(parts),
+                header: None,
+            },
+            None => accepted(),
+        },
+    )
 }
 
 /// A session of the messages of a body that has ended.
@@ -373,31 +595,31 @@ fn session_of(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Response 
 }
 
 /// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
-fn over_capacity(id: Option<&RawValue>, e: &GatewayError) -> Response {
+fn over_capacity(id: Option<&RawValue>, e: &GatewayError) -> Reply {
     let mut body = Vec::new();
     write_gateway_error(&mut body, id, e);
-    let mut r = json(StatusCode::TOO_MANY_REQUESTS, body);
-    if let GatewayError::OverCapacity {
-        retry_after_secs, ..
-    } = e
-    {
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+    let r = Reply::json(StatusCode::TOO_MANY_REQUESTS, body);
+    match e {
+        GatewayError::OverCapacity {
+            retry_after_secs, ..
+        } => r.with_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)),
+        _ => r,
     }
-    r
 }
 
-fn accepted() -> Response {
-    let mut r = Response::new(Body::empty());
-    *r.status_mut() = StatusCode::ACCEPTED;
-    r
+fn accepted() -> Reply {
+    Reply {
+        status: StatusCode::ACCEPTED,
+        body: ReplyBody::Empty,
+        header: None,
+    }
 }
 
-async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Response {
+async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Reply {
     let invalid = |why: &str| {
         let mut body = Vec::new();
         crate::jsonrpc::write_error(&mut body, None, &ErrorObject::invalid_request(why));
-        json(StatusCode::OK, body)
+        Reply::json(StatusCode::OK, body)
     };
     let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw.get()) else {
         return invalid("not a batch");
@@ -443,5 +665,5 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Response {
         body.extend_from_slice(r);
     }
     body.push(b']');
-    json(StatusCode::OK, body)
+    Reply::json(StatusCode::OK, body)
 }

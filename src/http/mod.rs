@@ -3,11 +3,12 @@
 
 pub mod admin;
 pub mod agent;
+mod h1;
 pub mod serve;
 pub mod session;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
 use crate::jsonrpc::{ErrorObject, write_error};
@@ -73,9 +74,57 @@ impl hyper::body::Body for Parts {
     }
 }
 
+/// An answer whose body is in memory: what the agent edge's two paths write
+/// (hyper's through [`Reply::into_response`], its own directly).
+pub(crate) struct Reply {
+    pub status: StatusCode,
+    pub body: ReplyBody,
+    /// One header beside the usual ones (`Allow`, `WWW-Authenticate`, `Retry-After`).
+    pub header: Option<(HeaderName, HeaderValue)>,
+}
+
+pub(crate) enum ReplyBody {
+    /// No body, no content type (202).
+    Empty,
+    Json(Vec<u8>),
+    /// A JSON body written from shared buffers as they are.
+    JsonParts(Vec<bytes::Bytes>),
+}
+
+impl Reply {
+    pub fn json(status: StatusCode, body: Vec<u8>) -> Self {
+        Reply {
+            status,
+            body: ReplyBody::Json(body),
+            header: None,
+        }
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.header = Some((name, value));
+        self
+    }
+
+    pub fn into_response(self) -> Response {
+        let mut r = match self.body {
+            ReplyBody::Empty => {
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = self.status;
+                r
+            }
+            ReplyBody::Json(body) => json(self.status, body),
+            ReplyBody::JsonParts(parts) => json_parts(self.status, parts),
+        };
+        if let Some((name, value)) = self.header {
+            r.headers_mut().insert(name, value);
+        }
+        r
+    }
+}
+
 /// A transport-level failure: the status, and a JSON-RPC error object with id null.
-pub(crate) fn error(status: StatusCode, err: ErrorObject) -> Response {
+pub(crate) fn error(status: StatusCode, err: ErrorObject) -> Reply {
     let mut body = Vec::new();
     write_error(&mut body, None, &err);
-    json(status, body)
+    Reply::json(status, body)
 }

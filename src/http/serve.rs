@@ -2,12 +2,14 @@
 //! that dribbles its headers would hold a connection forever; here hyper gets a
 //! timer and a header-read timeout, connections are capped, and shutdown is
 //! graceful (stop accepting, let requests in flight finish, up to a deadline).
+//! The agent edge serves its common request itself (`h1.rs`) and hands the
+//! rest of a connection to [`http1`]; the admin edge uses [`http1`] throughout.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use hyper_util::rt::TokioTimer;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -20,24 +22,16 @@ pub struct ServeOptions {
     pub drain_deadline: Duration,
 }
 
-/// Serves `app` on `listener` until `shutdown`, then drains.
-pub async fn serve<S, B>(
+/// Accepts on `listener` until `shutdown`, serving each connection with
+/// `connection`, then drains.
+pub async fn serve<F, Fut>(
     listener: TcpListener,
-    app: S,
     opts: ServeOptions,
     shutdown: CancellationToken,
+    connection: F,
 ) where
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = hyper::Response<B>,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: Fn(TcpStream, CancellationToken) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let connections = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(opts.max_connections));
@@ -59,22 +53,10 @@ pub async fn serve<S, B>(
             _ = shutdown.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = app.clone();
-        let shutdown = shutdown.clone();
+        let served = connection(stream, shutdown.clone());
         connections.spawn(async move {
             let _permit = permit;
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(opts.header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.as_mut().await;
-                }
-            }
+            served.await;
         });
     }
     drop(listener);
@@ -87,5 +69,39 @@ pub async fn serve<S, B>(
             open = connections.len(),
             "connections still open at the drain deadline; closing them"
         );
+    }
+}
+
+/// Serves one connection with hyper's HTTP/1.1 server: a header-read timeout,
+/// and on `shutdown` a graceful end (the request in flight is answered).
+pub async fn http1<I, S, B>(
+    io: I,
+    service: S,
+    header_read_timeout: Duration,
+    shutdown: CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<B>,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.as_mut().await;
+        }
     }
 }

@@ -12,6 +12,7 @@ mod edge;
 mod fuzz_corpus;
 mod isolation;
 mod ops;
+mod raw_http;
 mod reload;
 mod resilience;
 mod routing;

@@ -1,0 +1,494 @@
+//! The agent edge's own HTTP/1.1 path for the request it exists to serve: a
+//! keep-alive `POST /mcp` with a Content-Length body. hyper's server side was
+//! a third of the gateway's work per forwarded call (docs/PERFORMANCE.md);
+//! this path reads the head with `httparse` into one buffer per connection,
+//! waits for the body there, and writes the answer in one write.
+//!
+//! Anything else on the connection (another method or path, HTTP/1.0, a
+//! chunked body, `Expect`, `Upgrade`, a head we cannot parse or that is too
+//! long, a body over the limit, a session) is handed to hyper together with
+//! every byte read so far ([`Rewind`]), and hyper serves the connection from
+//! then on: its limits, errors and streaming stay exactly as they were. So
+//! the rule here is simple: handle the common case completely, and never
+//! consume a byte of a request this path does not answer.
+
+use std::io::{self, IoSlice};
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Headers a request may carry on this path; more go to hyper (its limit is 100).
+const MAX_HEADERS: usize = 48;
+/// A head longer than this goes to hyper, which applies its own limits.
+const MAX_HEAD: usize = 16 * 1024;
+/// Room made in the buffer before each read.
+const READ_CHUNK: usize = 8 * 1024;
+/// A body up to this size is copied behind the head and written with it.
+const COPY_BODY: usize = 32 * 1024;
+
+/// What was read of a request head that this path answers.
+pub(crate) struct Head {
+    /// The head's length in bytes; the body follows it in the buffer.
+    pub len: usize,
+    pub body_len: usize,
+    /// `Connection: close`: the connection ends after the answer.
+    pub close: bool,
+    authorization: Option<Range<usize>>,
+    content_type: Option<Range<usize>>,
+    request_id: Option<Range<usize>>,
+}
+
+/// The outcome of waiting for a request head.
+pub(crate) enum Next {
+    Request(Head),
+    /// The client closed, went quiet past the header-read timeout, or the
+    /// gateway is shutting down while the connection is idle.
+    Closed,
+    /// Not a request this path answers: hand the connection to hyper.
+    Other,
+}
+
+/// The outcome of waiting for more bytes.
+pub(crate) enum Filled {
+    More,
+    Closed,
+    TimedOut,
+}
+
+/// One agent connection on this path.
+pub(crate) struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    out: Vec<u8>,
+    /// One timer and one cancellation wait for the connection's life, re-armed
+    /// rather than rebuilt for every request.
+    timer: Pin<Box<Sleep>>,
+    stopping: Pin<Box<WaitForCancellationFutureOwned>>,
+    shutdown: CancellationToken,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, shutdown: CancellationToken) -> Self {
+        Conn {
+            stream,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            out: Vec::new(),
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            stopping: Box::pin(shutdown.clone().cancelled_owned()),
+            shutdown,
+        }
+    }
+
+    /// Everything read and not yet answered.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// Starts the deadline that [`Conn::read_more`] enforces.
+    pub fn arm(&mut self, timeout: Duration) {
+        self.timer.as_mut().reset(Instant::now() + timeout);
+    }
+
+    /// Waits for a request head, within `timeout` of now. The wait of an idle
+    /// connection (nothing buffered) ends with the gateway's shutdown.
+    pub async fn read_head(&mut self, timeout: Duration, max_body: usize) -> Next {
+        self.arm(timeout);
+        loop {
+            if !self.buf.is_empty() {
+                match parse(&self.buf, max_body) {
+                    Parsed::Head(head) => return Next::Request(head),
+                    Parsed::Partial if self.buf.len() <= MAX_HEAD => {}
+                    Parsed::Partial | Parsed::Other => return Next::Other,
+                }
+            }
+            let idle = self.buf.is_empty();
+            if idle && self.shutdown.is_cancelled() {
+                return Next::Closed;
+            }
+            match self.read_more(idle).await {
+                Filled::More => {}
+                Filled::Closed | Filled::TimedOut => return Next::Closed,
+            }
+        }
+    }
+
+    /// Reads what arrives, until the armed deadline; with `stop_on_shutdown`,
+    /// the gateway's shutdown ends the wait as if the client had closed.
+    pub async fn read_more(&mut self, stop_on_shutdown: bool) -> Filled {
+        self.buf.reserve(READ_CHUNK);
+        let Conn {
+            stream,
+            buf,
+            timer,
+            stopping,
+            ..
+        } = self;
+        tokio::select! {
+            biased;
+            read = stream.read_buf(buf) => match read {
+                Ok(0) | Err(_) => Filled::Closed,
+                Ok(_) => Filled::More,
+            },
+            () = timer.as_mut() => Filled::TimedOut,
+            () = stopping.as_mut(), if stop_on_shutdown => Filled::Closed,
+        }
+    }
+
+    /// Drops an answered request from the buffer; what follows it is the next one.
+    pub fn consume(&mut self, n: usize) {
+        self.buf.advance(n);
+    }
+
+    /// Writes a response: status, `content-type` when there is a body, its
+    /// length, the request id, `date`, one optional header, and `connection:
+    /// close` when the connection ends after it.
+    pub async fn write(
+        &mut self,
+        status: StatusCode,
+        header: Option<&(HeaderName, HeaderValue)>,
+        body: &super::ReplyBody,
+        request_id: &[u8],
+        close: bool,
+    ) -> io::Result<()> {
+        use super::ReplyBody;
+        let out = &mut self.out;
+        out.clear();
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(status.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+        out.extend_from_slice(b"\r\n");
+        let length = match body {
+            ReplyBody::Empty => 0,
+            ReplyBody::Json(b) => b.len(),
+            ReplyBody::JsonParts(parts) => parts.iter().map(Bytes::len).sum(),
+        };
+        if !matches!(body, ReplyBody::Empty) {
+            out.extend_from_slice(b"content-type: application/json\r\n");
+        }
+        out.extend_from_slice(b"content-length: ");
+        crate::upstream::write_u64(out, length as u64);
+        out.extend_from_slice(b"\r\n");
+        if let Some((name, value)) = header {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"x-request-id: ");
+        out.extend_from_slice(request_id);
+        out.extend_from_slice(b"\r\ndate: ");
+        http_date(out);
+        if close {
+            out.extend_from_slice(b"\r\nconnection: close");
+        }
+        out.extend_from_slice(b"\r\n\r\n");
+        match body {
+            ReplyBody::Empty => self.stream.write_all(out).await,
+            ReplyBody::Json(b) if b.len() <= COPY_BODY => {
+                out.extend_from_slice(b);
+                self.stream.write_all(out).await
+            }
+            ReplyBody::Json(b) => write_all_vectored(&mut self.stream, &[out, b]).await,
+            ReplyBody::JsonParts(parts) => {
+                let mut slices: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+                slices.push(out);
+                slices.extend(parts.iter().map(|p| &p[..]));
+                write_all_vectored(&mut self.stream, &slices).await
+            }
+        }
+    }
+
+    /// Ends the connection after its last answer.
+    pub async fn close(mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+
+    /// The connection as hyper will serve it: every byte read so far first.
+    pub fn into_rewind(self) -> Rewind {
+        Rewind {
+            prefix: self.buf.freeze(),
+            stream: self.stream,
+        }
+    }
+
+    pub fn header<'a>(&'a self, head: &Head) -> Headers<'a> {
+        let at = |r: &Option<Range<usize>>| r.clone().map(|r| &self.buf[r]);
+        Headers {
+            authorization: at(&head.authorization),
+            content_type: at(&head.content_type),
+            request_id: at(&head.request_id),
+        }
+    }
+}
+
+/// The header values the edge reads, as sent.
+pub(crate) struct Headers<'a> {
+    pub authorization: Option<&'a [u8]>,
+    pub content_type: Option<&'a [u8]>,
+    pub request_id: Option<&'a [u8]>,
+}
+
+async fn write_all_vectored(stream: &mut TcpStream, bufs: &[&[u8]]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = bufs
+        .iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| IoSlice::new(b))
+        .collect();
+    let mut slices = &mut slices[..];
+    while !slices.is_empty() {
+        let n = stream.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
+
+enum Parsed {
+    Head(Head),
+    Partial,
+    Other,
+}
+
+/// Reads a request head from the start of `buf`: [`Parsed::Head`] only for
+/// what this path answers completely.
+fn parse(buf: &[u8], max_body: usize) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let len = match request.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(_) => return Parsed::Other,
+    };
+    if request.method != Some("POST") || request.path != Some("/mcp") || request.version != Some(1)
+    {
+        return Parsed::Other;
+    }
+    let offset = |s: &[u8]| {
+        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
+        start..start + s.len()
+    };
+    let mut head = Head {
+        len,
+        body_len: 0,
+        close: false,
+        authorization: None,
+        content_type: None,
+        request_id: None,
+    };
+    let mut body_len = None;
+    for h in request.headers.iter() {
+        let name = h.name.as_bytes();
+        let first = |slot: &mut Option<Range<usize>>| {
+            if slot.is_none() {
+                *slot = Some(offset(h.value));
+            }
+        };
+        if name.eq_ignore_ascii_case(b"content-length") {
+            match (body_len, decimal(h.value)) {
+                (None, Some(n)) if n <= max_body => body_len = Some(n),
+                _ => return Parsed::Other,
+            }
+        } else if name.eq_ignore_ascii_case(b"authorization") {
+            first(&mut head.authorization);
+        } else if name.eq_ignore_ascii_case(b"content-type") {
+            first(&mut head.content_type);
+        } else if name.eq_ignore_ascii_case(b"x-request-id") {
+            first(&mut head.request_id);
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            match h.value.trim_ascii() {
+                v if v.eq_ignore_ascii_case(b"keep-alive") => {}
+                v if v.eq_ignore_ascii_case(b"close") => head.close = true,
+                _ => return Parsed::Other,
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"upgrade")
+        {
+            return Parsed::Other;
+        }
+    }
+    match body_len {
+        Some(n) => {
+            head.body_len = n;
+            Parsed::Head(head)
+        }
+        None => Parsed::Other,
+    }
+}
+
+/// A Content-Length value: decimal digits only, no sign, no spaces.
+fn decimal(v: &[u8]) -> Option<usize> {
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0usize, |n, d| n * 10 + usize::from(d - b'0')))
+}
+
+/// Appends the current time as an HTTP date, formatted once a second per thread.
+fn http_date(out: &mut Vec<u8>) {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static CACHED: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    CACHED.with_borrow_mut(|(at, text)| {
+        if *at != second {
+            *at = second;
+            *text = httpdate::fmt_http_date(now);
+        }
+        out.extend_from_slice(text.as_bytes());
+    });
+}
+
+/// A connection handed to hyper: the bytes already read, then the socket.
+pub(crate) struct Rewind {
+    prefix: Bytes,
+    stream: TcpStream,
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.prefix.is_empty() {
+            return Pin::new(&mut self.stream).poll_read(cx, buf);
+        }
+        let n = self.prefix.len().min(buf.remaining());
+        buf.put_slice(&self.prefix[..n]);
+        self.prefix.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str) -> Parsed {
+        parse(text.as_bytes(), 1000)
+    }
+
+    #[test]
+    fn takes_a_keep_alive_post_to_mcp() {
+        let text = "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nX-Request-Id: abc\r\nContent-Length: 2\r\n\r\n{}";
+        let Parsed::Head(h) = head(text) else {
+            panic!("not taken")
+        };
+        assert_eq!(h.len, text.len() - 2);
+        assert_eq!(h.body_len, 2);
+        assert!(!h.close);
+        assert_eq!(&text[h.authorization.unwrap()], "Bearer k");
+        assert_eq!(&text[h.content_type.unwrap()], "application/json");
+        assert_eq!(&text[h.request_id.unwrap()], "abc");
+        let Parsed::Head(h) =
+            head("POST /mcp HTTP/1.1\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n")
+        else {
+            panic!("not taken")
+        };
+        assert!(h.close);
+    }
+
+    #[test]
+    fn a_head_is_partial_until_its_blank_line() {
+        for text in [
+            "",
+            "POST /mcp",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n",
+        ] {
+            assert!(matches!(head(text), Parsed::Partial), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn leaves_everything_else_to_hyper() {
+        for text in [
+            "GET /mcp HTTP/1.1\r\n\r\n",
+            "POST /other HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "POST /mcp?x=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "POST /mcp HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 0x2\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 1001\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nConnection: keep-alive, te\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nBad Header\r\n\r\n",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        ] {
+            assert!(matches!(head(text), Parsed::Other), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn too_many_headers_go_to_hyper() {
+        let mut text = String::from("POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n");
+        for i in 0..MAX_HEADERS {
+            text.push_str(&format!("X-{i}: v\r\n"));
+        }
+        text.push_str("\r\n");
+        assert!(matches!(head(&text), Parsed::Other));
+    }
+
+    #[test]
+    fn dates_are_http_dates() {
+        let mut out = Vec::new();
+        http_date(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(httpdate::parse_http_date(&text).is_ok(), "{text}");
+    }
+}
