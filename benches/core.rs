@@ -21,7 +21,7 @@ use mcp_gateway::jsonrpc::codec::encode_into;
 use mcp_gateway::metrics::Metrics;
 use mcp_gateway::protocol::{Kind, mcpid, schema};
 use mcp_gateway::tenant::KeyStore;
-use mcp_gateway::upstream::{CallError, Transport, Upstream};
+use mcp_gateway::upstream::{CallError, Params, Transport, Upstream};
 use serde_json::json;
 use serde_json::value::RawValue;
 use tokio_util::codec::Decoder;
@@ -35,7 +35,7 @@ impl Transport for Canned {
     fn request<'a>(
         &'a self,
         method: &'a str,
-        params: &'a RawValue,
+        params: Params<'a>,
     ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
         Box::pin(async move {
             let text = match method {
@@ -43,7 +43,7 @@ impl Transport for Canned {
                 "mcp/listTools" => self.tools.get().to_owned(),
                 // The arguments come back as the output, as an echo server would.
                 "mcp/executeTool" => {
-                    let p: serde_json::Value = serde_json::from_str(params.get()).unwrap();
+                    let p: serde_json::Value = serde_json::from_str(&params.to_text()).unwrap();
                     format!(r#"{{"output":{}}}"#, p["arguments"])
                 }
                 _ => "[]".to_owned(),

@@ -10,7 +10,7 @@ use super::Dispatcher;
 use crate::error::GatewayError;
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
-use crate::upstream::{CallError, Status, Upstream};
+use crate::upstream::{CallError, Params, Status, Upstream};
 
 /// Longest tool id written to the audit log (ids come from clients).
 const MAX_AUDITED_ID: usize = 512;
@@ -97,7 +97,8 @@ impl Dispatcher {
             .ok_or_else(|| {
                 invalid("params must be an object {\"id\": string, \"arguments\": object}")
             })?;
-        let id: String = params
+        // Borrowed from the request unless it holds escapes.
+        let id: std::borrow::Cow<'_, str> = params
             .id
             .and_then(|id| serde_json::from_str(id.get()).ok())
             .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
@@ -117,7 +118,7 @@ impl Dispatcher {
         }
         let entry = self.tool_entry(&up, &original, &id).await?;
         if !tenant.may_use(&id) {
-            return Err(GatewayError::ToolDenied(id));
+            return Err(GatewayError::ToolDenied(id.into_owned()));
         }
         let args: Value = serde_json::from_str(arguments.get())
             // serde_json bounds nesting (128 levels): deeper arguments are refused here.
@@ -146,9 +147,12 @@ impl Dispatcher {
             });
         }
 
-        let forwarded = forward_params(&original, arguments);
+        let forwarded = Params::Execute {
+            tool: &original,
+            arguments,
+        };
         let result = up
-            .call(Method::ExecuteTool, &forwarded)
+            .call(Method::ExecuteTool, forwarded)
             .await
             .map_err(|error| GatewayError::Upstream {
                 upstream: up.name.clone(),
@@ -214,28 +218,6 @@ impl Dispatcher {
     }
 }
 
-/// `{"id": <the upstream's own id>, "arguments": <as the agent sent them>}`.
-fn forward_params(original: &str, arguments: &RawValue) -> Box<RawValue> {
-    let mut text = String::with_capacity(original.len() + arguments.get().len() + 24);
-    text.push_str(r#"{"id":"#);
-    // Most ids need no escaping: written as they are, without a serializer.
-    if original
-        .bytes()
-        .all(|b| b >= 0x20 && b != b'"' && b != b'\\')
-    {
-        text.push('"');
-        text.push_str(original);
-        text.push('"');
-    } else {
-        text.push_str(&serde_json::to_string(original).unwrap_or_default());
-    }
-    text.push_str(r#","arguments":"#);
-    text.push_str(arguments.get());
-    text.push('}');
-    // Both parts are valid JSON, so the whole is.
-    RawValue::from_string(text).unwrap_or_else(|_| unreachable!("valid JSON by construction"))
-}
-
 fn check_output(
     up: &Upstream,
     entry: &ToolEntry,
@@ -276,7 +258,11 @@ mod tests {
             "tab\tnew\nline",
             "é ✓",
         ] {
-            let p: Value = serde_json::from_str(forward_params(id, args).get()).unwrap();
+            let forwarded = Params::Execute {
+                tool: id,
+                arguments: args,
+            };
+            let p: Value = serde_json::from_str(&forwarded.to_text()).unwrap();
             assert_eq!(p["id"], id);
             assert_eq!(p["arguments"]["a"], 1);
         }

@@ -81,7 +81,13 @@ pub async fn respond_classified(
                     started.elapsed(),
                 )
             });
-            let mut out = Vec::new();
+            // The envelope around a result is under 64 bytes beside the id.
+            let room = match &result {
+                Ok(Payload::Raw(r)) => r.get().len(),
+                Ok(Payload::Text(t)) => t.len(),
+                _ => 64,
+            };
+            let mut out = Vec::with_capacity(room + id.get().len() + 64);
             let out = match result {
                 Ok(Payload::Raw(r)) => {
                     write_reply(&mut out, Some(id), Reply::Result(r.get().as_bytes()));

@@ -71,7 +71,13 @@ fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
     if first_byte(raw) != b'"' {
         return None;
     }
-    serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()
+    // Valid JSON already: a string without escapes is the text between its quotes.
+    match raw.get().trim_ascii() {
+        text if !text.contains('\\') && text.len() >= 2 => {
+            Some(Cow::Borrowed(&text[1..text.len() - 1]))
+        }
+        text => serde_json::from_str::<Cow<'_, str>>(text).ok(),
+    }
 }
 
 fn parse_envelope(raw: &RawValue) -> Option<Envelope<'_>> {

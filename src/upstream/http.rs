@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::value::RawValue;
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::http_pool::Pool;
-use super::{CallError, Transport, Upstream, encode_request};
+use super::{CallError, Params, Transport, Upstream, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream, parse_upstream_text};
 
@@ -65,10 +65,17 @@ impl HttpLink {
         })
     }
 
-    async fn post(&self, body: Vec<u8>) -> Result<(reqwest::StatusCode, Bytes), CallError> {
+    /// POSTs the request `encode` writes (about `len_hint` bytes).
+    async fn post(
+        &self,
+        encode: impl FnOnce(&mut Vec<u8>),
+        len_hint: usize,
+    ) -> Result<(reqwest::StatusCode, BytesMut), CallError> {
         if let Some(pool) = &self.fast {
-            return pool.post(body, self.max_bytes).await;
+            return pool.post(encode, len_hint, self.max_bytes).await;
         }
+        let mut body = Vec::with_capacity(len_hint);
+        encode(&mut body);
         let mut response = self
             .client
             .post(self.url.clone())
@@ -95,7 +102,7 @@ impl HttpLink {
             }
             out.extend_from_slice(&chunk);
         }
-        Ok((status, out.freeze()))
+        Ok((status, out))
     }
 
     /// Closes pooled connections that have been idle too long.
@@ -109,8 +116,8 @@ impl HttpLink {
 /// Finds the answer to request `id` in a body holding one message, or several
 /// newline-delimited ones (an upstream may answer `initialize` as a session).
 fn find_answer(body: &[u8], id: u64) -> Result<Box<RawValue>, CallError> {
-    let mut id_text = Vec::with_capacity(20);
-    super::write_u64(&mut id_text, id);
+    let mut digits = [0; 20];
+    let id_text = super::decimal(id, &mut digits);
     let answer = |message: Result<UpstreamMessage<'_>, &'static str>| match message {
         Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => Some(
             outcome
@@ -142,11 +149,16 @@ impl Transport for HttpLink {
     fn request<'a>(
         &'a self,
         method: &'a str,
-        params: &'a RawValue,
+        params: Params<'a>,
     ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
         Box::pin(async move {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let (status, body) = self.post(encode_request(Some(id), method, params)).await?;
+            let (status, body) = self
+                .post(
+                    |out| write_request(out, Some(id), method, params),
+                    64 + params.len_hint(),
+                )
+                .await?;
             match status.as_u16() {
                 200 => find_answer(&body, id),
                 502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
@@ -161,7 +173,12 @@ impl Transport for HttpLink {
         params: &'a RawValue,
     ) -> BoxFuture<'a, Result<(), CallError>> {
         Box::pin(async move {
-            let (status, _) = self.post(encode_request(None, method, params)).await?;
+            let (status, _) = self
+                .post(
+                    |out| write_request(out, None, method, params.into()),
+                    64 + params.get().len(),
+                )
+                .await?;
             match status.as_u16() {
                 200 | 202 | 204 => Ok(()),
                 code => Err(CallError::protocol(format!(

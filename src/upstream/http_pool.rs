@@ -18,7 +18,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use hyper::StatusCode;
 use hyper::header::HeaderMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -85,23 +85,34 @@ impl Pool {
         })
     }
 
-    /// POSTs `body`; the status and the whole answer, up to `max_bytes`.
+    /// POSTs the body `encode` writes (about `len_hint` bytes); the status and
+    /// the whole answer, up to `max_bytes`.
     pub(super) async fn post(
         &self,
-        body: Vec<u8>,
+        encode: impl FnOnce(&mut Vec<u8>),
+        len_hint: usize,
         max_bytes: usize,
-    ) -> Result<(StatusCode, Bytes), CallError> {
-        let mut request = Vec::with_capacity(self.head.len() + 24 + body.len());
-        request.extend_from_slice(&self.head);
-        super::write_u64(&mut request, body.len() as u64);
-        request.extend_from_slice(b"\r\n\r\n");
-        request.extend_from_slice(&body);
+    ) -> Result<(StatusCode, BytesMut), CallError> {
+        // The body is written after room for the head, and the head, once its
+        // length is known, right before it: one buffer and one write, no copy.
+        let room = self.head.len() + 24;
+        let mut request = Vec::with_capacity(room + len_hint);
+        request.resize(room, 0);
+        encode(&mut request);
+        let mut digits = [0; 20];
+        let length = super::decimal((request.len() - room) as u64, &mut digits);
+        let start = room - self.head.len() - length.len() - 4;
+        let (head, rest) = request[start..room].split_at_mut(self.head.len());
+        head.copy_from_slice(&self.head);
+        rest[..length.len()].copy_from_slice(length);
+        rest[length.len()..].copy_from_slice(b"\r\n\r\n");
+        let request = &request[start..];
         let mut stream = match self.take() {
             Some(stream) => stream,
             None => self.connect().await?,
         };
         stream
-            .write_all(&request)
+            .write_all(request)
             .await
             .map_err(|_| CallError::unavailable("connection lost while sending the request"))?;
         let mut buf = BytesMut::with_capacity(4096);
@@ -163,7 +174,7 @@ fn still_open(stream: &TcpStream) -> bool {
 
 struct Answer {
     status: StatusCode,
-    body: Bytes,
+    body: BytesMut,
     /// Whether the connection may carry another request.
     keep_alive: bool,
 }
@@ -242,7 +253,12 @@ async fn read_response<R: AsyncRead + Unpin>(
                         ));
                     }
                 }
-                buf.split_to(n).freeze()
+                if buf.len() == n {
+                    // The usual case: the body is the rest of the buffer, taken whole.
+                    std::mem::take(buf)
+                } else {
+                    buf.split_to(n)
+                }
             }
             Framing::Chunked => read_chunked(io, buf, max_bytes).await?,
             Framing::Close => {
@@ -251,7 +267,7 @@ async fn read_response<R: AsyncRead + Unpin>(
                         return Err(too_large());
                     }
                 }
-                buf.split().freeze()
+                std::mem::take(buf)
             }
         };
         let keep_alive = keep_alive && !matches!(framing, Framing::Close);
@@ -350,7 +366,7 @@ async fn read_chunked<R: AsyncRead + Unpin>(
     io: &mut R,
     buf: &mut BytesMut,
     max_bytes: usize,
-) -> Result<Bytes, CallError> {
+) -> Result<BytesMut, CallError> {
     let mut body = BytesMut::new();
     loop {
         let end = line_end(io, buf, 1024, "a chunk size line is too long").await?;
@@ -387,7 +403,7 @@ async fn read_chunked<R: AsyncRead + Unpin>(
         let end = line_end(io, buf, MAX_HEAD, "the answer's trailers are too large").await?;
         buf.advance(end + 2);
         if end == 0 {
-            return Ok(body.freeze());
+            return Ok(body);
         }
     }
 }

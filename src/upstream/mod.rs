@@ -68,7 +68,7 @@ pub trait Transport: Send + Sync + 'static {
     fn request<'a>(
         &'a self,
         method: &'a str,
-        params: &'a RawValue,
+        params: Params<'a>,
     ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>>;
     /// Sends a notification.
     fn notify<'a>(
@@ -78,27 +78,95 @@ pub trait Transport: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), CallError>>;
 }
 
+/// The params of a request the gateway sends. Each form is valid JSON by
+/// construction, so nothing is parsed again to send it.
+#[derive(Clone, Copy, Debug)]
+pub enum Params<'a> {
+    /// Params as they are.
+    Json(&'a RawValue),
+    /// `{"id": <tool id>, "arguments": <arguments>}`: an `mcp/executeTool`
+    /// forwarded with the upstream's own tool id, written straight into the
+    /// request (the arguments are the agent's, byte for byte).
+    Execute {
+        tool: &'a str,
+        arguments: &'a RawValue,
+    },
+}
+
+impl<'a> From<&'a RawValue> for Params<'a> {
+    fn from(raw: &'a RawValue) -> Self {
+        Params::Json(raw)
+    }
+}
+
+impl Params<'_> {
+    pub(crate) fn len_hint(&self) -> usize {
+        match self {
+            Params::Json(raw) => raw.get().len(),
+            Params::Execute { tool, arguments } => tool.len() + arguments.get().len() + 24,
+        }
+    }
+
+    /// Appends the params' JSON text.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Params::Json(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Params::Execute { tool, arguments } => {
+                out.extend_from_slice(br#"{"id":"#);
+                // Most ids need no escaping: written as they are, without a serializer.
+                if tool.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+                    out.push(b'"');
+                    out.extend_from_slice(tool.as_bytes());
+                    out.push(b'"');
+                } else {
+                    // Serializing a string into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut *out, tool);
+                }
+                out.extend_from_slice(br#","arguments":"#);
+                out.extend_from_slice(arguments.get().as_bytes());
+                out.push(b'}');
+            }
+        }
+    }
+
+    /// The params as one JSON text.
+    pub fn to_text(&self) -> String {
+        let mut out = Vec::with_capacity(self.len_hint());
+        self.write(&mut out);
+        String::from_utf8(out).unwrap_or_else(|_| unreachable!("JSON text is UTF-8"))
+    }
+}
+
 /// The JSON text of a request the gateway sends; ids are the gateway's own.
-pub(crate) fn encode_request(id: Option<u64>, method: &str, params: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + method.len() + params.get().len());
+pub(crate) fn encode_request(id: Option<u64>, method: &str, params: Params<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + method.len() + params.len_hint());
+    write_request(&mut out, id, method, params);
+    out
+}
+
+/// Appends the JSON text of a request (see [`encode_request`]).
+pub(crate) fn write_request(out: &mut Vec<u8>, id: Option<u64>, method: &str, params: Params<'_>) {
     out.extend_from_slice(br#"{"jsonrpc":"2.0","#);
     if let Some(id) = id {
         out.extend_from_slice(br#""id":"#);
-        write_u64(&mut out, id);
+        write_u64(out, id);
         out.push(b',');
     }
     out.extend_from_slice(br#""method":"#);
     // Method names are ours (static ASCII) and need no escaping, but stay correct if not.
-    let _ = serde_json::to_writer(&mut out, method);
+    let _ = serde_json::to_writer(&mut *out, method);
     out.extend_from_slice(br#","params":"#);
-    out.extend_from_slice(params.get().as_bytes());
+    params.write(out);
     out.push(b'}');
-    out
 }
 
 /// Appends `n` in decimal (ids are written on every call: no formatter needed).
-pub(crate) fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
+pub(crate) fn write_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(decimal(n, &mut [0; 20]));
+}
+
+/// `n` in decimal, written at the end of `digits`.
+pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut i = digits.len();
     loop {
         i -= 1;
@@ -108,7 +176,7 @@ pub(crate) fn write_u64(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[i..]);
+    &digits[i..]
 }
 
 fn empty_object() -> &'static RawValue {
@@ -362,7 +430,7 @@ impl Upstream {
     pub async fn call(
         &self,
         method: Method,
-        params: &RawValue,
+        params: Params<'_>,
     ) -> Result<Box<RawValue>, CallError> {
         let started = Instant::now();
         let in_flight = &self.hot.in_flight;
@@ -412,7 +480,7 @@ impl Upstream {
     pub async fn connect(&self, link: Arc<dyn Transport>) -> Result<(), CallError> {
         let params: &RawValue = serde_json::from_str(r#"{"clientCapabilities":{}}"#)
             .unwrap_or_else(|_| unreachable!("literal JSON"));
-        let answer = tokio::time::timeout(self.timeout, link.request("initialize", params))
+        let answer = tokio::time::timeout(self.timeout, link.request("initialize", params.into()))
             .await
             .map_err(|_| CallError::Timeout)??;
         let init: InitializeResult = serde_json::from_str(answer.get()).map_err(|_| {
@@ -454,9 +522,11 @@ impl Upstream {
             if !caps.allows(method) {
                 continue;
             }
-            let answer =
-                tokio::time::timeout(self.timeout, link.request(method.as_str(), empty_object()))
-                    .await;
+            let answer = tokio::time::timeout(
+                self.timeout,
+                link.request(method.as_str(), empty_object().into()),
+            )
+            .await;
             let result = match answer {
                 Ok(Ok(result)) => result,
                 Ok(Err(e)) => {
@@ -577,7 +647,7 @@ mod tests {
             assert_eq!(out, format!("x{n}").into_bytes());
         }
         let params: &RawValue = serde_json::from_str("{}").unwrap();
-        let request = encode_request(Some(42), "mcp/listTools", params);
+        let request = encode_request(Some(42), "mcp/listTools", params.into());
         assert_eq!(
             request,
             br#"{"jsonrpc":"2.0","id":42,"method":"mcp/listTools","params":{}}"#

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::pending::Pending;
-use super::{CallError, Transport, Upstream, encode_request};
+use super::{CallError, Params, Transport, Upstream, encode_request};
 use crate::config::StdioSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
 use crate::jsonrpc::{ContentLengthCodec, ErrorObject, codes, write_error};
@@ -61,7 +61,7 @@ impl Transport for StdioLink {
     fn request<'a>(
         &'a self,
         method: &'a str,
-        params: &'a RawValue,
+        params: Params<'a>,
     ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
         Box::pin(async move {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -83,7 +83,7 @@ impl Transport for StdioLink {
         params: &'a RawValue,
     ) -> BoxFuture<'a, Result<(), CallError>> {
         Box::pin(async move {
-            let frame = Bytes::from(encode_request(None, method, params));
+            let frame = Bytes::from(encode_request(None, method, params.into()));
             self.outbox
                 .send(frame)
                 .await
