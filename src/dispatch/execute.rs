@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::Dispatcher;
 use crate::error::GatewayError;
+use crate::protocol::instance::Instance;
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
 use crate::upstream::{CallError, Params, Status, Upstream};
@@ -76,8 +76,9 @@ struct ExecuteParams<'a> {
 }
 
 #[derive(Deserialize)]
-struct ExecuteResult {
-    output: Option<Value>,
+struct ExecuteResult<'a> {
+    #[serde(borrow)]
+    output: Option<Instance<'a>>,
 }
 
 fn invalid(why: &str) -> GatewayError {
@@ -120,7 +121,7 @@ impl Dispatcher {
         if !tenant.may_use(&id) {
             return Err(GatewayError::ToolDenied(id.into_owned()));
         }
-        let args: Value = serde_json::from_str(arguments.get())
+        let args = Instance::parse(arguments.get())
             // serde_json bounds nesting (128 levels): deeper arguments are refused here.
             .map_err(|e| {
                 GatewayError::InvalidParams(format!("params.arguments cannot be read: {e}"))
@@ -262,7 +263,7 @@ mod tests {
                 tool: id,
                 arguments: args,
             };
-            let p: Value = serde_json::from_str(&forwarded.to_text()).unwrap();
+            let p: serde_json::Value = serde_json::from_str(&forwarded.to_text()).unwrap();
             assert_eq!(p["id"], id);
             assert_eq!(p["arguments"]["a"], 1);
         }

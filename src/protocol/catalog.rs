@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use jsonschema::Validator;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::definitions::{self, Kind};
-use super::{mcpid, schema};
+use super::mcpid;
+use super::schema::{self, Validator};
 
 /// A tool the gateway can route to, with its compiled schemas.
 pub struct ToolEntry {

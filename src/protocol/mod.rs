@@ -4,6 +4,7 @@
 pub mod capabilities;
 pub mod catalog;
 pub mod definitions;
+pub mod instance;
 pub mod mcpid;
 pub mod method;
 pub mod schema;

@@ -5,12 +5,17 @@
 //! `pattern` uses the `regex` engine, which cannot backtrack catastrophically.
 
 use jsonschema::error::ValidationErrorKind;
-use jsonschema::{PatternOptions, ValidationError, Validator};
+use jsonschema::{PatternOptions, ValidationError};
 use serde_json::Value;
+
+use super::instance::InstanceJson;
+
+/// A compiled schema; it validates [`super::instance::Instance`]s.
+pub type Validator = jsonschema::Validator<InstanceJson>;
 
 /// Compiles a schema once; it is then used for every call.
 pub fn compile(schema: &Value) -> Result<Validator, String> {
-    jsonschema::options()
+    jsonschema::options_for::<InstanceJson>()
         .offline()
         .with_pattern_options(PatternOptions::regex())
         .build(schema)
@@ -43,13 +48,21 @@ pub fn explain(err: &ValidationError<'_>, what: &str, tool: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::instance::Instance;
     use serde_json::json;
+
+    /// The instance as the gateway reads it from a request.
+    fn parse(value: &Value) -> Instance<'static> {
+        let text: &'static str = Box::leak(value.to_string().into_boxed_str());
+        Instance::parse(text).unwrap()
+    }
     use std::time::{Duration, Instant};
 
     #[test]
     fn explains_like_the_spec() {
         let v = compile(&json!({"type":"object","required":["path","content"]})).unwrap();
         let args = json!({"path": "/x"});
+        let args = parse(&args);
         let err = v.validate(&args).unwrap_err();
         assert_eq!(
             explain(&err, "arguments", "mcp://g/f/t"),
@@ -65,7 +78,7 @@ mod tests {
         assert!(compile(&json!({"$ref": "file:///etc/passwd"})).is_err());
         // Local references work.
         let v = compile(&json!({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s"})).unwrap();
-        assert!(v.is_valid(&json!("x")) && !v.is_valid(&json!(1)));
+        assert!(v.is_valid(&parse(&json!("x"))) && !v.is_valid(&parse(&json!(1))));
     }
 
     #[test]
@@ -79,7 +92,7 @@ mod tests {
         let v = compile(&json!({"type":"string","pattern":"^(a+)+$"})).unwrap();
         let evil = format!("{}!", "a".repeat(30));
         let start = Instant::now();
-        assert!(!v.is_valid(&json!(evil)));
+        assert!(!v.is_valid(&parse(&json!(evil))));
         // Generous bound: a backtracking engine takes seconds to minutes here.
         assert!(start.elapsed() < Duration::from_secs(1));
     }

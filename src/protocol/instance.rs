@@ -1,0 +1,371 @@
+//! A JSON value read for schema validation only: strings borrowed from the
+//! request's text where they hold no escapes, objects as one sorted vector.
+//!
+//! Validating a tool call's arguments and its output needs the values as a
+//! tree. As a `serde_json::Value` every key and every string is its own
+//! allocation and every object a B-tree; the call's JSON is then dropped
+//! unread, since what is forwarded is the agent's and the upstream's own
+//! text. This tree borrows what it can and holds an object's members in one
+//! vector, sorted by key with the last of duplicate keys kept, as a `Value`'s
+//! map would hold them: the validator sees the same members in the same order
+//! and reports the same errors. The parser is serde_json's, so what is
+//! accepted, numbers, and the nesting limit are unchanged too.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use jsonschema::JsonType;
+use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Number, Value};
+
+/// One JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Instance<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(Cow<'a, str>),
+    Array(Vec<Instance<'a>>),
+    /// Sorted by key; each key once (the last one written wins).
+    Object(Vec<(Cow<'a, str>, Instance<'a>)>),
+}
+
+impl<'a> Instance<'a> {
+    /// Reads JSON text, borrowing from it.
+    pub fn parse(text: &'a str) -> serde_json::Result<Self> {
+        serde_json::from_str(text)
+    }
+
+    /// The same value as a `serde_json::Value` (for error messages).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Instance::Null => Value::Null,
+            Instance::Bool(b) => Value::Bool(*b),
+            Instance::Number(n) => Value::Number(n.clone()),
+            Instance::String(s) => Value::String(s.clone().into_owned()),
+            Instance::Array(items) => Value::Array(items.iter().map(Instance::to_value).collect()),
+            Instance::Object(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (k.clone().into_owned(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Instance<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(InstanceVisitor)
+    }
+}
+
+struct InstanceVisitor;
+
+impl<'de> Visitor<'de> for InstanceVisitor {
+    type Value = Instance<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Instance::Null)
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Instance::Bool(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Instance::Number(v.into()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Instance::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        // As `Value` does: JSON text cannot hold a non-finite number.
+        Ok(Number::from_f64(v).map_or(Instance::Null, Instance::Number))
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Instance::String(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Instance::String(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Instance::String(Cow::Owned(v)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Instance::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut members: Vec<(Cow<'de, str>, Instance<'de>)> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            members.push((key.0, map.next_value()?));
+        }
+        // A stable sort keeps duplicates in the order written; the last one is kept.
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut unique: Vec<(Cow<'de, str>, Instance<'de>)> = Vec::with_capacity(members.len());
+        for member in members {
+            match unique.last_mut() {
+                Some(last) if last.0 == member.0 => *last = member,
+                _ => unique.push(member),
+            }
+        }
+        Ok(Instance::Object(unique))
+    }
+}
+
+/// An object key, borrowed when it holds no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// [`Instance`] as a representation the `jsonschema` validator reads.
+pub struct InstanceJson;
+
+impl Json for InstanceJson {
+    type Node<'a> = &'a Instance<'a>;
+    type PreparedKey = String;
+    type StringBuffer = ();
+    const ACYCLIC: bool = true;
+
+    fn prepare_key(key: &str) -> String {
+        key.to_owned()
+    }
+
+    fn with_string_node<T>((): &mut (), string: &str, f: impl FnOnce(Self::Node<'_>) -> T) -> T {
+        f(&Instance::String(Cow::Borrowed(string)))
+    }
+}
+
+impl<'a> Node<'a, InstanceJson> for &'a Instance<'a> {
+    type Object = &'a [(Cow<'a, str>, Instance<'a>)];
+    type Array = &'a [Instance<'a>];
+    type Number = &'a Number;
+
+    fn as_object(&self) -> Option<Self::Object> {
+        match self {
+            Instance::Object(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    fn as_array(&self) -> Option<Self::Array> {
+        match self {
+            Instance::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    fn as_string(&self) -> Option<Cow<'a, str>> {
+        match self {
+            Instance::String(s) => Some(Cow::Borrowed(s.as_ref())),
+            _ => None,
+        }
+    }
+
+    fn as_number(&self) -> Option<&'a Number> {
+        match self {
+            Instance::Number(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn as_boolean(&self) -> Option<bool> {
+        match self {
+            Instance::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        matches!(self, Instance::Null)
+    }
+
+    fn json_type(&self) -> JsonType {
+        match self {
+            Instance::Null => JsonType::Null,
+            Instance::Bool(_) => JsonType::Boolean,
+            Instance::Number(_) => JsonType::Number,
+            Instance::String(_) => JsonType::String,
+            Instance::Array(_) => JsonType::Array,
+            Instance::Object(_) => JsonType::Object,
+        }
+    }
+
+    fn to_value(&self) -> Cow<'a, Value> {
+        Cow::Owned(Instance::to_value(self))
+    }
+
+    fn identity(&self) -> Option<NodeIdentity> {
+        Some(NodeIdentity::new(
+            std::ptr::from_ref::<Instance<'a>>(*self) as usize
+        ))
+    }
+}
+
+pub struct Members<'a>(std::slice::Iter<'a, (Cow<'a, str>, Instance<'a>)>);
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a str, &'a Instance<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(k, v)| (k.as_ref(), v))
+    }
+}
+
+impl<'a> Object<'a, InstanceJson> for &'a [(Cow<'a, str>, Instance<'a>)] {
+    type Node = &'a Instance<'a>;
+    type MemberName = &'a str;
+    type MembersIter = Members<'a>;
+
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+
+    fn get(&self, key: &String) -> Option<&'a Instance<'a>> {
+        self.binary_search_by(|(k, _)| k.as_ref().cmp(key.as_str()))
+            .ok()
+            .map(|i| &self[i].1)
+    }
+
+    fn members(&self) -> Members<'a> {
+        Members(self.iter())
+    }
+}
+
+impl<'a> Array<'a, InstanceJson> for &'a [Instance<'a>] {
+    type Node = &'a Instance<'a>;
+    type ElementsIter = std::slice::Iter<'a, Instance<'a>>;
+
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+
+    fn elements(&self) -> Self::ElementsIter {
+        self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn meets_the_validators_contract() {
+        let text = jsonschema::json::conformance::document().to_string();
+        let doc = Instance::parse(&text).unwrap();
+        jsonschema::json::conformance::assert_conformance::<InstanceJson>(&&doc);
+    }
+
+    #[test]
+    fn borrows_unescaped_strings_and_keeps_the_last_duplicate() {
+        let text = r#"{"b":"plain","a":"esc\u0061ped","b":2,"c":[1,-2,3.5,true,null]}"#;
+        let doc = Instance::parse(text).unwrap();
+        let Instance::Object(members) = &doc else {
+            panic!()
+        };
+        let keys: Vec<&str> = members.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+        assert_eq!(members[0].1, Instance::String(Cow::Owned("escaped".into())));
+        assert!(matches!(&members[0].0, Cow::Borrowed(_)));
+        assert_eq!(doc.to_value(), serde_json::from_str::<Value>(text).unwrap());
+    }
+
+    #[test]
+    fn refuses_what_value_refuses() {
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        for text in [deep.as_str(), "{", r#"{"a" 1}"#, "[1,]", "\"\\x\"", "01"] {
+            let as_value = serde_json::from_str::<Value>(text).map_err(|e| e.to_string());
+            let as_instance = Instance::parse(text).map_err(|e| e.to_string());
+            assert_eq!(as_value.err(), as_instance.err(), "{text:?}");
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-c\"\\\\é\n]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-d]{0,2}", inner), 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Schemas whose verdict depends on members, order, numbers and lengths.
+    fn schemas() -> Vec<Value> {
+        vec![
+            json!({"type": "object", "required": ["a", "b"], "additionalProperties": false,
+                   "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3},
+                                  "c": {"type": ["array", "null"]}, "": {}, "d": {}, "ab": {}}}),
+            json!({"type": "array", "items": {"type": ["number", "object"], "minimum": 0},
+                   "uniqueItems": true, "maxItems": 4}),
+            json!({"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "boolean"},
+                             {"type": "object", "minProperties": 2, "propertyNames": {"maxLength": 1}}]}),
+            json!({"enum": [null, 1, "a", [1], {"a": null}]}),
+            json!({"not": {"const": {"a": 1.0}}}),
+            json!({"type": "object", "patternProperties": {"^[ab]": {"type": "string"}},
+                   "dependentRequired": {"c": ["d"]}}),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn validates_like_value(value in json_value(), text_ws in prop::bool::ANY) {
+            let text = if text_ws { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) }.unwrap();
+            let doc = Instance::parse(&text).unwrap();
+            prop_assert_eq!(doc.to_value(), value.clone());
+            for schema in schemas() {
+                let by_value = jsonschema::options().build(&schema).unwrap();
+                let by_instance = jsonschema::options_for::<InstanceJson>().build(&schema).unwrap();
+                let a = by_value.validate(&value).map_err(|e| (e.to_string(), e.instance_path().to_string()));
+                let b = by_instance.validate(&doc).map_err(|e| (e.to_string(), e.instance_path().to_string()));
+                prop_assert_eq!(a, b, "schema {}", schema);
+            }
+        }
+    }
+}
