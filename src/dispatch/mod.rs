@@ -301,10 +301,15 @@ impl Dispatcher {
         };
         let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
         let metrics = &self.inner.metrics;
-        metrics
-            .requests
-            .with_label_values(&[&tenant.name, m.as_str(), outcome])
-            .inc();
+        let series = || {
+            metrics
+                .requests
+                .with_label_values(&[&tenant.name, m.as_str(), outcome])
+        };
+        match (m, &result) {
+            (Method::ExecuteTool, Ok(_)) => tenant.executed.get_or_init(series).inc(),
+            _ => series().inc(),
+        }
         let seconds = started.elapsed().as_secs_f64();
         match m {
             Method::ExecuteTool => self.inner.execute_seconds.observe(seconds),

@@ -68,8 +68,12 @@ pub(crate) struct Conn {
     stream: TcpStream,
     buf: BytesMut,
     out: Vec<u8>,
-    /// One timer and one cancellation wait for the connection's life, re-armed
-    /// rather than rebuilt for every request.
+    /// When the current wait ends (see [`Conn::arm`]).
+    deadline: Instant,
+    /// One timer and one cancellation wait for the connection's life. The
+    /// timer may be set earlier than `deadline`: when it fires early it is
+    /// set again, so that a deadline moving later with every request costs
+    /// no timer update.
     timer: Pin<Box<Sleep>>,
     stopping: Pin<Box<WaitForCancellationFutureOwned>>,
     shutdown: CancellationToken,
@@ -81,7 +85,9 @@ impl Conn {
             stream,
             buf: BytesMut::with_capacity(READ_CHUNK),
             out: Vec::new(),
-            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            deadline: Instant::now(),
+            // Set by the first `arm`.
+            timer: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
             stopping: Box::pin(shutdown.clone().cancelled_owned()),
             shutdown,
         }
@@ -96,9 +102,13 @@ impl Conn {
         self.shutdown.is_cancelled()
     }
 
-    /// Starts the deadline that [`Conn::read_more`] enforces.
+    /// Starts the deadline that [`Conn::read_more`] enforces. The timer is
+    /// only touched when it would fire too late.
     pub fn arm(&mut self, timeout: Duration) {
-        self.timer.as_mut().reset(Instant::now() + timeout);
+        self.deadline = Instant::now() + timeout;
+        if self.deadline < self.timer.deadline() {
+            self.timer.as_mut().reset(self.deadline);
+        }
     }
 
     /// Waits for a request head, within `timeout` of now. The wait of an idle
@@ -131,18 +141,27 @@ impl Conn {
         let Conn {
             stream,
             buf,
+            deadline,
             timer,
             stopping,
             ..
         } = self;
-        tokio::select! {
-            biased;
-            read = stream.read_buf(buf) => match read {
-                Ok(0) | Err(_) => Filled::Closed,
-                Ok(_) => Filled::More,
-            },
-            () = timer.as_mut() => Filled::TimedOut,
-            () = stopping.as_mut(), if stop_on_shutdown => Filled::Closed,
+        loop {
+            tokio::select! {
+                biased;
+                read = stream.read_buf(buf) => return match read {
+                    Ok(0) | Err(_) => Filled::Closed,
+                    Ok(_) => Filled::More,
+                },
+                () = timer.as_mut() => {
+                    if Instant::now() >= *deadline {
+                        return Filled::TimedOut;
+                    }
+                    // Set for an earlier request: wait on to this one's deadline.
+                    timer.as_mut().reset(*deadline);
+                }
+                () = stopping.as_mut(), if stop_on_shutdown => return Filled::Closed,
+            }
         }
     }
 

@@ -22,6 +22,9 @@ pub struct Tenant {
     pub policy: Option<ToolPolicy>,
     rate: Option<DefaultDirectRateLimiter>,
     concurrency: Option<Arc<Semaphore>>,
+    /// `requests{tenant, method="mcp/executeTool", outcome="ok"}`, the series
+    /// every forwarded call counts in, resolved on first use.
+    pub executed: std::sync::OnceLock<prometheus::IntCounter>,
 }
 
 /// Why a tenant's request is refused before any work is done.
@@ -169,6 +172,7 @@ impl KeyStore {
                 concurrency: spec
                     .max_concurrency
                     .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
+                executed: std::sync::OnceLock::new(),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());

@@ -292,9 +292,10 @@ fn parse_head(
     let mut length = None;
     let mut chunked = false;
     for h in response.headers.iter() {
-        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
+        // Only the three headers read here are decoded.
+        let value = || std::str::from_utf8(h.value).unwrap_or("").trim();
         if h.name.eq_ignore_ascii_case("content-length") {
-            let n: usize = value
+            let n: usize = value()
                 .parse()
                 .map_err(|_| protocol("the answer's Content-Length is not a number"))?;
             if length.is_some_and(|m| m != n) {
@@ -304,12 +305,12 @@ fn parse_head(
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             // Plain `chunked` only: a body in another transfer coding (gzip,
             // chunked) would have to be undone, and the gateway never asks for one.
-            chunked = value.eq_ignore_ascii_case("chunked");
+            chunked = value().eq_ignore_ascii_case("chunked");
             if !chunked {
                 return Err(protocol("the answer's Transfer-Encoding is not chunked"));
             }
         } else if h.name.eq_ignore_ascii_case("connection") {
-            for token in value.split(',').map(str::trim) {
+            for token in value().split(',').map(str::trim) {
                 if token.eq_ignore_ascii_case("close") {
                     keep_alive = false;
                 } else if token.eq_ignore_ascii_case("keep-alive") {

@@ -154,7 +154,13 @@ pub(crate) fn write_request(out: &mut Vec<u8>, id: Option<u64>, method: &str, pa
     }
     out.extend_from_slice(br#""method":"#);
     // Method names are ours (static ASCII) and need no escaping, but stay correct if not.
-    let _ = serde_json::to_writer(&mut *out, method);
+    if method.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(method.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, method);
+    }
     out.extend_from_slice(br#","params":"#);
     params.write(out);
     out.push(b'}');

@@ -349,3 +349,24 @@ async fn keys_replaced_by_a_reload_apply_to_open_connections() {
     assert_eq!(c.answer().await.status, 200);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_ends_a_header_read_timeout_after_its_last_answer() {
+    let gw = gateway("header_read_timeout_ms: 400").await;
+    let mut c = Raw::connect(&gw).await;
+    // Requests keep the connection open well past one timeout in all...
+    for _ in 0..4 {
+        c.send(&post("ka", LIST, "")).await;
+        assert_eq!(c.answer().await.status, 200);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // ...and once quiet, it is closed within the timeout (and not long after).
+    let quiet = std::time::Instant::now();
+    assert!(c.closed().await);
+    let waited = quiet.elapsed();
+    assert!(
+        waited < Duration::from_millis(2000),
+        "closed after {waited:?}"
+    );
+    gw.stop().await;
+}
