@@ -99,9 +99,9 @@ impl Dispatcher {
                 invalid("params must be an object {\"id\": string, \"arguments\": object}")
             })?;
         // Borrowed from the request unless it holds escapes.
-        let id: std::borrow::Cow<'_, str> = params
+        let id = params
             .id
-            .and_then(|id| serde_json::from_str(id.get()).ok())
+            .and_then(crate::jsonrpc::message::as_string)
             .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
         let arguments = params
             .arguments

@@ -67,7 +67,8 @@ fn is_valid_id(raw: &RawValue) -> bool {
     matches!(first_byte(raw), b'"' | b'-' | b'0'..=b'9' | b'n')
 }
 
-fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
+/// A JSON string's value, borrowed unless it holds escapes; `None` for any other JSON value.
+pub fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
     if first_byte(raw) != b'"' {
         return None;
     }

@@ -116,16 +116,19 @@ impl<'de> Visitor<'de> for InstanceVisitor {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             members.push((key.0, map.next_value()?));
         }
-        // A stable sort keeps duplicates in the order written; the last one is kept.
-        members.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut unique: Vec<(Cow<'de, str>, Instance<'de>)> = Vec::with_capacity(members.len());
-        for member in members {
-            match unique.last_mut() {
-                Some(last) if last.0 == member.0 => *last = member,
-                _ => unique.push(member),
-            }
+        // A stable sort keeps duplicates in the order written; of each run of
+        // equal keys the last is kept (moved into the slot that stays).
+        if !members.is_sorted_by(|a, b| a.0 < b.0) {
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+            members.dedup_by(|later, kept| {
+                let duplicate = later.0 == kept.0;
+                if duplicate {
+                    std::mem::swap(later, kept);
+                }
+                duplicate
+            });
         }
-        Ok(Instance::Object(unique))
+        Ok(Instance::Object(members))
     }
 }
 
@@ -306,6 +309,14 @@ mod tests {
         assert_eq!(members[0].1, Instance::String(Cow::Owned("escaped".into())));
         assert!(matches!(&members[0].0, Cow::Borrowed(_)));
         assert_eq!(doc.to_value(), serde_json::from_str::<Value>(text).unwrap());
+        for text in [
+            r#"{"b":1,"a":2,"b":3,"b":4,"a":5}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"z":{"y":1,"y":[2]},"":0,"":{}}"#,
+        ] {
+            let doc = Instance::parse(text).unwrap();
+            assert_eq!(doc.to_value(), serde_json::from_str::<Value>(text).unwrap());
+        }
     }
 
     #[test]
