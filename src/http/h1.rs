@@ -503,6 +503,44 @@ mod tests {
         assert!(matches!(head(&text), Parsed::Other));
     }
 
+    proptest::proptest! {
+        /// Whatever arrives, parsing never panics, and a head it takes points
+        /// inside what was read.
+        #[test]
+        fn any_bytes_are_parsed_safely(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            if let Parsed::Head(h) = parse(&bytes, 100) {
+                proptest::prop_assert!(h.len <= bytes.len() && h.body_len <= 100);
+                for r in [h.authorization, h.content_type, h.request_id].into_iter().flatten() {
+                    proptest::prop_assert!(r.end <= h.len);
+                }
+            }
+        }
+
+        /// Every head read a piece at a time is partial until its last byte.
+        #[test]
+        fn a_head_is_taken_only_when_whole(
+            key in "[A-Za-z0-9]{1,20}",
+            id in "[!-~]{1,10}",
+            length in 0usize..1000,
+            close in proptest::prelude::any::<bool>(),
+        ) {
+            let text = format!(
+                "POST /mcp HTTP/1.1\r\nhost: g\r\nauthorization: Bearer {key}\r\nx-request-id: {id}\r\ncontent-type: application/json\r\n{}content-length: {length}\r\n\r\n",
+                if close { "connection: close\r\n" } else { "" }
+            );
+            for end in 0..text.len() {
+                proptest::prop_assert!(matches!(parse(&text.as_bytes()[..end], 1000), Parsed::Partial));
+            }
+            let Parsed::Head(h) = parse(text.as_bytes(), 1000) else {
+                return Err(proptest::test_runner::TestCaseError::fail("not taken"));
+            };
+            proptest::prop_assert_eq!((h.len, h.body_len, h.close), (text.len(), length, close));
+            let bearer = format!("Bearer {key}");
+            proptest::prop_assert_eq!(&text[h.authorization.unwrap()], bearer.as_str());
+            proptest::prop_assert_eq!(&text[h.request_id.unwrap()], id.as_str());
+        }
+    }
+
     #[test]
     fn dates_are_http_dates() {
         let mut out = Vec::new();
