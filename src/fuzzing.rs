@@ -139,3 +139,22 @@ pub fn mcp_id(data: &[u8]) {
         assert_eq!(mcpid::namespace("gw", u, &original), text);
     }
 }
+
+/// The agent edge's request-head parser: never a panic; a head it takes lies
+/// within the bytes read, declares a body within the limit, and was not taken
+/// from any shorter prefix (the connection re-parses as bytes arrive).
+pub fn http_head(data: &[u8]) {
+    use crate::http::h1::{Parsed, parse};
+    const LIMIT: usize = 1000;
+    let Parsed::Head(head) = parse(data, LIMIT) else {
+        return;
+    };
+    assert!(head.len <= data.len() && head.body_len <= LIMIT);
+    for end in 0..head.len {
+        assert!(
+            !matches!(parse(&data[..end], LIMIT), Parsed::Head(_)),
+            "a head taken from {end} of its {} bytes",
+            head.len
+        );
+    }
+}

@@ -277,7 +277,7 @@ async fn write_all_vectored(stream: &mut TcpStream, bufs: &[&[u8]]) -> io::Resul
     Ok(())
 }
 
-enum Parsed {
+pub(crate) enum Parsed {
     Head(Head),
     Partial,
     Other,
@@ -285,7 +285,7 @@ enum Parsed {
 
 /// Reads a request head from the start of `buf`: [`Parsed::Head`] only for
 /// what this path answers completely.
-fn parse(buf: &[u8], max_body: usize) -> Parsed {
+pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     let len = match request.parse(buf) {

@@ -3,7 +3,7 @@
 
 pub mod admin;
 pub mod agent;
-mod h1;
+pub(crate) mod h1;
 pub mod serve;
 pub mod session;
 

@@ -41,3 +41,8 @@ fn config_corpus() {
 fn mcp_id_corpus() {
     replay("mcp_id", mcp_gateway::fuzzing::mcp_id);
 }
+
+#[test]
+fn http_head_corpus() {
+    replay("http_head", mcp_gateway::fuzzing::http_head);
+}
