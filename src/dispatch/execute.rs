@@ -35,6 +35,11 @@ impl Audit {
         }
     }
 
+    /// Whether the audit line is written at all.
+    pub(super) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     pub(super) fn log(
         &self,
         tenant: &Tenant,

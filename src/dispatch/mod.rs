@@ -292,7 +292,9 @@ impl Dispatcher {
             Method::ExecuteTool => {
                 let mut audit = execute::Audit::new();
                 let result = self.execute(tenant, params, &mut audit).await;
-                audit.log(tenant, &result, started.elapsed());
+                if audit.enabled() {
+                    audit.log(tenant, &result, started.elapsed());
+                }
                 result.map(Payload::Raw)
             }
             Method::Initialized | Method::ResourceDidChange | Method::Other => {

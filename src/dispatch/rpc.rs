@@ -65,7 +65,8 @@ pub async fn respond_classified(
 ) -> (Option<Outgoing>, Option<String>) {
     match incoming {
         Incoming::Request { id, method, params } => {
-            let started = Instant::now();
+            // Only a traced exchange reports how long it took.
+            let started = trace.then(Instant::now);
             let result = if Method::parse(&method) == Method::Initialize && id.get() != "1" {
                 Err(GatewayError::InitializeId)
             } else {
@@ -78,7 +79,7 @@ pub async fn respond_classified(
                     &method,
                     params,
                     &result,
-                    started.elapsed(),
+                    started.map(|s| s.elapsed()).unwrap_or_default(),
                 )
             });
             // The envelope around a result is under 64 bytes beside the id.
