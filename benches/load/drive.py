@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from common import cpu_seconds, free_port, nginx_conf, stop, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN = os.path.join(ROOT, "target", "release", "mcp-gateway")
+# PROFILE=dist measures the build the container image ships (see Cargo.toml).
+BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
 LUA = os.path.join(ROOT, "benches", "load", "post.lua")
 DURATION = int(os.environ.get("DURATION", "10"))
 REPS = int(os.environ.get("REPS", "3"))

@@ -3,6 +3,7 @@
 # and nginx proxy_pass in front of the same upstream, at 1, 16 and 64 connections;
 # then the gateway in front of a stdio upstream. See docs/PERFORMANCE.md.
 #   benches/load/run.sh            # DURATION=10 REPS=3 by default
+#   PROFILE=dist benches/load/run.sh   # the build the container image ships
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 need=()
@@ -16,5 +17,5 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 command -v wrk >/dev/null 2>&1 || { echo "wrk is required" >&2; exit 1; }
-cargo build --release --quiet
+cargo build --profile "${PROFILE:-release}" --quiet
 exec python3 benches/load/drive.py "$@"
