@@ -113,15 +113,7 @@ impl Params<'_> {
             Params::Json(raw) => out.extend_from_slice(raw.get().as_bytes()),
             Params::Execute { tool, arguments } => {
                 out.extend_from_slice(br#"{"id":"#);
-                // Most ids need no escaping: written as they are, without a serializer.
-                if tool.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-                    out.push(b'"');
-                    out.extend_from_slice(tool.as_bytes());
-                    out.push(b'"');
-                } else {
-                    // Serializing a string into a Vec cannot fail.
-                    let _ = serde_json::to_writer(&mut *out, tool);
-                }
+                write_json_string(out, tool);
                 out.extend_from_slice(br#","arguments":"#);
                 out.extend_from_slice(arguments.get().as_bytes());
                 out.push(b'}');
@@ -153,17 +145,23 @@ pub(crate) fn write_request(out: &mut Vec<u8>, id: Option<u64>, method: &str, pa
         out.push(b',');
     }
     out.extend_from_slice(br#""method":"#);
-    // Method names are ours (static ASCII) and need no escaping, but stay correct if not.
-    if method.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(method.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = serde_json::to_writer(&mut *out, method);
-    }
+    write_json_string(out, method);
     out.extend_from_slice(br#","params":"#);
     params.write(out);
     out.push(b'}');
+}
+
+/// Appends `s` as a JSON string. Method names and most tool ids need no
+/// escaping and are written as they are, without a serializer.
+fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Serializing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
 }
 
 /// Appends `n` in decimal (ids are written on every call: no formatter needed).

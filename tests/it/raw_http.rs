@@ -225,33 +225,31 @@ async fn connection_close_ends_the_connection_after_the_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_answers_to_a_body_still_arriving_end_the_connection() {
     let gw = gateway("max_body_bytes: 4096, body_read_timeout_ms: 300").await;
+    // A head that declares 100 bytes of body, and the start of that body.
+    let early = |key: &'static str, start: &'static str| {
+        let gw = &gw;
+        async move {
+            let mut c = Raw::connect(gw).await;
+            c.send(&format!(
+                "POST /mcp HTTP/1.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{start}"
+            ))
+            .await;
+            let a = c.answer().await;
+            (a, c)
+        }
+    };
     // Wrong key: 401 at once, without waiting for the body.
-    let mut c = Raw::connect(&gw).await;
-    c.send(
-        "POST /mcp HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
-    )
-    .await;
-    let a = c.answer().await;
+    let (a, mut c) = early("nope", "{\"jsonrpc\"").await;
     assert_eq!(a.status, 401);
     assert_eq!(a.header("www-authenticate"), Some("Bearer"));
     assert!(c.closed().await);
     // A body that stops arriving: 408 after the body-read timeout.
-    let mut c = Raw::connect(&gw).await;
-    c.send(
-        "POST /mcp HTTP/1.1\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
-    )
-    .await;
-    let a = c.answer().await;
+    let (a, mut c) = early("ka", "{\"jsonrpc\"").await;
     assert_eq!(a.status, 408);
     assert_eq!(a.json()["error"]["code"], -32600);
     assert!(c.closed().await);
     // A body that is not JSON is answered before it ends.
-    let mut c = Raw::connect(&gw).await;
-    c.send(
-        "POST /mcp HTTP/1.1\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\" 1}",
-    )
-    .await;
-    let a = c.answer().await;
+    let (a, _) = early("ka", "{\"a\" 1}").await;
     assert_eq!(a.status, 400);
     assert_eq!(a.json()["error"]["code"], -32700);
     gw.stop().await;
