@@ -115,14 +115,22 @@ impl Conn {
     /// connection (nothing buffered) ends with the gateway's shutdown.
     pub async fn read_head(&mut self, timeout: Duration, max_body: usize) -> Next {
         self.arm(timeout);
+        // How much of the buffer has been looked at: a head can only be
+        // complete once a line ends, so a head dribbled in byte by byte is
+        // parsed once a line, not once a byte.
+        let mut seen = 0;
         loop {
-            if !self.buf.is_empty() {
+            if self.buf[seen..].contains(&b'\n') {
                 match parse(&self.buf, max_body) {
                     Parsed::Head(head) => return Next::Request(head),
-                    Parsed::Partial if self.buf.len() <= MAX_HEAD => {}
-                    Parsed::Partial | Parsed::Other => return Next::Other,
+                    Parsed::Partial => {}
+                    Parsed::Other => return Next::Other,
                 }
             }
+            if self.buf.len() > MAX_HEAD {
+                return Next::Other;
+            }
+            seen = self.buf.len();
             let idle = self.buf.is_empty();
             if idle && self.shutdown.is_cancelled() {
                 return Next::Closed;

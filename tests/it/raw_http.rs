@@ -368,3 +368,17 @@ async fn an_idle_connection_ends_a_header_read_timeout_after_its_last_answer() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_written_a_byte_at_a_time_is_answered() {
+    let gw = gateway("max_body_bytes: 4096").await;
+    let mut c = Raw::connect(&gw).await;
+    for b in post("ka", LIST, "").bytes() {
+        c.write.write_all(&[b]).await.unwrap();
+        c.write.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    let a = c.answer().await;
+    assert_eq!((a.status, a.json()["id"].clone()), (200, json!(1)));
+    gw.stop().await;
+}
