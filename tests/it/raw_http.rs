@@ -382,3 +382,22 @@ async fn a_request_written_a_byte_at_a_time_is_answered() {
     assert_eq!((a.status, a.json()["id"].clone()), (200, json!(1)));
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_idle_keep_alive_connections_at_once() {
+    // A header-read timeout longer than any wait here: only shutdown can end it.
+    let gw = gateway("header_read_timeout_ms: 60000").await;
+    let mut idle = Raw::connect(&gw).await;
+    idle.send(&post("ka", LIST, "")).await;
+    assert_eq!(idle.answer().await.status, 200);
+    // A keep-alive connection between requests does not hold the drain up to
+    // its deadline (30 s by default): it is closed when shutdown starts.
+    let started = std::time::Instant::now();
+    gw.stop().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopping took {:?}",
+        started.elapsed()
+    );
+    assert!(idle.closed().await);
+}
