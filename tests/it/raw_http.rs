@@ -109,6 +109,13 @@ impl Raw {
         answer
     }
 
+    /// Lists prompts with `key` and expects a 200 with the request's id.
+    async fn list_ok(&mut self, key: &str) {
+        self.send(&post(key, LIST, "")).await;
+        let a = self.answer().await;
+        assert_eq!((a.status, a.json()["id"].clone()), (200, json!(1)));
+    }
+
     /// The next line of a chunked session answer (one message per chunk).
     async fn session_line(&mut self) -> Value {
         let size = usize::from_str_radix(&self.line().await, 16).unwrap();
@@ -164,8 +171,7 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection() {
     assert_eq!(third.header("x-request-id"), Some("trace-7"));
     assert!(third.json()["result"].as_array().unwrap().len() > 1);
     // And the connection is still open for more.
-    c.send(&post("ka", LIST, "")).await;
-    assert_eq!(c.answer().await.status, 200);
+    c.list_ok("ka").await;
     gw.stop().await;
 }
 
@@ -190,8 +196,7 @@ async fn a_body_that_arrives_in_pieces_is_waited_for() {
 async fn a_connection_handed_to_hyper_keeps_working() {
     let gw = gateway("max_body_bytes: 4096").await;
     let mut c = Raw::connect(&gw).await;
-    c.send(&post("ka", LIST, "")).await;
-    assert_eq!(c.answer().await.status, 200);
+    c.list_ok("ka").await;
     // Another method: hyper answers from here on, on the same connection.
     c.send("GET /mcp HTTP/1.1\r\nHost: gw\r\n\r\n").await;
     let a = c.answer().await;
@@ -327,8 +332,7 @@ async fn keys_replaced_by_a_reload_apply_to_open_connections() {
     );
     gw.wait_ready(&["s"]).await;
     let mut c = Raw::connect(&gw).await;
-    c.send(&post("old-key", LIST, "")).await;
-    assert_eq!(c.answer().await.status, 200);
+    c.list_ok("old-key").await;
     write("new-key");
     within(async {
         while metric(
@@ -343,8 +347,7 @@ async fn keys_replaced_by_a_reload_apply_to_open_connections() {
     // The same connection, the same header: the old key no longer opens anything.
     c.send(&post("old-key", LIST, "")).await;
     assert_eq!(c.answer().await.status, 401);
-    c.send(&post("new-key", LIST, "")).await;
-    assert_eq!(c.answer().await.status, 200);
+    c.list_ok("new-key").await;
     gw.stop().await;
 }
 
@@ -354,8 +357,7 @@ async fn an_idle_connection_ends_a_header_read_timeout_after_its_last_answer() {
     let mut c = Raw::connect(&gw).await;
     // Requests keep the connection open well past one timeout in all...
     for _ in 0..4 {
-        c.send(&post("ka", LIST, "")).await;
-        assert_eq!(c.answer().await.status, 200);
+        c.list_ok("ka").await;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // ...and once quiet, it is closed within the timeout (and not long after).
@@ -388,8 +390,7 @@ async fn shutdown_closes_idle_keep_alive_connections_at_once() {
     // A header-read timeout longer than any wait here: only shutdown can end it.
     let gw = gateway("header_read_timeout_ms: 60000").await;
     let mut idle = Raw::connect(&gw).await;
-    idle.send(&post("ka", LIST, "")).await;
-    assert_eq!(idle.answer().await.status, 200);
+    idle.list_ok("ka").await;
     // A keep-alive connection between requests does not hold the drain up to
     // its deadline (30 s by default): it is closed when shutdown starts.
     let started = std::time::Instant::now();
