@@ -262,34 +262,27 @@ async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCa
             return Step::Reply(reply, whole);
         }
     };
-    // Whether the first message has been looked at, and whether a `}` (an
-    // object can only end in one) arrived since the last look.
-    let mut decided = false;
+    let mut first = FirstLook::default();
     if conn.buffered().len() < end {
         conn.arm(s.body_read_timeout);
-        let mut unseen_brace = conn.buffered()[head.len..].contains(&b'}');
+        first.arrived(&conn.buffered()[head.len..]);
         while conn.buffered().len() < end {
-            if !decided && unseen_brace {
-                unseen_brace = false;
-                match peek_first(&conn.buffered()[head.len..]) {
-                    First::Incomplete => {}
-                    First::Other => decided = true,
-                    // A session starts while its body is still arriving, and
-                    // bad JSON is answered at once: hyper's path does both.
-                    First::Initialize | First::Invalid => return Step::HandOver,
-                }
+            // A session starts while its body is still arriving, and bad JSON
+            // is answered at once: hyper's path does both.
+            if let Some(First::Initialize | First::Invalid) =
+                first.look(&conn.buffered()[head.len..])
+            {
+                return Step::HandOver;
             }
             let before = conn.buffered().len();
             match conn.read_more(false).await {
-                Filled::More => {
-                    unseen_brace |= !decided && conn.buffered()[before..].contains(&b'}');
-                }
+                Filled::More => first.arrived(&conn.buffered()[before..]),
                 Filled::Closed => return Step::Closed,
                 Filled::TimedOut => return Step::Reply(body_timeout(), false),
             }
         }
     }
-    match exchange(s, &tenant, &conn.buffered()[head.len..end], decided).await {
+    match exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided).await {
         Exchange::Reply(reply) => {
             conn.consume(end);
             Step::Reply(reply, true)
@@ -443,6 +436,33 @@ enum First {
     Invalid,
 }
 
+/// The look at a body's first message while the body is still arriving,
+/// shared by both paths: whether it has been decided (anything but
+/// `initialize`), and whether a `}` (an object can only end in one) arrived
+/// since the last look, so that a body is not re-parsed for every chunk.
+#[derive(Default)]
+struct FirstLook {
+    decided: bool,
+    unseen_brace: bool,
+}
+
+impl FirstLook {
+    fn arrived(&mut self, chunk: &[u8]) {
+        self.unseen_brace |= !self.decided && chunk.contains(&b'}');
+    }
+
+    /// What the first message of `body` says, when something new can be said.
+    fn look(&mut self, body: &[u8]) -> Option<First> {
+        if self.decided || !self.unseen_brace {
+            return None;
+        }
+        self.unseen_brace = false;
+        let first = peek_first(body);
+        self.decided = matches!(first, First::Other);
+        Some(first)
+    }
+}
+
 fn peek_first(buf: &[u8]) -> First {
     let mut values = serde_json::Deserializer::from_slice(buf).into_iter::<&RawValue>();
     match values.next() {
@@ -460,9 +480,7 @@ fn peek_first(buf: &[u8]) -> First {
 async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response {
     let mut body = body.into_data_stream();
     let mut buf = BytesMut::new();
-    // Whether the first message has been looked at, and whether a `}` (an object
-    // can only end in one) arrived since the last look.
-    let (mut decided, mut unseen_brace) = (false, false);
+    let mut first = FirstLook::default();
     // The whole body must arrive within the deadline, unless it opens a session.
     let deadline = tokio::time::Instant::now() + s.body_read_timeout;
     loop {
@@ -473,22 +491,18 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
             None => {
                 // The client is still sending: an `initialize` first starts a
                 // session now, as its client may wait for the answer.
-                if !decided && unseen_brace {
-                    unseen_brace = false;
-                    match peek_first(&buf) {
-                        First::Incomplete => {}
-                        First::Initialize => {
-                            return session::start(
-                                s.dispatcher.clone(),
-                                tenant,
-                                buf,
-                                body,
-                                s.max_body_bytes,
-                            );
-                        }
-                        First::Other => decided = true,
-                        First::Invalid => return parse_error().into_response(),
+                match first.look(&buf) {
+                    Some(First::Initialize) => {
+                        return session::start(
+                            s.dispatcher.clone(),
+                            tenant,
+                            buf,
+                            body,
+                            s.max_body_bytes,
+                        );
                     }
+                    Some(First::Invalid) => return parse_error().into_response(),
+                    _ => {}
                 }
                 match tokio::time::timeout_at(deadline, body.next()).await {
                     Ok(next) => next,
@@ -507,10 +521,10 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
         if buf.len() + chunk.len() > s.max_body_bytes {
             return too_large(s.max_body_bytes).into_response();
         }
-        unseen_brace |= !decided && chunk.contains(&b'}');
+        first.arrived(&chunk);
         buf.extend_from_slice(&chunk);
     }
-    match exchange(s, &tenant, &buf, decided).await {
+    match exchange(s, &tenant, &buf, first.decided).await {
         Exchange::Reply(reply) => reply.into_response(),
         Exchange::Session => session_of(s, tenant, buf),
     }

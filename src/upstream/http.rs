@@ -173,10 +173,11 @@ impl Transport for HttpLink {
         params: &'a RawValue,
     ) -> BoxFuture<'a, Result<(), CallError>> {
         Box::pin(async move {
+            let params = Params::from(params);
             let (status, _) = self
                 .post(
-                    |out| write_request(out, None, method, params.into()),
-                    64 + params.get().len(),
+                    |out| write_request(out, None, method, params),
+                    64 + params.len_hint(),
                 )
                 .await?;
             match status.as_u16() {
