@@ -13,6 +13,7 @@
 //! consume a byte of a request this path does not answer.
 
 use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -294,9 +295,10 @@ pub(crate) enum Parsed {
 /// Reads a request head from the start of `buf`: [`Parsed::Head`] only for
 /// what this path answers completely.
 pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
-    let len = match request.parse(buf) {
+    // Uninitialised slots: zeroing 48 of them cost more than parsing a short head.
+    let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut []);
+    let len = match request.parse_with_uninit_headers(buf, &mut headers) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Parsed::Partial,
         Err(_) => return Parsed::Other,

@@ -15,6 +15,7 @@
 //! half way drops its connection; only connections whose exchange completed
 //! cleanly, with nothing left over, return to the pool.
 
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -215,9 +216,14 @@ async fn read_response<R: AsyncRead + Unpin>(
 ) -> Result<Answer, CallError> {
     loop {
         let (status, framing, keep_alive, head_len) = loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut response = httparse::Response::new(&mut headers);
-            match response.parse(buf) {
+            // Uninitialised slots: zeroing 64 of them cost more than parsing a short head.
+            let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut response = httparse::Response::new(&mut []);
+            match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+                &mut response,
+                buf,
+                &mut headers,
+            ) {
                 Ok(httparse::Status::Complete(len)) => {
                     break parse_head(&response, len)?;
                 }
