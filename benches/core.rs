@@ -18,6 +18,7 @@ use mcp_gateway::config::{KeyDigest, TenantSpec};
 use mcp_gateway::dispatch::{Dispatcher, respond};
 use mcp_gateway::jsonrpc::ContentLengthCodec;
 use mcp_gateway::jsonrpc::codec::encode_into;
+use mcp_gateway::jsonrpc::{Json, JsonBuf};
 use mcp_gateway::metrics::Metrics;
 use mcp_gateway::protocol::instance::Instance;
 use mcp_gateway::protocol::{Kind, mcpid, schema};
@@ -37,7 +38,7 @@ impl Transport for Canned {
         &'a self,
         method: &'a str,
         params: Params<'a>,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
+    ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
         Box::pin(async move {
             let text = match method {
                 "initialize" => r#"{"capabilities":{"listToolsProvider":true,"listResourcesProvider":false,"listPromptsProvider":false,"executionProvider":{"execute":true}}}"#.to_owned(),
@@ -49,7 +50,7 @@ impl Transport for Canned {
                 }
                 _ => "[]".to_owned(),
             };
-            Ok(RawValue::from_string(text).unwrap())
+            Ok(RawValue::from_string(text).unwrap().into())
         })
     }
     fn notify<'a>(&'a self, _: &'a str, _: &'a RawValue) -> BoxFuture<'a, Result<(), CallError>> {
@@ -236,7 +237,7 @@ fn listings(c: &mut Criterion) {
                 "gw",
                 "up0",
                 Kind::Tool,
-                &defs,
+                Json::from(&*defs),
             ))
         })
     });

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
+use crate::jsonrpc::JsonBuf;
 
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::protocol::Method;
@@ -54,7 +54,7 @@ pub enum GatewayError {
 pub enum WireError<'a> {
     Own(ErrorObject),
     /// An upstream's own error object, passed through unchanged.
-    Raw(&'a RawValue),
+    Raw(&'a JsonBuf),
 }
 
 impl GatewayError {

@@ -3,6 +3,7 @@
 //! is caught without a fuzzer. Each one panics only when an invariant breaks.
 #![allow(clippy::expect_used, reason = "a fuzz target's panic is its finding")]
 
+use crate::jsonrpc::Json;
 use bytes::{BufMut, BytesMut};
 use serde_json::value::RawValue;
 use tokio_util::codec::Decoder;
@@ -55,6 +56,11 @@ pub fn codec(data: &[u8]) {
 pub fn envelope(data: &[u8]) {
     // The one-pass classification answers only what the general path would.
     let fast = crate::jsonrpc::classify_bytes(data).map(|m| format!("{m:?}"));
+    // The scanner behind it, held to serde directly: what it accepts serde
+    // reads, with the same members.
+    if let Ok(text) = std::str::from_utf8(data) {
+        scan_agrees(text);
+    }
     let Ok(raw) = serde_json::from_slice::<&RawValue>(data) else {
         assert!(
             fast.is_none(),
@@ -65,6 +71,7 @@ pub fn envelope(data: &[u8]) {
     if let Some(fast) = fast {
         assert_eq!(fast, format!("{:?}", classify(raw)));
     }
+
     // Likewise for upstream messages read in one pass.
     if let Some(fast) = crate::jsonrpc::message::parse_upstream_text(raw.get()) {
         assert_eq!(format!("{fast:?}"), format!("{:?}", parse_upstream(raw)));
@@ -93,10 +100,31 @@ pub fn envelope(data: &[u8]) {
                 code: i64,
             }
             let reply: Reply<'_> = serde_json::from_slice(&out).expect("replies are JSON");
-            assert_eq!(reply.id.get(), id.map_or("null", RawValue::get));
+            assert_eq!(reply.id.get(), id.map_or("null", Json::get));
             let _ = reply.error;
         }
     }
+}
+
+/// [`crate::jsonrpc::scan::object`] against serde's reading of the same members.
+fn scan_agrees(text: &str) {
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+        serde::Deserialize::deserialize(d).map(Some)
+    }
+    #[derive(serde::Deserialize)]
+    struct Two<'a> {
+        #[serde(borrow, default, deserialize_with = "present")]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default, deserialize_with = "present")]
+        arguments: Option<&'a RawValue>,
+    }
+    let Some([id, arguments]) = crate::jsonrpc::scan::object(text, ["id", "arguments"]) else {
+        return;
+    };
+    assert!(text.trim_start().starts_with('{'), "scanned a non-object");
+    let two: Two<'_> = serde_json::from_str(text).expect("serde reads what the scanner accepts");
+    assert_eq!(id.map(Json::get), two.id.map(RawValue::get));
+    assert_eq!(arguments.map(Json::get), two.arguments.map(RawValue::get));
 }
 
 struct NoSecrets;

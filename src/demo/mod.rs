@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::value::RawValue;
+use crate::jsonrpc::Json;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -161,7 +161,7 @@ impl DemoServer {
     }
 
     /// Answers one request (the handshake is the transport's business).
-    pub async fn call(&self, method: &str, params: Option<&RawValue>) -> Answer {
+    pub async fn call(&self, method: &str, params: Option<Json<'_>>) -> Answer {
         match method {
             "initialize" => Answer::Result(json!({"capabilities": self.capabilities()})),
             "mcp/listTools" => Answer::Result(Value::Array(self.tools.clone())),

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::jsonrpc::{Json, JsonBuf};
 use bytes::Bytes;
 use bytes::BytesMut;
 use futures_util::StreamExt;
@@ -96,20 +97,19 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                     let _ = tx.send(Out::Message(out.into())).await;
                 } else {
                     let (server, tx) = (server.clone(), tx.clone());
-                    let (id, method, params) = (
-                        id.to_owned(),
-                        method.into_owned(),
-                        params.map(|p| p.to_owned()),
-                    );
+                    let (id, method, params) =
+                        (id.to_buf(), method.into_owned(), params.map(Json::to_buf));
                     tasks.spawn(async move {
-                        let answer = server.call(&method, params.as_deref()).await;
+                        let answer = server
+                            .call(&method, params.as_ref().map(JsonBuf::as_json))
+                            .await;
                         let mut out = Vec::new();
                         let result = match answer {
                             Answer::Result(v) => Some(v),
                             Answer::Error(e) => {
                                 write_reply(
                                     &mut out,
-                                    Some(&id),
+                                    Some(id.as_json()),
                                     Reply::RawError(e.to_string().as_bytes()),
                                 );
                                 None
@@ -129,7 +129,7 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                         if let Some(v) = result {
                             write_reply(
                                 &mut out,
-                                Some(&id),
+                                Some(id.as_json()),
                                 Reply::Result(v.to_string().as_bytes()),
                             );
                         }

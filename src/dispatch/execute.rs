@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::jsonrpc::scan;
+use crate::jsonrpc::{Json, JsonBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -43,7 +45,7 @@ impl Audit {
     pub(super) fn log(
         &self,
         tenant: &Tenant,
-        result: &Result<Box<RawValue>, GatewayError>,
+        result: &Result<JsonBuf, GatewayError>,
         took: std::time::Duration,
     ) {
         let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
@@ -86,6 +88,18 @@ struct ExecuteResult<'a> {
     output: Option<Instance<'a>>,
 }
 
+/// `params.id` and `params.arguments`, scanned in one pass; read by serde where
+/// the scanner declines (a repeated member, an escaped key, deep nesting).
+fn execute_params(params: Json<'_>) -> Option<[Option<Json<'_>>; 2]> {
+    if params.first_byte() != b'{' {
+        return None;
+    }
+    scan::object(params.get(), ["id", "arguments"]).or_else(|| {
+        let p = serde_json::from_str::<ExecuteParams<'_>>(params.get()).ok()?;
+        Some([p.id.map(Json::from), p.arguments.map(Json::from)])
+    })
+}
+
 fn invalid(why: &str) -> GatewayError {
     GatewayError::InvalidParams(why.into())
 }
@@ -94,23 +108,18 @@ impl Dispatcher {
     pub(super) async fn execute(
         &self,
         tenant: &Tenant,
-        params: Option<&RawValue>,
+        params: Option<Json<'_>>,
         audit: &mut Audit,
-    ) -> Result<Box<RawValue>, GatewayError> {
-        let params = params
-            .filter(|p| p.get().starts_with('{'))
-            .and_then(|p| serde_json::from_str::<ExecuteParams<'_>>(p.get()).ok())
-            .ok_or_else(|| {
-                invalid("params must be an object {\"id\": string, \"arguments\": object}")
-            })?;
+    ) -> Result<JsonBuf, GatewayError> {
+        let [id, arguments] = params.and_then(execute_params).ok_or_else(|| {
+            invalid("params must be an object {\"id\": string, \"arguments\": object}")
+        })?;
         // Borrowed from the request unless it holds escapes.
-        let id = params
-            .id
+        let id = id
             .and_then(crate::jsonrpc::message::as_string)
             .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
-        let arguments = params
-            .arguments
-            .filter(|a| a.get().starts_with('{'))
+        let arguments = arguments
+            .filter(|a| a.first_byte() == b'{')
             .ok_or_else(|| invalid("params.arguments must be an object"))?;
 
         // The audit line's fields cost a copy and a SHA-256: only when it is written.
@@ -228,7 +237,7 @@ fn check_output(
     up: &Upstream,
     entry: &ToolEntry,
     id: &str,
-    result: &RawValue,
+    result: &JsonBuf,
 ) -> Result<(), GatewayError> {
     let bad = |detail: String| GatewayError::InvalidOutput {
         upstream: up.name.clone(),
@@ -266,7 +275,7 @@ mod tests {
         ] {
             let forwarded = Params::Execute {
                 tool: id,
-                arguments: args,
+                arguments: args.into(),
             };
             let p: serde_json::Value = serde_json::from_str(&forwarded.to_text()).unwrap();
             assert_eq!(p["id"], id);

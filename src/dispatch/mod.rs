@@ -15,7 +15,7 @@ use dashmap::DashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::value::RawValue;
+use crate::jsonrpc::{Json, JsonBuf};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,7 +33,7 @@ const CHANGES_BACKLOG: usize = 256;
 
 /// A successful result, as raw JSON text.
 pub enum Payload {
-    Raw(Box<RawValue>),
+    Raw(JsonBuf),
     Text(String),
     /// JSON text in parts shared with the catalogs (a listing).
     Parts(Vec<Bytes>),
@@ -269,7 +269,7 @@ impl Dispatcher {
         &self,
         tenant: &Tenant,
         method: &str,
-        params: Option<&RawValue>,
+        params: Option<Json<'_>>,
     ) -> Result<Payload, GatewayError> {
         let started = Instant::now();
         let m = Method::parse(method);
@@ -380,7 +380,7 @@ impl Dispatcher {
 }
 
 /// Listing methods take `null` or `{}` (members are ignored, for forward compatibility).
-fn list_params_ok(params: Option<&RawValue>) -> Result<(), GatewayError> {
+fn list_params_ok(params: Option<Json<'_>>) -> Result<(), GatewayError> {
     match params.map(|p| p.get().as_bytes().first()) {
         None | Some(Some(b'{')) | Some(Some(b'n')) => Ok(()),
         _ => Err(GatewayError::InvalidParams(

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::jsonrpc::Json;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
@@ -128,7 +129,7 @@ pub async fn respond_classified(
 }
 
 /// Writes a gateway error as its wire form.
-pub fn write_gateway_error(out: &mut Vec<u8>, id: Option<&RawValue>, e: &GatewayError) {
+pub fn write_gateway_error(out: &mut Vec<u8>, id: Option<Json<'_>>, e: &GatewayError) {
     match e.to_wire() {
         WireError::Own(obj) => write_error(out, id, &obj),
         WireError::Raw(raw) => write_reply(out, id, Reply::RawError(raw.get().as_bytes())),
@@ -139,7 +140,7 @@ fn describe(
     dispatcher: &Dispatcher,
     tenant: &Tenant,
     method: &str,
-    params: Option<&RawValue>,
+    params: Option<Json<'_>>,
     result: &Result<Payload, GatewayError>,
     elapsed: Duration,
 ) -> String {

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::jsonrpc::Json;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
@@ -104,7 +105,7 @@ impl Handshake {
 }
 
 /// `params.trace == "on"` in `initialize`.
-fn wants_trace(params: Option<&RawValue>) -> bool {
+fn wants_trace(params: Option<Json<'_>>) -> bool {
     #[derive(serde::Deserialize)]
     struct P<'a> {
         #[serde(borrow)]

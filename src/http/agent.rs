@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::jsonrpc::Json;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -612,7 +613,7 @@ fn session_of(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Response 
 }
 
 /// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
-fn over_capacity(id: Option<&RawValue>, e: &GatewayError) -> Reply {
+fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
     let mut body = Vec::new();
     write_gateway_error(&mut body, id, e);
     let r = Reply::json(StatusCode::TOO_MANY_REQUESTS, body);

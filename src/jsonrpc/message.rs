@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use super::error::ErrorObject;
+use super::scan::{self, Json};
 
 /// The members of a JSON-RPC message, all kept raw so that nothing is lost or
 /// re-encoded. `Some(null)` (member present, value null) differs from `None`
@@ -37,21 +38,61 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&RawValue>::deserialize(d).map(Some)
 }
 
+/// The envelope's members, each as its raw text.
+struct Members<'a> {
+    jsonrpc: Option<Json<'a>>,
+    id: Option<Json<'a>>,
+    method: Option<Json<'a>>,
+    params: Option<Json<'a>>,
+    result: Option<Json<'a>>,
+    error: Option<Json<'a>>,
+}
+
+impl<'a> From<Envelope<'a>> for Members<'a> {
+    fn from(e: Envelope<'a>) -> Self {
+        Members {
+            jsonrpc: e.jsonrpc.map(Json::from),
+            id: e.id.map(Json::from),
+            method: e.method.map(Json::from),
+            params: e.params.map(Json::from),
+            result: e.result.map(Json::from),
+            error: e.error.map(Json::from),
+        }
+    }
+}
+
+/// The envelope of a text that holds exactly one JSON object, scanned in one
+/// pass; `None` for anything else, and for what the scanner leaves to serde.
+fn scan_members(text: &str) -> Option<Members<'_>> {
+    let [jsonrpc, id, method, params, result, error] = scan::object(
+        text,
+        ["jsonrpc", "id", "method", "params", "result", "error"],
+    )?;
+    Some(Members {
+        jsonrpc,
+        id,
+        method,
+        params,
+        result,
+        error,
+    })
+}
+
 /// What one incoming message (agent to gateway, or client to server) asks for.
 #[derive(Debug)]
 pub enum Incoming<'a> {
     Request {
-        id: &'a RawValue,
+        id: Json<'a>,
         method: Cow<'a, str>,
-        params: Option<&'a RawValue>,
+        params: Option<Json<'a>>,
     },
     Notification {
         method: Cow<'a, str>,
-        params: Option<&'a RawValue>,
+        params: Option<Json<'a>>,
     },
     /// Not a valid request: answer with this error, echoing `id` (or null).
     Invalid {
-        id: Option<&'a RawValue>,
+        id: Option<Json<'a>>,
         error: ErrorObject,
     },
     /// A malformed notification: JSON-RPC forbids any reply.
@@ -63,13 +104,13 @@ fn first_byte(raw: &RawValue) -> u8 {
 }
 
 /// A JSON-RPC id may be a string, a number or null.
-fn is_valid_id(raw: &RawValue) -> bool {
-    matches!(first_byte(raw), b'"' | b'-' | b'0'..=b'9' | b'n')
+fn is_valid_id(raw: Json<'_>) -> bool {
+    matches!(raw.first_byte(), b'"' | b'-' | b'0'..=b'9' | b'n')
 }
 
 /// A JSON string's value, borrowed unless it holds escapes; `None` for any other JSON value.
-pub fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    if first_byte(raw) != b'"' {
+pub fn as_string(raw: Json<'_>) -> Option<Cow<'_, str>> {
+    if raw.first_byte() != b'"' {
         return None;
     }
     // Valid JSON already: a string without escapes is the text between its quotes.
@@ -97,7 +138,7 @@ pub fn classify(raw: &RawValue) -> Incoming<'_> {
             error: ErrorObject::invalid_request("a message must be a JSON object"),
         };
     };
-    classify_envelope(env)
+    classify_members(env.into())
 }
 
 /// [`classify`] straight from the bytes of a body that holds exactly one JSON
@@ -109,15 +150,12 @@ pub fn classify_bytes(bytes: &[u8]) -> Option<Incoming<'_>> {
     if *first != b'{' {
         return None;
     }
-    // Read as text first: from bytes, serde_json does not check the UTF-8 of
-    // members it skips, and JSON text is UTF-8 throughout (found by fuzzing).
+    // JSON text is UTF-8 throughout: checked once for the whole body.
     let text = std::str::from_utf8(bytes).ok()?;
-    serde_json::from_str::<Envelope<'_>>(text)
-        .ok()
-        .map(classify_envelope)
+    scan_members(text).map(classify_members)
 }
 
-fn classify_envelope(env: Envelope<'_>) -> Incoming<'_> {
+fn classify_members(env: Members<'_>) -> Incoming<'_> {
     let method = env.method.and_then(as_string);
     let id = match env.id {
         None => None,
@@ -150,7 +188,7 @@ fn classify_envelope(env: Envelope<'_>) -> Incoming<'_> {
     // null reads as absent; any other non-structured value is invalid (JSON-RPC 2.0).
     let params = env.params.filter(|p| p.get() != "null");
     if let Some(params) = params {
-        if !matches!(first_byte(params), b'{' | b'[') {
+        if !matches!(params.first_byte(), b'{' | b'[') {
             return fail("params must be an object or an array");
         }
     }
@@ -165,18 +203,15 @@ fn classify_envelope(env: Envelope<'_>) -> Incoming<'_> {
 pub enum UpstreamMessage<'a> {
     /// A response: `Ok(result)` or `Err(error object)`, both raw.
     Response {
-        id: &'a RawValue,
-        outcome: Result<&'a RawValue, &'a RawValue>,
+        id: Json<'a>,
+        outcome: Result<Json<'a>, Json<'a>>,
     },
     Notification {
         method: Cow<'a, str>,
-        params: Option<&'a RawValue>,
+        params: Option<Json<'a>>,
     },
     /// A request from the server to the client (the gateway serves none).
-    Request {
-        id: &'a RawValue,
-        method: Cow<'a, str>,
-    },
+    Request { id: Json<'a>, method: Cow<'a, str> },
 }
 
 #[derive(Deserialize)]
@@ -191,22 +226,16 @@ struct ErrorShape<'a> {
 /// Parses and checks one message an upstream sent. `Err` says why it breaks JSON-RPC 2.0.
 pub fn parse_upstream(raw: &RawValue) -> Result<UpstreamMessage<'_>, &'static str> {
     let env = parse_envelope(raw).ok_or("not a JSON-RPC object")?;
-    upstream_message(env)
+    upstream_message(env.into())
 }
 
 /// [`parse_upstream`] of a text that holds exactly one JSON object, in one
 /// pass; `None` for anything else (the caller takes the general path).
 pub fn parse_upstream_text(text: &str) -> Option<Result<UpstreamMessage<'_>, &'static str>> {
-    let first = text.bytes().find(|b| !b.is_ascii_whitespace())?;
-    if first != b'{' {
-        return None;
-    }
-    serde_json::from_str::<Envelope<'_>>(text)
-        .ok()
-        .map(upstream_message)
+    scan_members(text).map(upstream_message)
 }
 
-fn upstream_message(env: Envelope<'_>) -> Result<UpstreamMessage<'_>, &'static str> {
+fn upstream_message(env: Members<'_>) -> Result<UpstreamMessage<'_>, &'static str> {
     if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
         return Err("jsonrpc is not \"2.0\"");
     }
@@ -248,7 +277,7 @@ pub enum Reply<'a> {
 }
 
 /// Appends one response object to `buf`, echoing `id` exactly (`null` when `None`).
-pub fn write_reply(buf: &mut Vec<u8>, id: Option<&RawValue>, reply: Reply<'_>) {
+pub fn write_reply(buf: &mut Vec<u8>, id: Option<Json<'_>>, reply: Reply<'_>) {
     if let Reply::Result(raw) = reply {
         write_result_head(buf, id);
         buf.extend_from_slice(raw);
@@ -256,7 +285,7 @@ pub fn write_reply(buf: &mut Vec<u8>, id: Option<&RawValue>, reply: Reply<'_>) {
         return;
     }
     buf.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    buf.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    buf.extend_from_slice(id.map_or("null", Json::get).as_bytes());
     match reply {
         Reply::Result(_) => {}
         Reply::RawError(raw) => {
@@ -273,14 +302,14 @@ pub fn write_reply(buf: &mut Vec<u8>, id: Option<&RawValue>, reply: Reply<'_>) {
 }
 
 /// Appends a result response up to its result: the result and a `}` follow.
-pub fn write_result_head(buf: &mut Vec<u8>, id: Option<&RawValue>) {
+pub fn write_result_head(buf: &mut Vec<u8>, id: Option<Json<'_>>) {
     buf.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    buf.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    buf.extend_from_slice(id.map_or("null", Json::get).as_bytes());
     buf.extend_from_slice(br#","result":"#);
 }
 
 /// Appends an error response.
-pub fn write_error(buf: &mut Vec<u8>, id: Option<&RawValue>, err: &ErrorObject) {
+pub fn write_error(buf: &mut Vec<u8>, id: Option<Json<'_>>, err: &ErrorObject) {
     write_reply(buf, id, Reply::Error(err));
 }
 
@@ -412,7 +441,7 @@ mod tests {
         let mut buf = Vec::new();
         write_reply(
             &mut buf,
-            Some(raw("9007199254740993")),
+            Some(raw("9007199254740993").into()),
             Reply::Result(b"[]"),
         );
         assert_eq!(

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
+use crate::jsonrpc::Json;
 use serde_json::{Map, Value};
 
 use super::definitions::{self, Kind};
@@ -238,7 +238,7 @@ impl Catalog {
 }
 
 /// Checks, namespaces and (for tools) compiles every definition of one listing result.
-pub fn build(gateway: &str, upstream: &str, kind: Kind, result: &RawValue) -> Built {
+pub fn build(gateway: &str, upstream: &str, kind: Kind, result: Json<'_>) -> Built {
     let mut built = Built {
         listing: Listing::default(),
         tools: HashMap::new(),
@@ -345,8 +345,10 @@ fn compile_tool(
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.to_owned()).unwrap()
+    fn raw(s: &str) -> Json<'_> {
+        serde_json::from_str::<&serde_json::value::RawValue>(s)
+            .unwrap()
+            .into()
     }
 
     #[test]
@@ -359,7 +361,7 @@ mod tests {
             {"mcpId":"urn:t","name":"u","description":"d","inputSchema":{},"outputSchema":{},"extra":true},
             7
         ]"#);
-        let built = build("g", "up", Kind::Tool, &tools);
+        let built = build("g", "up", Kind::Tool, tools);
         assert_eq!(built.listing.count, 2);
         let reasons: Vec<_> = built.dropped.iter().map(|d| d.reason.as_str()).collect();
         assert_eq!(reasons.len(), 4, "{reasons:?}");
@@ -393,7 +395,7 @@ mod tests {
         let tools = raw(r#"[
             {"mcpId":"mcp://a/t1","name":"t","description":"d","inputSchema":{},"outputSchema":{}},
             {"mcpId":"mcp://a/t2","name":"t","description":"d","inputSchema":{},"outputSchema":{}}]"#);
-        let mut built = build("g", "up", Kind::Tool, &tools);
+        let mut built = build("g", "up", Kind::Tool, tools);
         assert_eq!(built.fingerprints().len(), 2);
         built.quarantine(&["mcp://a/t1".to_owned()].into());
         let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
@@ -406,7 +408,7 @@ mod tests {
 
     #[test]
     fn non_array_listing_is_dropped_whole() {
-        let built = build("g", "up", Kind::Prompt, &raw(r#"{"not":"array"}"#));
+        let built = build("g", "up", Kind::Prompt, raw(r#"{"not":"array"}"#));
         assert_eq!(built.listing.count, 0);
         assert_eq!(built.dropped.len(), 1);
     }

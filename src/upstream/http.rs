@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::jsonrpc::{Json, JsonBuf};
 use bytes::BytesMut;
 use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -65,14 +66,16 @@ impl HttpLink {
         })
     }
 
-    /// POSTs the request `encode` writes (about `len_hint` bytes).
-    async fn post(
+    /// POSTs the request `encode` writes (about `len_hint` bytes); what
+    /// `answer` makes of the status and the whole answer.
+    async fn post<T>(
         &self,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
-    ) -> Result<(reqwest::StatusCode, BytesMut), CallError> {
+        answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
+    ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
-            return pool.post(encode, len_hint, self.max_bytes).await;
+            return pool.post(encode, len_hint, self.max_bytes, answer).await;
         }
         let mut body = Vec::with_capacity(len_hint);
         encode(&mut body);
@@ -102,7 +105,7 @@ impl HttpLink {
             }
             out.extend_from_slice(&chunk);
         }
-        Ok((status, out))
+        Ok(answer(status, &out))
     }
 
     /// Closes pooled connections that have been idle too long.
@@ -115,14 +118,14 @@ impl HttpLink {
 
 /// Finds the answer to request `id` in a body holding one message, or several
 /// newline-delimited ones (an upstream may answer `initialize` as a session).
-fn find_answer(body: &[u8], id: u64) -> Result<Box<RawValue>, CallError> {
+fn find_answer(body: &[u8], id: u64) -> Result<JsonBuf, CallError> {
     let mut digits = [0; 20];
     let id_text = super::decimal(id, &mut digits);
     let answer = |message: Result<UpstreamMessage<'_>, &'static str>| match message {
         Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => Some(
             outcome
-                .map(|r| r.to_owned())
-                .map_err(|e| CallError::Remote(e.to_owned())),
+                .map(Json::to_buf)
+                .map_err(|e| CallError::Remote(e.to_buf())),
         ),
         Ok(_) => None,
         Err(why) => Some(Err(CallError::protocol(why))),
@@ -150,20 +153,20 @@ impl Transport for HttpLink {
         &'a self,
         method: &'a str,
         params: Params<'a>,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
+    ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
         Box::pin(async move {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let (status, body) = self
-                .post(
-                    |out| write_request(out, Some(id), method, params),
-                    64 + params.len_hint(),
-                )
-                .await?;
-            match status.as_u16() {
-                200 => find_answer(&body, id),
-                502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
-                code => Err(CallError::protocol(format!("HTTP {code} to a request"))),
-            }
+            // The answer is read where it arrived, in the connection's buffer.
+            self.post(
+                |out| write_request(out, Some(id), method, params),
+                64 + params.len_hint(),
+                |status, body| match status.as_u16() {
+                    200 => find_answer(body, id),
+                    502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
+                    code => Err(CallError::protocol(format!("HTTP {code} to a request"))),
+                },
+            )
+            .await?
         })
     }
 
@@ -174,18 +177,17 @@ impl Transport for HttpLink {
     ) -> BoxFuture<'a, Result<(), CallError>> {
         Box::pin(async move {
             let params = Params::from(params);
-            let (status, _) = self
-                .post(
-                    |out| write_request(out, None, method, params),
-                    64 + params.len_hint(),
-                )
-                .await?;
-            match status.as_u16() {
-                200 | 202 | 204 => Ok(()),
-                code => Err(CallError::protocol(format!(
-                    "HTTP {code} to a notification"
-                ))),
-            }
+            self.post(
+                |out| write_request(out, None, method, params),
+                64 + params.len_hint(),
+                |status, _| match status.as_u16() {
+                    200 | 202 | 204 => Ok(()),
+                    code => Err(CallError::protocol(format!(
+                        "HTTP {code} to a notification"
+                    ))),
+                },
+            )
+            .await?
         })
     }
 }

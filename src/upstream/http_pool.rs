@@ -32,8 +32,19 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 64;
 
-struct Idle {
+/// A keep-alive connection and its buffers, which go back to the pool with it:
+/// a call allocates nothing for its request and its answer.
+struct Conn {
     stream: TcpStream,
+    write: Vec<u8>,
+    read: BytesMut,
+}
+
+/// Buffers grown past this by a large exchange are not kept for the next one.
+const KEPT_BUFFER: usize = 64 * 1024;
+
+struct Idle {
+    conn: Conn,
     since: Instant,
 }
 
@@ -86,20 +97,28 @@ impl Pool {
         })
     }
 
-    /// POSTs the body `encode` writes (about `len_hint` bytes); the status and
-    /// the whole answer, up to `max_bytes`.
-    pub(super) async fn post(
+    /// POSTs the body `encode` writes (about `len_hint` bytes); what `answer`
+    /// makes of the status and the whole answer (up to `max_bytes`), which it
+    /// reads in the connection's own buffer.
+    pub(super) async fn post<T>(
         &self,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
         max_bytes: usize,
-    ) -> Result<(StatusCode, BytesMut), CallError> {
+        answer: impl FnOnce(StatusCode, &[u8]) -> T,
+    ) -> Result<T, CallError> {
+        let mut conn = match self.take() {
+            Some(conn) => conn,
+            None => self.connect().await?,
+        };
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
         let room = self.head.len() + 24;
-        let mut request = Vec::with_capacity(room + len_hint);
+        let request = &mut conn.write;
+        request.clear();
+        request.reserve(room + len_hint);
         request.resize(room, 0);
-        encode(&mut request);
+        encode(request);
         let mut digits = [0; 20];
         let length = super::decimal((request.len() - room) as u64, &mut digits);
         let start = room - self.head.len() - length.len() - 4;
@@ -107,40 +126,48 @@ impl Pool {
         head.copy_from_slice(&self.head);
         rest[..length.len()].copy_from_slice(length);
         rest[length.len()..].copy_from_slice(b"\r\n\r\n");
-        let request = &request[start..];
-        let mut stream = match self.take() {
-            Some(stream) => stream,
-            None => self.connect().await?,
-        };
-        stream
-            .write_all(request)
+        conn.stream
+            .write_all(&conn.write[start..])
             .await
             .map_err(|_| CallError::unavailable("connection lost while sending the request"))?;
-        let mut buf = BytesMut::with_capacity(4096);
-        let answer = read_response(&mut stream, &mut buf, max_bytes).await?;
-        if answer.keep_alive && buf.is_empty() {
-            self.put(stream);
+        let read = read_response(&mut conn.stream, &mut conn.read, max_bytes).await?;
+        let value = match read.body {
+            Body::Buffered(n) => {
+                let value = answer(read.status, &conn.read[..n]);
+                conn.read.advance(n);
+                value
+            }
+            Body::Owned(body) => answer(read.status, &body),
+        };
+        if read.keep_alive && conn.read.is_empty() {
+            self.put(conn);
         }
-        Ok((answer.status, answer.body))
+        Ok(value)
     }
 
     /// An idle connection that is still open and clean, if there is one.
-    fn take(&self) -> Option<TcpStream> {
+    fn take(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         // The most recently used first: the likeliest to be open still.
         while let Some(i) = idle.pop() {
-            if i.since.elapsed() < self.idle_timeout && still_open(&i.stream) {
-                return Some(i.stream);
+            if i.since.elapsed() < self.idle_timeout && still_open(&i.conn.stream) {
+                return Some(i.conn);
             }
         }
         None
     }
 
-    fn put(&self, stream: TcpStream) {
+    fn put(&self, mut conn: Conn) {
+        if conn.write.capacity() > KEPT_BUFFER {
+            conn.write = Vec::new();
+        }
+        if conn.read.capacity() > KEPT_BUFFER {
+            conn.read = BytesMut::new();
+        }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
             idle.push(Idle {
-                stream,
+                conn,
                 since: Instant::now(),
             });
         }
@@ -149,10 +176,10 @@ impl Pool {
     /// Closes connections idle for longer than the idle timeout, or closed by the upstream.
     pub(super) fn sweep(&self) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain(|i| i.since.elapsed() < self.idle_timeout && still_open(&i.stream));
+        idle.retain(|i| i.since.elapsed() < self.idle_timeout && still_open(&i.conn.stream));
     }
 
-    async fn connect(&self) -> Result<TcpStream, CallError> {
+    async fn connect(&self) -> Result<Conn, CallError> {
         let failed = || CallError::unavailable("connection failed");
         let stream = tokio::time::timeout(
             self.connect_timeout,
@@ -162,7 +189,11 @@ impl Pool {
         .map_err(|_| failed())?
         .map_err(|_| failed())?;
         let _ = stream.set_nodelay(true);
-        Ok(stream)
+        Ok(Conn {
+            stream,
+            write: Vec::new(),
+            read: BytesMut::with_capacity(4096),
+        })
     }
 }
 
@@ -175,9 +206,17 @@ fn still_open(stream: &TcpStream) -> bool {
 
 struct Answer {
     status: StatusCode,
-    body: BytesMut,
+    body: Body,
     /// Whether the connection may carry another request.
     keep_alive: bool,
+}
+
+/// Where the body of an answer is.
+enum Body {
+    /// The first `n` bytes of the read buffer (framed by length or by the end of the connection).
+    Buffered(usize),
+    /// Decoded from chunks into a buffer of its own.
+    Owned(BytesMut),
 }
 
 fn protocol(why: &'static str) -> CallError {
@@ -259,21 +298,16 @@ async fn read_response<R: AsyncRead + Unpin>(
                         ));
                     }
                 }
-                if buf.len() == n {
-                    // The usual case: the body is the rest of the buffer, taken whole.
-                    std::mem::take(buf)
-                } else {
-                    buf.split_to(n)
-                }
+                Body::Buffered(n)
             }
-            Framing::Chunked => read_chunked(io, buf, max_bytes).await?,
+            Framing::Chunked => Body::Owned(read_chunked(io, buf, max_bytes).await?),
             Framing::Close => {
                 while fill(io, buf).await? {
                     if buf.len() > max_bytes {
                         return Err(too_large());
                     }
                 }
-                std::mem::take(buf)
+                Body::Buffered(buf.len())
             }
         };
         let keep_alive = keep_alive && !matches!(framing, Framing::Close);
@@ -437,13 +471,30 @@ mod tests {
         }
     }
 
-    async fn read(wire: &[u8], step: usize, max: usize) -> (Result<Answer, CallError>, BytesMut) {
+    /// An answer with its body taken out of the buffer.
+    struct Read {
+        status: StatusCode,
+        body: BytesMut,
+        keep_alive: bool,
+    }
+
+    /// The answer, and what is left in the buffer after it.
+    async fn read(wire: &[u8], step: usize, max: usize) -> (Result<Read, CallError>, BytesMut) {
         let mut buf = BytesMut::new();
-        let r = read_response(&mut Trickle(wire, step), &mut buf, max).await;
+        let r = read_response(&mut Trickle(wire, step), &mut buf, max)
+            .await
+            .map(|a| Read {
+                status: a.status,
+                body: match a.body {
+                    Body::Buffered(n) => buf.split_to(n),
+                    Body::Owned(body) => body,
+                },
+                keep_alive: a.keep_alive,
+            });
         (r, buf)
     }
 
-    async fn each_step(wire: &[u8]) -> Vec<(Result<Answer, CallError>, BytesMut)> {
+    async fn each_step(wire: &[u8]) -> Vec<(Result<Read, CallError>, BytesMut)> {
         let mut all = Vec::new();
         for step in [1, 2, 3, 7, 64, 4096] {
             all.push(read(wire, step, 1 << 20).await);

@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::jsonrpc::{Json, JsonBuf};
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, watch};
@@ -35,7 +36,7 @@ pub enum CallError {
     Protocol(Cow<'static, str>),
     /// The upstream answered with its own error object (passed through unchanged).
     #[error("the upstream returned an error")]
-    Remote(Box<RawValue>),
+    Remote(JsonBuf),
     /// Every slot busy and the queue full: refused at once.
     #[error("at its concurrency limit")]
     OverCapacity,
@@ -69,7 +70,7 @@ pub trait Transport: Send + Sync + 'static {
         &'a self,
         method: &'a str,
         params: Params<'a>,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>>;
+    ) -> BoxFuture<'a, Result<JsonBuf, CallError>>;
     /// Sends a notification.
     fn notify<'a>(
         &'a self,
@@ -83,18 +84,21 @@ pub trait Transport: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug)]
 pub enum Params<'a> {
     /// Params as they are.
-    Json(&'a RawValue),
+    Json(Json<'a>),
     /// `{"id": <tool id>, "arguments": <arguments>}`: an `mcp/executeTool`
     /// forwarded with the upstream's own tool id, written straight into the
     /// request (the arguments are the agent's, byte for byte).
-    Execute {
-        tool: &'a str,
-        arguments: &'a RawValue,
-    },
+    Execute { tool: &'a str, arguments: Json<'a> },
 }
 
 impl<'a> From<&'a RawValue> for Params<'a> {
     fn from(raw: &'a RawValue) -> Self {
+        Params::Json(raw.into())
+    }
+}
+
+impl<'a> From<Json<'a>> for Params<'a> {
+    fn from(raw: Json<'a>) -> Self {
         Params::Json(raw)
     }
 }
@@ -431,11 +435,7 @@ impl Upstream {
     }
 
     /// Calls `method` with the upstream's timeout, counting the outcome.
-    pub async fn call(
-        &self,
-        method: Method,
-        params: Params<'_>,
-    ) -> Result<Box<RawValue>, CallError> {
+    pub async fn call(&self, method: Method, params: Params<'_>) -> Result<JsonBuf, CallError> {
         let started = Instant::now();
         let in_flight = &self.hot.in_flight;
         in_flight.inc();
@@ -542,7 +542,7 @@ impl Upstream {
                     continue;
                 }
             };
-            let mut built = catalog::build(&self.gateway_id, &self.name, kind, &result);
+            let mut built = catalog::build(&self.gateway_id, &self.name, kind, result.as_json());
             if kind == Kind::Tool {
                 self.apply_pins(&mut built);
             }
@@ -607,7 +607,7 @@ impl Upstream {
     }
 
     /// Handles a notification the upstream sent.
-    pub async fn on_notification(&self, method: &str, params: Option<&RawValue>) {
+    pub async fn on_notification(&self, method: &str, params: Option<Json<'_>>) {
         if Method::parse(method) != Method::ResourceDidChange {
             tracing::debug!(upstream = %self.name, method, "ignored notification from upstream");
             return;

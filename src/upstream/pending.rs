@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::value::RawValue;
+use crate::jsonrpc::JsonBuf;
 use tokio::sync::oneshot;
 
 use super::CallError;
 
-pub type Outcome = Result<Box<RawValue>, CallError>;
+pub type Outcome = Result<JsonBuf, CallError>;
 
 #[derive(Default)]
 struct Inner {

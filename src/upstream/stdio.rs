@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::jsonrpc::{Json, JsonBuf};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{SinkExt, StreamExt};
@@ -62,7 +63,7 @@ impl Transport for StdioLink {
         &'a self,
         method: &'a str,
         params: Params<'a>,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, CallError>> {
+    ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
         Box::pin(async move {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let (answer, _registration) = self.pending.register(id)?;
@@ -206,8 +207,8 @@ async fn serve_child(
                     break Ended::Exited;
                 }
                 Some((method, params)) = events.recv() => {
-                    let params: Option<Box<RawValue>> = params;
-                    up.on_notification(&method, params.as_deref()).await;
+                    let params: Option<JsonBuf> = params;
+                    up.on_notification(&method, params.as_ref().map(JsonBuf::as_json)).await;
                 }
                 _ = shutdown.cancelled() => break Ended::Shutdown,
             }
@@ -256,7 +257,7 @@ fn signal_group(group: Option<Pid>, signal: Signal) {
     }
 }
 
-type Event = (String, Option<Box<RawValue>>);
+type Event = (String, Option<JsonBuf>);
 
 fn start_link(
     up: &Arc<Upstream>,
@@ -362,8 +363,8 @@ impl Reader {
                     return self.protocol_error("a response has an id the gateway never sent");
                 };
                 let outcome = outcome
-                    .map(|r| r.to_owned())
-                    .map_err(|e| CallError::Remote(e.to_owned()));
+                    .map(Json::to_buf)
+                    .map_err(|e| CallError::Remote(e.to_buf()));
                 if !self.pending.complete(id, outcome) {
                     tracing::debug!(upstream = %self.up.name, id, "answer for a call nobody waits for (timed out or cancelled)");
                 }
@@ -371,7 +372,7 @@ impl Reader {
             Ok(UpstreamMessage::Notification { method, params }) => {
                 if self
                     .events
-                    .try_send((method.into_owned(), params.map(|p| p.to_owned())))
+                    .try_send((method.into_owned(), params.map(Json::to_buf)))
                     .is_err()
                 {
                     tracing::warn!(upstream = %self.up.name, "notification dropped: too many queued");

@@ -449,7 +449,7 @@ async fn impatient_upstream(calls: Arc<AtomicUsize>) -> String {
                     let answer = match request.get("id") {
                         None => "HTTP/1.1 204 No Content\r\n\r\n".to_owned(),
                         Some(id) => {
-                            let body = match server.call(method, Some(&params)).await {
+                            let body = match server.call(method, Some((&*params).into())).await {
                                 Answer::Result(v) => {
                                     json!({"jsonrpc": "2.0", "id": id, "result": v})
                                 }
