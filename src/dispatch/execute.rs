@@ -100,6 +100,23 @@ fn execute_params(params: Json<'_>) -> Option<[Option<Json<'_>>; 2]> {
     })
 }
 
+/// The `output` of a result: `None` when the result is not a JSON object (or
+/// the output not readable), `Some(None)` when it has none (`null` is none).
+/// Scanned in one pass; read by serde where the scanner declines.
+fn execute_output(result: &str) -> Option<Option<Instance<'_>>> {
+    if !result.starts_with('{') {
+        return None;
+    }
+    match scan::object(result, ["output"]) {
+        Some([None]) => Some(None),
+        Some([Some(output)]) if output.get() == "null" => Some(None),
+        Some([Some(output)]) => Instance::parse(output.get()).ok().map(Some),
+        None => serde_json::from_str::<ExecuteResult<'_>>(result)
+            .ok()
+            .map(|r| r.output),
+    }
+}
+
 fn invalid(why: &str) -> GatewayError {
     GatewayError::InvalidParams(why.into())
 }
@@ -243,14 +260,8 @@ fn check_output(
         upstream: up.name.clone(),
         detail,
     };
-    let parsed: ExecuteResult = result
-        .get()
-        .starts_with('{')
-        .then(|| serde_json::from_str(result.get()).ok())
-        .flatten()
-        .ok_or_else(|| bad("the result is not an object".into()))?;
-    let output = parsed
-        .output
+    let output = execute_output(result.get())
+        .ok_or_else(|| bad("the result is not an object".into()))?
         .ok_or_else(|| bad("the result has no output".into()))?;
     entry
         .output()
@@ -262,6 +273,28 @@ fn check_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_results_output_is_read_as_serde_reads_it() {
+        let by_serde = |text: &str| -> Option<Option<serde_json::Value>> {
+            let r = serde_json::from_str::<ExecuteResult<'_>>(text).ok()?;
+            Some(r.output.map(|o| o.to_value()))
+        };
+        for text in [
+            r#"{"output":{"text":"hi"},"extra":[1]}"#,
+            r#"{"output":null}"#,
+            r#"{"other":1}"#,
+            r#"{"output":1,"output":2}"#,
+            r#"{"output":1e400}"#,
+            r#"{"output":"\ud800"}"#,
+            r#"{"output":[1,2,{"a":"\u00e9"}]} "#,
+            r#"{"output":{}"#,
+        ] {
+            let fast = execute_output(text).map(|o| o.map(|o| o.to_value()));
+            assert_eq!(fast, by_serde(text), "{text}");
+        }
+        assert_eq!(execute_output("[1]").map(|_| ()), None);
+    }
 
     #[test]
     fn forwarded_ids_are_json_strings_whatever_they_hold() {

@@ -89,10 +89,7 @@ pub(crate) fn object<'a, const N: usize>(
     text: &'a str,
     keys: [&str; N],
 ) -> Option<[Option<Json<'a>>; N]> {
-    let mut s = Scanner {
-        b: text.as_bytes(),
-        i: 0,
-    };
+    let mut s = Scanner::new(text);
     let mut found = [None; N];
     s.ws();
     s.eat(b'{')?;
@@ -127,12 +124,14 @@ pub(crate) fn object<'a, const N: usize>(
         }
     }
     s.ws();
-    (s.i == s.b.len()).then_some(found)
+    s.at_end().then_some(found)
 }
 
-struct Scanner<'a> {
+/// A position in JSON text, and the steps to read it (also used by
+/// [`crate::protocol::instance`] to read a value in one pass).
+pub(crate) struct Scanner<'a> {
     b: &'a [u8],
-    i: usize,
+    pub(crate) i: usize,
 }
 
 /// Bytes that end the plain run of a string: a quote, a backslash, or a control
@@ -162,23 +161,35 @@ fn first_stop(word: u64) -> Option<usize> {
     (flagged != 0).then(|| (flagged.trailing_zeros() / 8) as usize)
 }
 
-impl Scanner<'_> {
-    fn peek(&self) -> Option<u8> {
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Scanner {
+            b: text.as_bytes(),
+            i: 0,
+        }
+    }
+
+    /// Whether the whole text was read.
+    pub(crate) fn at_end(&self) -> bool {
+        self.i == self.b.len()
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
 
-    fn next(&mut self) -> Option<u8> {
+    pub(crate) fn next(&mut self) -> Option<u8> {
         let c = self.peek()?;
         self.i += 1;
         Some(c)
     }
 
-    fn eat(&mut self, c: u8) -> Option<()> {
+    pub(crate) fn eat(&mut self, c: u8) -> Option<()> {
         (self.next()? == c).then_some(())
     }
 
     /// JSON's whitespace: space, tab, line feed and carriage return, nothing else.
-    fn ws(&mut self) {
+    pub(crate) fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.i += 1;
         }
@@ -186,7 +197,7 @@ impl Scanner<'_> {
 
     /// The rest of a string whose opening quote was read: where its content
     /// starts, and whether it holds escapes. Leaves the position after the closing quote.
-    fn string(&mut self) -> Option<(usize, bool)> {
+    pub(crate) fn string(&mut self) -> Option<(usize, bool)> {
         let start = self.i;
         let mut escaped = false;
         loop {
@@ -240,7 +251,7 @@ impl Scanner<'_> {
     }
 
     /// A number: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-    fn number(&mut self) -> Option<()> {
+    pub(crate) fn number(&mut self) -> Option<()> {
         if self.peek() == Some(b'-') {
             self.i += 1;
         }
@@ -267,7 +278,7 @@ impl Scanner<'_> {
         Some(())
     }
 
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
+    pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
         if self.b.get(self.i..self.i + word.len())? != word {
             return None;
         }

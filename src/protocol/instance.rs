@@ -19,6 +19,8 @@ use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
+use crate::jsonrpc::scan::Scanner;
+
 /// One JSON value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Instance<'a> {
@@ -31,10 +33,28 @@ pub enum Instance<'a> {
     Object(Vec<(Cow<'a, str>, Instance<'a>)>),
 }
 
+/// Nesting read in one pass; deeper values are read by serde (which refuses past 128).
+const FAST_DEPTH: u32 = 64;
+
 impl<'a> Instance<'a> {
-    /// Reads JSON text, borrowing from it.
+    /// Reads JSON text, borrowing from it. The usual value is read in one pass
+    /// over the bytes; strings with escapes and numbers other than plain
+    /// integers are decoded by serde_json, and whatever that pass does not take
+    /// (invalid text, deep nesting) is read by serde_json whole, so that what is
+    /// accepted, the values and the errors are serde_json's.
     pub fn parse(text: &'a str) -> serde_json::Result<Self> {
-        serde_json::from_str(text)
+        match Self::read(text) {
+            Some(value) => Ok(value),
+            None => serde_json::from_str(text),
+        }
+    }
+
+    /// The one-pass reading: `None` for anything it does not take.
+    fn read(text: &'a str) -> Option<Self> {
+        let mut s = Scanner::new(text);
+        let value = read_value(&mut s, text, FAST_DEPTH)?;
+        s.ws();
+        s.at_end().then_some(value)
     }
 
     /// The same value as a `serde_json::Value` (for error messages).
@@ -53,6 +73,105 @@ impl<'a> Instance<'a> {
             ),
         }
     }
+}
+
+fn read_value<'a>(s: &mut Scanner<'a>, text: &'a str, depth: u32) -> Option<Instance<'a>> {
+    s.ws();
+    let start = s.i;
+    match s.next()? {
+        b'{' => {
+            let depth = depth.checked_sub(1)?;
+            let mut members = Vec::new();
+            s.ws();
+            if s.peek() == Some(b'}') {
+                s.i += 1;
+            } else {
+                loop {
+                    s.eat(b'"')?;
+                    let key = read_string(s, text)?;
+                    s.ws();
+                    s.eat(b':')?;
+                    members.push((key, read_value(s, text, depth)?));
+                    s.ws();
+                    match s.next()? {
+                        b',' => s.ws(),
+                        b'}' => break,
+                        _ => return None,
+                    }
+                }
+            }
+            Some(object(members))
+        }
+        b'[' => {
+            let depth = depth.checked_sub(1)?;
+            let mut items = Vec::new();
+            s.ws();
+            if s.peek() == Some(b']') {
+                s.i += 1;
+            } else {
+                loop {
+                    items.push(read_value(s, text, depth)?);
+                    s.ws();
+                    match s.next()? {
+                        b',' => {}
+                        b']' => break,
+                        _ => return None,
+                    }
+                }
+            }
+            Some(Instance::Array(items))
+        }
+        b'"' => read_string(s, text).map(Instance::String),
+        b'-' | b'0'..=b'9' => {
+            s.i = start;
+            s.number()?;
+            let number = text.get(start..s.i)?;
+            let digits = number.strip_prefix('-').unwrap_or(number);
+            // Plain integers as serde_json reads them (`-0` is its float -0.0:
+            // left to it, like fractions and exponents).
+            let n = match digits.parse::<u64>() {
+                Ok(n) if digits.len() < 20 && !number.starts_with('-') => Number::from(n),
+                Ok(n) if digits.len() < 19 && n > 0 => Number::from(-i64::try_from(n).ok()?),
+                _ => serde_json::from_str::<Number>(number).ok()?,
+            };
+            Some(Instance::Number(n))
+        }
+        b't' => s.literal(b"rue").map(|()| Instance::Bool(true)),
+        b'f' => s.literal(b"alse").map(|()| Instance::Bool(false)),
+        b'n' => s.literal(b"ull").map(|()| Instance::Null),
+        _ => None,
+    }
+}
+
+/// The rest of a string whose opening quote was read: borrowed without
+/// escapes, decoded by serde_json with them (which refuses lone surrogates).
+fn read_string<'a>(s: &mut Scanner<'a>, text: &'a str) -> Option<Cow<'a, str>> {
+    let (start, escaped) = s.string()?;
+    if escaped {
+        serde_json::from_str::<String>(text.get(start - 1..s.i)?)
+            .ok()
+            .map(Cow::Owned)
+    } else {
+        text.get(start..s.i - 1).map(Cow::Borrowed)
+    }
+}
+
+/// An object of members in the order written: sorted by key, and of each run
+/// of equal keys the last kept, as a `Value`'s map holds them.
+fn object<'a>(mut members: Vec<(Cow<'a, str>, Instance<'a>)>) -> Instance<'a> {
+    // A stable sort keeps duplicates in the order written; of each run of
+    // equal keys the last is kept (moved into the slot that stays).
+    if !members.is_sorted_by(|a, b| a.0 < b.0) {
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        members.dedup_by(|later, kept| {
+            let duplicate = later.0 == kept.0;
+            if duplicate {
+                std::mem::swap(later, kept);
+            }
+            duplicate
+        });
+    }
+    Instance::Object(members)
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Instance<'a> {
@@ -112,23 +231,11 @@ impl<'de> Visitor<'de> for InstanceVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members: Vec<(Cow<'de, str>, Instance<'de>)> = Vec::new();
+        let mut members = Vec::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             members.push((key.0, map.next_value()?));
         }
-        // A stable sort keeps duplicates in the order written; of each run of
-        // equal keys the last is kept (moved into the slot that stays).
-        if !members.is_sorted_by(|a, b| a.0 < b.0) {
-            members.sort_by(|a, b| a.0.cmp(&b.0));
-            members.dedup_by(|later, kept| {
-                let duplicate = later.0 == kept.0;
-                if duplicate {
-                    std::mem::swap(later, kept);
-                }
-                duplicate
-            });
-        }
-        Ok(Instance::Object(members))
+        Ok(object(members))
     }
 }
 
@@ -364,7 +471,52 @@ mod tests {
         ]
     }
 
+    /// serde_json's own reading of the text, as the one-pass reading is held to.
+    fn by_serde(text: &str) -> Option<Instance<'_>> {
+        serde_json::from_str(text).ok()
+    }
+
+    #[test]
+    fn the_one_pass_reading_is_serdes() {
+        for text in [
+            r#"{"b":"plain","a":"esc\u0061ped","b":2,"c":[1,-2,3.5,true,null]}"#,
+            "-0",
+            "[0, -1, 18446744073709551615, 18446744073709551616, -9223372036854775808, -9223372036854775809]",
+            "[1e2, 1E-2, -0.0, 0.1, 123456789012345678901234567890]",
+            r#"["\ud83d\ude00", "\n\t\"\\\/", "é ✓"]"#,
+            " { \"a\" : [ ] , \"b\" : { } } ",
+        ] {
+            assert_eq!(Instance::read(text), by_serde(text), "{text:?}");
+            assert!(Instance::read(text).is_some(), "{text:?}");
+        }
+        // Left to serde, which refuses them or reads them its own way.
+        let deep = "[".repeat(100) + &"]".repeat(100);
+        for text in ["1e400", r#""\ud800""#, "[1,]", "01", "1 2", &deep] {
+            assert_eq!(Instance::read(text), None, "{text:?}");
+        }
+    }
+
     proptest! {
+        /// Any text: what the one pass reads, serde reads the same.
+        #[test]
+        fn one_pass_never_differs(text in r#"[ {}\[\]",:abc0-9.eE+\-tfnrul\\]{0,40}"#) {
+            if let Some(fast) = Instance::read(&text) {
+                prop_assert_eq!(Some(fast), by_serde(&text));
+            }
+        }
+
+        /// Any JSON value, however written, is read in one pass as serde reads it.
+        #[test]
+        fn one_pass_reads_any_value(value in json_value(), n in any::<f64>(), s in any::<String>()) {
+            for text in [
+                serde_json::to_string(&value).unwrap(),
+                serde_json::to_string_pretty(&value).unwrap(),
+                serde_json::to_string(&json!([n, s, -n])).unwrap(),
+            ] {
+                prop_assert_eq!(Instance::read(&text), by_serde(&text));
+            }
+        }
+
         #[test]
         fn validates_like_value(value in json_value(), text_ws in prop::bool::ANY) {
             let text = if text_ws { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) }.unwrap();
