@@ -41,7 +41,7 @@ pub enum Payload {
 
 /// What a reload replaces: the upstreams and the tenants' view of them.
 struct State {
-    upstreams: HashMap<Arc<str>, Arc<Upstream>>,
+    upstreams: HashMap<Arc<str>, Arc<Upstream>, foldhash::fast::RandomState>,
     /// Tenant name → which upstreams it sees (for routing notifications).
     tenants: Vec<Arc<Tenant>>,
 }
@@ -75,7 +75,7 @@ impl Dispatcher {
             inner: Arc::new(Inner {
                 gateway_id: gateway_id.to_owned(),
                 state: ArcSwap::from_pointee(State {
-                    upstreams: HashMap::new(),
+                    upstreams: HashMap::default(),
                     tenants: Vec::new(),
                 }),
                 changes: DashMap::new(),

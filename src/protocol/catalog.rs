@@ -84,10 +84,13 @@ pub struct Listing {
     pub items: Vec<(String, std::ops::Range<usize>)>,
 }
 
+/// Tools by original id, looked up on every call.
+type ToolMap = HashMap<String, Arc<ToolEntry>, foldhash::fast::RandomState>;
+
 /// The upstream's catalog. Cheap to clone; replaced whole on refresh.
 #[derive(Clone, Default)]
 pub struct Catalog {
-    tools: Arc<HashMap<String, Arc<ToolEntry>>>,
+    tools: Arc<ToolMap>,
     listings: [Arc<Listing>; 3],
     /// What the last listing of each kind left out, and why (for `$/logTrace`).
     dropped: [Arc<Vec<Dropped>>; 3],
@@ -100,7 +103,7 @@ pub struct Catalog {
 /// The result of building one kind from an upstream's listing.
 pub struct Built {
     listing: Listing,
-    tools: HashMap<String, Arc<ToolEntry>>,
+    tools: ToolMap,
     quarantined: HashMap<String, String>,
     pub dropped: Vec<Dropped>,
 }
@@ -241,7 +244,7 @@ impl Catalog {
 pub fn build(gateway: &str, upstream: &str, kind: Kind, result: Json<'_>) -> Built {
     let mut built = Built {
         listing: Listing::default(),
-        tools: HashMap::new(),
+        tools: ToolMap::default(),
         quarantined: HashMap::new(),
         dropped: Vec::new(),
     };

@@ -445,7 +445,8 @@ impl Upstream {
             in_flight.dec();
             self.calls.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         });
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        // One clock read for the call's duration and its deadline.
+        let deadline = tokio::time::Instant::from_std(started) + self.timeout;
         let result = async {
             let _slot = match &self.slots {
                 Some(slots) => Some(slots.enter(deadline).await?),
