@@ -108,6 +108,26 @@ impl HttpLink {
         Ok(answer(status, &out))
     }
 
+    /// Sends a request and reads its answer (no timeout here: the caller sets it).
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        params: Params<'_>,
+    ) -> Result<JsonBuf, CallError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // The answer is read where it arrived, in the connection's buffer.
+        self.post(
+            |out| write_request(out, Some(id), method, params),
+            64 + params.len_hint(),
+            |status, body| match status.as_u16() {
+                200 => find_answer(body, id),
+                502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
+                code => Err(CallError::protocol(format!("HTTP {code} to a request"))),
+            },
+        )
+        .await?
+    }
+
     /// Closes pooled connections that have been idle too long.
     pub fn sweep(&self) {
         if let Some(pool) = &self.fast {
@@ -154,20 +174,11 @@ impl Transport for HttpLink {
         method: &'a str,
         params: Params<'a>,
     ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
-        Box::pin(async move {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            // The answer is read where it arrived, in the connection's buffer.
-            self.post(
-                |out| write_request(out, Some(id), method, params),
-                64 + params.len_hint(),
-                |status, body| match status.as_u16() {
-                    200 => find_answer(body, id),
-                    502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
-                    code => Err(CallError::protocol(format!("HTTP {code} to a request"))),
-                },
-            )
-            .await?
-        })
+        Box::pin(self.call(method, params))
+    }
+
+    fn as_http(&self) -> Option<&HttpLink> {
+        Some(self)
     }
 
     fn notify<'a>(
