@@ -144,11 +144,11 @@ impl Dispatcher {
             audit.tool = Some(id.chars().take(MAX_AUDITED_ID).collect());
             audit.args_sha256 = Some(args_digest(arguments.get().as_bytes()));
         }
-        let (up, original) = self.resolve(tenant, &id)?;
+        let up = self.resolve(tenant, &id)?;
         if audit.enabled {
             audit.upstream = Some(up.name.clone());
         }
-        let entry = self.tool_entry(&up, &original, &id).await?;
+        let entry = self.tool_entry(&up, &id).await?;
         if !tenant.may_use(&id) {
             return Err(GatewayError::ToolDenied(id.into_owned()));
         }
@@ -180,7 +180,7 @@ impl Dispatcher {
         }
 
         let forwarded = Params::Execute {
-            tool: &original,
+            tool: &entry.original_id,
             arguments,
         };
         let result = up
@@ -194,31 +194,22 @@ impl Dispatcher {
         Ok(result)
     }
 
-    /// The upstream behind a namespaced id, if this tenant sees it. Anything
-    /// else (malformed, another gateway's, another tenant's) is one and the same error.
-    fn resolve<'a>(
-        &self,
-        tenant: &Tenant,
-        id: &'a str,
-    ) -> Result<(Arc<Upstream>, std::borrow::Cow<'a, str>), GatewayError> {
+    /// The upstream a namespaced id names, if this tenant sees it. Anything
+    /// else (another gateway's, another tenant's) is one and the same error.
+    fn resolve(&self, tenant: &Tenant, id: &str) -> Result<Arc<Upstream>, GatewayError> {
         let unknown = || GatewayError::UnknownTool(id.to_owned());
-        let (upstream, original) = mcpid::parse(&self.inner.gateway_id, id).ok_or_else(unknown)?;
+        let upstream = mcpid::upstream_of(&self.inner.gateway_id, id).ok_or_else(unknown)?;
         if !tenant.sees(upstream) {
             return Err(unknown());
         }
-        let up = self.upstream(upstream).ok_or_else(unknown)?;
-        Ok((up, original))
+        self.upstream(upstream).ok_or_else(unknown)
     }
 
-    /// The tool's entry in its upstream's catalog. A freshly started gateway may not
-    /// have the catalog yet: wait for the handshake (within the call timeout). A tool
-    /// the upstream added since the last listing triggers one refresh.
-    async fn tool_entry(
-        &self,
-        up: &Upstream,
-        original: &str,
-        id: &str,
-    ) -> Result<Arc<ToolEntry>, GatewayError> {
+    /// The tool's entry in its upstream's catalog, found by the namespaced id
+    /// as sent. A freshly started gateway may not have the catalog yet: wait for
+    /// the handshake (within the call timeout). A tool the upstream added since
+    /// the last listing triggers one refresh; a malformed id does not.
+    async fn tool_entry(&self, up: &Upstream, id: &str) -> Result<Arc<ToolEntry>, GatewayError> {
         let unavailable = |why: &'static str| GatewayError::Upstream {
             upstream: up.name.clone(),
             error: CallError::unavailable(why),
@@ -231,20 +222,24 @@ impl Dispatcher {
             }
             catalog = up.catalog();
         }
-        if let Some(entry) = catalog.tool(original) {
+        if let Some(entry) = catalog.tool(id) {
             return Ok(entry.clone());
         }
-        if catalog.is_quarantined(original) {
+        // Not routed: a malformed id, a quarantined tool, or one added since.
+        let Some((_, original)) = mcpid::parse(&self.inner.gateway_id, id) else {
+            return Err(GatewayError::UnknownTool(id.to_owned()));
+        };
+        if catalog.is_quarantined(&original) {
             // An approval may have happened since: look again (at most once a second).
             up.refresh_on_demand().await;
-            return up.catalog().tool(original).cloned().ok_or_else(quarantined);
+            return up.catalog().tool(id).cloned().ok_or_else(quarantined);
         }
         if up.status() != Status::Ready {
             return Err(unavailable("not running"));
         }
         up.refresh_on_demand().await;
         up.catalog()
-            .tool(original)
+            .tool(id)
             .cloned()
             .ok_or_else(|| GatewayError::UnknownTool(id.to_owned()))
     }

@@ -13,8 +13,8 @@ use super::schema::{self, Validator};
 
 /// A tool the gateway can route to, with its compiled schemas.
 pub struct ToolEntry {
-    /// The id agents use.
-    pub namespaced_id: String,
+    /// The id the upstream gave it (what a call is forwarded with).
+    pub original_id: String,
     /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
     pub fingerprint: String,
     input: LazyValidator,
@@ -84,7 +84,8 @@ pub struct Listing {
     pub items: Vec<(String, std::ops::Range<usize>)>,
 }
 
-/// Tools by original id, looked up on every call.
+/// Tools by the namespaced id agents call them by, looked up on every call
+/// (as the agent sent it: no decoding, no allocation).
 type ToolMap = HashMap<String, Arc<ToolEntry>, foldhash::fast::RandomState>;
 
 /// The upstream's catalog. Cheap to clone; replaced whole on refresh.
@@ -112,8 +113,8 @@ impl Built {
     /// (original id, fingerprint) of every tool admitted.
     pub fn fingerprints(&self) -> Vec<(String, String)> {
         self.tools
-            .iter()
-            .map(|(id, t)| (id.clone(), t.fingerprint.clone()))
+            .values()
+            .map(|t| (t.original_id.clone(), t.fingerprint.clone()))
             .collect()
     }
 
@@ -124,15 +125,15 @@ impl Built {
             return;
         }
         let mut out = Listing::default();
-        let namespaced: std::collections::HashSet<String> = ids
-            .iter()
-            .filter_map(|id| {
-                self.tools.remove(id).map(|t| {
-                    self.quarantined.insert(id.clone(), t.namespaced_id.clone());
-                    t.namespaced_id.clone()
-                })
-            })
-            .collect();
+        let mut namespaced = std::collections::HashSet::new();
+        self.tools.retain(|id, t| {
+            let keep = !ids.contains(&t.original_id);
+            if !keep {
+                self.quarantined.insert(t.original_id.clone(), id.clone());
+                namespaced.insert(id.clone());
+            }
+            keep
+        });
         for (id, range) in &self.listing.items {
             if namespaced.contains(id) {
                 continue;
@@ -193,8 +194,9 @@ pub fn fingerprint(def: &Value) -> String {
 }
 
 impl Catalog {
-    pub fn tool(&self, original_id: &str) -> Option<&Arc<ToolEntry>> {
-        self.tools.get(original_id)
+    /// The tool an agent calls by this namespaced id.
+    pub fn tool(&self, namespaced_id: &str) -> Option<&Arc<ToolEntry>> {
+        self.tools.get(namespaced_id)
     }
 
     pub fn listing(&self, kind: Kind) -> &Listing {
@@ -273,8 +275,8 @@ pub fn build(gateway: &str, upstream: &str, kind: Kind, result: Json<'_>) -> Bui
                     .items
                     .push((namespaced, start..built.listing.json.len()));
                 built.listing.count += 1;
-                if let Some((id, entry)) = tool {
-                    built.tools.insert(id, Arc::new(entry));
+                if let Some(entry) = tool {
+                    built.tools.insert(entry.0, Arc::new(entry.1));
                 }
             }
             Err(dropped) => built.dropped.push(dropped),
@@ -317,18 +319,18 @@ fn admit(
     let tool = match kind {
         Kind::Tool => {
             let print = fingerprint(&Value::Object(def.clone()));
-            Some(compile_tool(&def, &namespaced, print).map_err(drop)?)
+            Some(compile_tool(&def, &original, print).map_err(drop)?)
         }
         _ => None,
     };
     def.insert("mcpId".into(), Value::String(namespaced.clone()));
     let json = serde_json::to_string(&def).map_err(|e| drop(e.to_string()))?;
-    Ok((namespaced, json, tool.map(|t| (original, t))))
+    Ok((namespaced.clone(), json, tool.map(|t| (namespaced, t))))
 }
 
 fn compile_tool(
     def: &Map<String, Value>,
-    namespaced: &str,
+    original: &str,
     fingerprint: String,
 ) -> Result<ToolEntry, String> {
     let compile = |field: &str| {
@@ -337,7 +339,7 @@ fn compile_tool(
             .map_err(|e| format!("{field} is not a valid JSON Schema: {e}"))
     };
     Ok(ToolEntry {
-        namespaced_id: namespaced.to_owned(),
+        original_id: original.to_owned(),
         fingerprint,
         input: compile("inputSchema")?,
         output: compile("outputSchema")?,
@@ -372,13 +374,14 @@ mod tests {
         assert!(reasons[1].contains("inputSchema is not a valid JSON Schema"));
         let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
         assert_eq!(
-            cat.tool("mcp://a/tools/t").unwrap().namespaced_id,
-            "mcp://g/up/a/tools/t"
+            cat.tool("mcp://g/up/a/tools/t").unwrap().original_id,
+            "mcp://a/tools/t"
         );
         assert_eq!(
-            cat.tool("urn:t").unwrap().namespaced_id,
-            "mcp://g/up//urn%3At"
+            cat.tool("mcp://g/up//urn%3At").unwrap().original_id,
+            "urn:t"
         );
+        assert!(cat.tool("mcp://a/tools/t").is_none());
         let listed: Vec<Value> =
             serde_json::from_str(&format!("[{}]", cat.listing(Kind::Tool).json)).unwrap();
         assert_eq!(listed[1]["mcpId"], "mcp://g/up//urn%3At");
@@ -402,7 +405,8 @@ mod tests {
         assert_eq!(built.fingerprints().len(), 2);
         built.quarantine(&["mcp://a/t1".to_owned()].into());
         let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
-        assert!(cat.tool("mcp://a/t1").is_none() && cat.is_quarantined("mcp://a/t1"));
+        assert!(cat.tool("mcp://g/up/a/t1").is_none() && cat.is_quarantined("mcp://a/t1"));
+        assert!(cat.tool("mcp://g/up/a/t2").is_some());
         assert_eq!(cat.listing(Kind::Tool).count, 1);
         let listed: Vec<Value> =
             serde_json::from_str(&format!("[{}]", cat.listing(Kind::Tool).json)).unwrap();

@@ -55,6 +55,17 @@ pub fn namespace(gateway: &str, upstream: &str, original: &str) -> String {
     out
 }
 
+/// The upstream named by a namespaced id of this gateway (whatever follows it,
+/// which [`parse`] checks); `None` when it names none.
+pub fn upstream_of<'a>(gateway: &str, namespaced: &'a str) -> Option<&'a str> {
+    let (upstream, _) = namespaced
+        .strip_prefix(MCP_SCHEME)?
+        .strip_prefix(gateway)?
+        .strip_prefix('/')?
+        .split_once('/')?;
+    (!upstream.is_empty()).then_some(upstream)
+}
+
 /// Inverts [`namespace`]: the upstream name and the original id, or `None` when
 /// `namespaced` is not an id this gateway could have produced.
 pub fn parse<'a>(gateway: &str, namespaced: &'a str) -> Option<(&'a str, Cow<'a, str>)> {
@@ -136,6 +147,7 @@ mod tests {
             let ns = namespace("gw", &up, &id);
             let (u, back) = parse("gw", &ns).expect("parses");
             prop_assert_eq!(u, up.as_str());
+            prop_assert_eq!(upstream_of("gw", &ns), Some(up.as_str()));
             prop_assert_eq!(back.as_ref(), id.as_str());
         }
 
@@ -164,7 +176,9 @@ mod tests {
         #[test]
         fn parse_only_accepts_what_namespace_makes(s in "mcp://gw/[a-z]{1,3}/[ -~]{0,20}") {
             if let Some((up, id)) = parse("gw", &s) {
-                prop_assert_eq!(namespace("gw", up, &id), s);
+                prop_assert_eq!(&namespace("gw", up, &id), &s);
+                // Routing by the id as sent finds the same upstream.
+                prop_assert_eq!(upstream_of("gw", &s), Some(up));
             }
         }
     }
