@@ -60,6 +60,16 @@ pub fn envelope(data: &[u8]) {
     // reads, with the same members.
     if let Ok(text) = std::str::from_utf8(data) {
         scan_agrees(text);
+        // So is the one-pass reading of arguments and outputs.
+        use crate::protocol::instance::Instance;
+        if let Some(fast) = Instance::read(text) {
+            let by_serde = serde_json::from_str::<Instance<'_>>(text).ok();
+            assert_eq!(
+                Some(fast),
+                by_serde,
+                "one-pass reading differs from serde's"
+            );
+        }
     }
     let Ok(raw) = serde_json::from_slice::<&RawValue>(data) else {
         assert!(

@@ -50,7 +50,7 @@ impl<'a> Instance<'a> {
     }
 
     /// The one-pass reading: `None` for anything it does not take.
-    fn read(text: &'a str) -> Option<Self> {
+    pub(crate) fn read(text: &'a str) -> Option<Self> {
         let mut s = Scanner::new(text);
         let value = read_value(&mut s, text, FAST_DEPTH)?;
         s.ws();
