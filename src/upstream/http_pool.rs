@@ -99,15 +99,17 @@ impl Pool {
 
     /// POSTs the body `encode` writes (about `len_hint` bytes); what `answer`
     /// makes of the status and the whole answer (up to `max_bytes`), which it
-    /// reads in the connection's own buffer.
+    /// reads in the connection's own buffer. `now` is when the call started
+    /// (the caller has read the clock already): it dates the connections' idleness.
     pub(super) async fn post<T>(
         &self,
+        now: Instant,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
         max_bytes: usize,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
-        let mut conn = match self.take() {
+        let mut conn = match self.take(now) {
             Some(conn) => conn,
             None => self.connect().await?,
         };
@@ -140,24 +142,28 @@ impl Pool {
             Body::Owned(body) => answer(read.status, &body),
         };
         if read.keep_alive && conn.read.is_empty() {
-            self.put(conn);
+            self.put(conn, now);
         }
         Ok(value)
     }
 
     /// An idle connection that is still open and clean, if there is one.
-    fn take(&self) -> Option<Conn> {
+    fn take(&self, now: Instant) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         // The most recently used first: the likeliest to be open still.
         while let Some(i) = idle.pop() {
-            if i.since.elapsed() < self.idle_timeout && still_open(&i.conn.stream) {
+            if now.saturating_duration_since(i.since) < self.idle_timeout
+                && still_open(&i.conn.stream)
+            {
                 return Some(i.conn);
             }
         }
         None
     }
 
-    fn put(&self, mut conn: Conn) {
+    /// Back to the pool, idle since `since` (the start of its last call: its
+    /// idleness is counted from a little early, never late).
+    fn put(&self, mut conn: Conn, since: Instant) {
         if conn.write.capacity() > KEPT_BUFFER {
             conn.write = Vec::new();
         }
@@ -166,10 +172,7 @@ impl Pool {
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
-            idle.push(Idle {
-                conn,
-                since: Instant::now(),
-            });
+            idle.push(Idle { conn, since });
         }
     }
 
@@ -255,22 +258,8 @@ async fn read_response<R: AsyncRead + Unpin>(
 ) -> Result<Answer, CallError> {
     loop {
         let (status, framing, keep_alive, head_len) = loop {
-            // Uninitialised slots: zeroing 64 of them cost more than parsing a short head.
-            let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
-            let mut response = httparse::Response::new(&mut []);
-            match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-                &mut response,
-                buf,
-                &mut headers,
-            ) {
-                Ok(httparse::Status::Complete(len)) => {
-                    break parse_head(&response, len)?;
-                }
-                Ok(httparse::Status::Partial) => {}
-                Err(httparse::Error::TooManyHeaders) => {
-                    return Err(protocol("too many headers in the answer"));
-                }
-                Err(_) => return Err(protocol("the answer is not HTTP/1.1")),
+            if let Some(head) = parse_response(buf)? {
+                break head;
             }
             if buf.len() > MAX_HEAD {
                 return Err(protocol("the answer's head is too large"));
@@ -316,6 +305,25 @@ async fn read_response<R: AsyncRead + Unpin>(
             body,
             keep_alive,
         });
+    }
+}
+
+/// The head at the start of `buf`, if it is all there. Not async: its 64
+/// header slots (2 KiB) stay on this stack frame instead of in the future of
+/// every call, which is copied as it moves.
+fn parse_response(buf: &[u8]) -> Result<Option<(StatusCode, Framing, bool, usize)>, CallError> {
+    // Uninitialised slots: zeroing 64 of them cost more than parsing a short head.
+    let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        buf,
+        &mut headers,
+    ) {
+        Ok(httparse::Status::Complete(len)) => parse_head(&response, len).map(Some),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => Err(protocol("too many headers in the answer")),
+        Err(_) => Err(protocol("the answer is not HTTP/1.1")),
     }
 }
 
