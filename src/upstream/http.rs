@@ -70,12 +70,15 @@ impl HttpLink {
     /// `answer` makes of the status and the whole answer.
     async fn post<T>(
         &self,
+        now: std::time::Instant,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
         answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
-            return pool.post(encode, len_hint, self.max_bytes, answer).await;
+            return pool
+                .post(now, encode, len_hint, self.max_bytes, answer)
+                .await;
         }
         let mut body = Vec::with_capacity(len_hint);
         encode(&mut body);
@@ -109,14 +112,17 @@ impl HttpLink {
     }
 
     /// Sends a request and reads its answer (no timeout here: the caller sets it).
+    /// `started` is when the call started (the caller has read the clock).
     pub(crate) async fn call(
         &self,
         method: &str,
         params: Params<'_>,
+        started: std::time::Instant,
     ) -> Result<JsonBuf, CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // The answer is read where it arrived, in the connection's buffer.
         self.post(
+            started,
             |out| write_request(out, Some(id), method, params),
             64 + params.len_hint(),
             |status, body| match status.as_u16() {
@@ -174,7 +180,7 @@ impl Transport for HttpLink {
         method: &'a str,
         params: Params<'a>,
     ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
-        Box::pin(self.call(method, params))
+        Box::pin(self.call(method, params, std::time::Instant::now()))
     }
 
     fn as_http(&self) -> Option<&HttpLink> {
@@ -189,6 +195,7 @@ impl Transport for HttpLink {
         Box::pin(async move {
             let params = Params::from(params);
             self.post(
+                std::time::Instant::now(),
                 |out| write_request(out, None, method, params),
                 64 + params.len_hint(),
                 |status, _| match status.as_u16() {

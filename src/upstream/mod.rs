@@ -78,7 +78,8 @@ pub trait Transport: Send + Sync + 'static {
         params: &'a RawValue,
     ) -> BoxFuture<'a, Result<(), CallError>>;
     /// The link as a plain HTTP one, whose requests [`Upstream::call`] awaits
-    /// in place instead of through a boxed future (one allocation less a call).
+    /// in place (no boxed future) and hands the time the call started (one
+    /// clock read less).
     fn as_http(&self) -> Option<&http::HttpLink> {
         None
     }
@@ -460,7 +461,9 @@ impl Upstream {
             let link = self.ready_link().await?;
             let request = async {
                 match link.as_http() {
-                    Some(http) => http.call(method.as_str(), params).await,
+                    // Awaited in place: no boxed future to allocate (its
+                    // future is small, so copying it with its callers' is cheap).
+                    Some(http) => http.call(method.as_str(), params, started).await,
                     None => link.request(method.as_str(), params).await,
                 }
             };
