@@ -63,6 +63,7 @@ impl JsonBuf {
         &self.0
     }
 
+    /// The same text, borrowed.
     pub fn as_json(&self) -> Json<'_> {
         Json(&self.0)
     }

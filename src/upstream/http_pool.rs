@@ -167,8 +167,10 @@ impl Pool {
         if conn.write.capacity() > KEPT_BUFFER {
             conn.write = Vec::new();
         }
-        if conn.read.capacity() > KEPT_BUFFER {
-            conn.read = BytesMut::new();
+        // The answer was consumed from the front: `capacity` counts only what
+        // is left after it, so the allocation is measured by reclaiming it.
+        if conn.read.try_reclaim(KEPT_BUFFER + 1) {
+            conn.read = BytesMut::with_capacity(4096);
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
@@ -508,6 +510,32 @@ mod tests {
             all.push(read(wire, step, 1 << 20).await);
         }
         all
+    }
+
+    #[tokio::test]
+    async fn a_connection_goes_back_without_the_large_buffers_of_a_large_answer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let _peer = listener.accept().await.unwrap();
+        let url =
+            reqwest::Url::parse(&format!("http://{}/mcp", listener.local_addr().unwrap())).unwrap();
+        let pool = Pool::new(&url, &HeaderMap::new()).unwrap();
+        // A 1 MiB answer read and consumed: the buffer is empty, its allocation large.
+        let mut read = BytesMut::with_capacity(1 << 20);
+        read.resize(1 << 20, b' ');
+        read.advance(1 << 20);
+        let conn = Conn {
+            stream,
+            write: Vec::with_capacity(1 << 20),
+            read,
+        };
+        let now = Instant::now();
+        pool.put(conn, now);
+        let kept = pool.take(now).expect("the connection is kept");
+        assert!(kept.write.capacity() <= KEPT_BUFFER);
+        assert!(!{ kept.read }.try_reclaim(KEPT_BUFFER + 1));
     }
 
     #[tokio::test]
