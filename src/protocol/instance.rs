@@ -82,24 +82,11 @@ fn read_value<'a>(s: &mut Scanner<'a>, text: &'a str, depth: u32) -> Option<Inst
         b'{' => {
             let depth = depth.checked_sub(1)?;
             let mut members = Vec::new();
-            s.ws();
-            if s.peek() == Some(b'}') {
-                s.i += 1;
-            } else {
-                loop {
-                    s.eat(b'"')?;
-                    let key = read_string(s, text)?;
-                    s.ws();
-                    s.eat(b':')?;
-                    members.push((key, read_value(s, text, depth)?));
-                    s.ws();
-                    match s.next()? {
-                        b',' => s.ws(),
-                        b'}' => break,
-                        _ => return None,
-                    }
-                }
-            }
+            s.members(|s, key, escaped| {
+                let key = string_text(text, key, escaped)?;
+                members.push((key, read_value(s, text, depth)?));
+                Some(())
+            })?;
             Some(object(members))
         }
         b'[' => {
@@ -121,7 +108,10 @@ fn read_value<'a>(s: &mut Scanner<'a>, text: &'a str, depth: u32) -> Option<Inst
             }
             Some(Instance::Array(items))
         }
-        b'"' => read_string(s, text).map(Instance::String),
+        b'"' => {
+            let (start, escaped) = s.string()?;
+            string_text(text, start..s.i - 1, escaped).map(Instance::String)
+        }
         b'-' | b'0'..=b'9' => {
             s.i = start;
             s.number()?;
@@ -143,16 +133,14 @@ fn read_value<'a>(s: &mut Scanner<'a>, text: &'a str, depth: u32) -> Option<Inst
     }
 }
 
-/// The rest of a string whose opening quote was read: borrowed without
-/// escapes, decoded by serde_json with them (which refuses lone surrogates).
-fn read_string<'a>(s: &mut Scanner<'a>, text: &'a str) -> Option<Cow<'a, str>> {
-    let (start, escaped) = s.string()?;
+/// A string's value from where its text is (between its quotes): borrowed
+/// without escapes, decoded by serde_json with them (which refuses lone surrogates).
+fn string_text(text: &str, at: std::ops::Range<usize>, escaped: bool) -> Option<Cow<'_, str>> {
     if escaped {
-        serde_json::from_str::<String>(text.get(start - 1..s.i)?)
-            .ok()
-            .map(Cow::Owned)
+        let quoted = text.get(at.start - 1..at.end + 1)?;
+        serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
     } else {
-        text.get(start..s.i - 1).map(Cow::Borrowed)
+        text.get(at).map(Cow::Borrowed)
     }
 }
 
