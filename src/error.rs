@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::jsonrpc::JsonBuf;
-
-use crate::jsonrpc::{ErrorObject, codes};
+use crate::jsonrpc::{ErrorObject, JsonBuf, codes};
 use crate::protocol::Method;
 use crate::upstream::CallError;
 

@@ -3,12 +3,12 @@
 //! is caught without a fuzzer. Each one panics only when an invariant breaks.
 #![allow(clippy::expect_used, reason = "a fuzz target's panic is its finding")]
 
-use crate::jsonrpc::Json;
 use bytes::{BufMut, BytesMut};
 use serde_json::value::RawValue;
 use tokio_util::codec::Decoder;
 
 use crate::config::{Config, Secrets};
+use crate::jsonrpc::Json;
 use crate::jsonrpc::message::parse_upstream;
 use crate::jsonrpc::{ContentLengthCodec, Incoming, classify, write_error};
 use crate::protocol::mcpid;

@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::jsonrpc::Json;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::config::{Config, ConfigError, SystemSecrets, TransportSpec};
+use crate::jsonrpc::Json;
 
 /// The embedded demo configuration text.
 pub const DEMO_CONFIG: &str = include_str!("demo.yaml");

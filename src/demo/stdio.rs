@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::jsonrpc::{Json, JsonBuf};
 use bytes::Bytes;
 use bytes::BytesMut;
 use futures_util::StreamExt;
@@ -18,6 +17,7 @@ use crate::jsonrpc::codec::encode_into;
 use crate::jsonrpc::{
     ContentLengthCodec, ErrorObject, Incoming, Reply, classify, codes, write_error, write_reply,
 };
+use crate::jsonrpc::{Json, JsonBuf};
 
 const MAX_FRAME: usize = 64 << 20;
 

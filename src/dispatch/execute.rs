@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use crate::jsonrpc::scan;
-use crate::jsonrpc::{Json, JsonBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Dispatcher;
 use crate::error::GatewayError;
+use crate::jsonrpc::scan;
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::instance::Instance;
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;

@@ -15,12 +15,12 @@ use dashmap::DashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::jsonrpc::{Json, JsonBuf};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::GatewayError;
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::protocol::{Capabilities, Kind, Method};
 use crate::tenant::{Admission, Refusal, Tenant};

@@ -3,12 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::jsonrpc::Json;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
 use super::{Dispatcher, Payload};
 use crate::error::{GatewayError, WireError};
+use crate::jsonrpc::Json;
 use crate::jsonrpc::{Incoming, Reply, classify, write_error, write_reply, write_result_head};
 use crate::protocol::{Kind, Method, mcpid};
 use crate::tenant::Tenant;

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::jsonrpc::Json;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
@@ -16,6 +15,7 @@ use tracing::Instrument;
 use super::rpc::write_gateway_error;
 use super::{Dispatcher, respond, respond_traced};
 use crate::error::GatewayError;
+use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, Incoming, classify, write_error};
 use crate::protocol::Method;
 use crate::tenant::Tenant;

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::jsonrpc::Json;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -22,6 +21,7 @@ use crate::dispatch::{
     self, Dispatcher, Outgoing, respond, respond_classified, write_gateway_error,
 };
 use crate::error::GatewayError;
+use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::metrics::Metrics;

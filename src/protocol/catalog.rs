@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::jsonrpc::Json;
 use serde_json::{Map, Value};
 
 use super::definitions::{self, Kind};
 use super::mcpid;
 use super::schema::{self, Validator};
+use crate::jsonrpc::Json;
 
 /// A tool the gateway can route to, with its compiled schemas.
 pub struct ToolEntry {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::jsonrpc::{Json, JsonBuf};
 use bytes::BytesMut;
 use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -18,6 +17,7 @@ use super::http_pool::Pool;
 use super::{CallError, Params, Transport, Upstream, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream, parse_upstream_text};
+use crate::jsonrpc::{Json, JsonBuf};
 
 /// A client for one HTTP upstream.
 pub struct HttpLink {

@@ -14,11 +14,11 @@ use std::borrow::Cow;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::jsonrpc::{Json, JsonBuf};
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, watch};
 
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::protocol::capabilities::InitializeResult;
 use crate::protocol::{Capabilities, Catalog, Kind, Method, catalog};

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::jsonrpc::JsonBuf;
 use tokio::sync::oneshot;
 
 use super::CallError;
+use crate::jsonrpc::JsonBuf;
 
 pub type Outcome = Result<JsonBuf, CallError>;
 

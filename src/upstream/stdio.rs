@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::jsonrpc::{Json, JsonBuf};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{SinkExt, StreamExt};
@@ -30,6 +29,7 @@ use super::{CallError, Params, Transport, Upstream, encode_request};
 use crate::config::StdioSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
 use crate::jsonrpc::{ContentLengthCodec, ErrorObject, codes, write_error};
+use crate::jsonrpc::{Json, JsonBuf};
 
 /// What a child gets for PATH: its environment is otherwise only what the config gives.
 const MINIMAL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
