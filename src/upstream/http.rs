@@ -67,19 +67,37 @@ impl HttpLink {
     }
 
     /// POSTs the request `encode` writes (about `len_hint` bytes); what
-    /// `answer` makes of the status and the whole answer.
+    /// `answer` makes of the status and the whole answer. Past `deadline`, if
+    /// there is one, `CallError::Timeout`.
     async fn post<T>(
         &self,
         now: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
         answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
             return pool
-                .post(now, encode, len_hint, self.max_bytes, answer)
+                .post(now, deadline, encode, len_hint, self.max_bytes, answer)
                 .await;
         }
+        let post = self.post_reqwest(encode, len_hint, answer);
+        match deadline {
+            Some(at) => tokio::time::timeout_at(at, post)
+                .await
+                .unwrap_or(Err(CallError::Timeout)),
+            None => post.await,
+        }
+    }
+
+    /// `post` through reqwest (https:// upstreams).
+    async fn post_reqwest<T>(
+        &self,
+        encode: impl FnOnce(&mut Vec<u8>),
+        len_hint: usize,
+        answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
+    ) -> Result<T, CallError> {
         let mut body = Vec::with_capacity(len_hint);
         encode(&mut body);
         let mut response = self
@@ -111,18 +129,21 @@ impl HttpLink {
         Ok(answer(status, &out))
     }
 
-    /// Sends a request and reads its answer (no timeout here: the caller sets it).
-    /// `started` is when the call started (the caller has read the clock).
+    /// Sends a request and reads its answer, within `deadline` if there is
+    /// one (`CallError::Timeout` past it). `started` is when the call started
+    /// (the caller has read the clock).
     pub(crate) async fn call(
         &self,
         method: &str,
         params: Params<'_>,
         started: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // The answer is read where it arrived, in the connection's buffer.
         self.post(
             started,
+            deadline,
             |out| write_request(out, Some(id), method, params),
             64 + params.len_hint(),
             |status, body| match status.as_u16() {
@@ -180,7 +201,8 @@ impl Transport for HttpLink {
         method: &'a str,
         params: Params<'a>,
     ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
-        Box::pin(self.call(method, params, std::time::Instant::now()))
+        // No deadline here: the caller sets it.
+        Box::pin(self.call(method, params, std::time::Instant::now(), None))
     }
 
     fn as_http(&self) -> Option<&HttpLink> {
@@ -196,6 +218,7 @@ impl Transport for HttpLink {
             let params = Params::from(params);
             self.post(
                 std::time::Instant::now(),
+                None,
                 |out| write_request(out, None, method, params),
                 64 + params.len_hint(),
                 |status, _| match status.as_u16() {

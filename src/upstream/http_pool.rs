@@ -15,8 +15,11 @@
 //! half way drops its connection; only connections whose exchange completed
 //! cleanly, with nothing left over, return to the pool.
 
+use std::future::Future;
 use std::mem::MaybeUninit;
+use std::pin::{Pin, pin};
 use std::sync::Mutex;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
@@ -24,6 +27,7 @@ use hyper::StatusCode;
 use hyper::header::HeaderMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 
 use super::CallError;
 
@@ -38,6 +42,13 @@ struct Conn {
     stream: TcpStream,
     write: Vec<u8>,
     read: BytesMut,
+    /// The deadline of the call using the connection. It stays registered with
+    /// the runtime's timer between calls, and moving it to a later deadline
+    /// only updates it (tokio re-files it when its old time comes), where a
+    /// timer per call was filed in and out of the timer wheel under its lock:
+    /// about 900 instructions of each call. While the connection is idle, an
+    /// old deadline passing wakes the last caller's task once, for nothing.
+    deadline: Pin<Box<Sleep>>,
 }
 
 /// Buffers grown past this by a large exchange are not kept for the next one.
@@ -100,10 +111,13 @@ impl Pool {
     /// POSTs the body `encode` writes (about `len_hint` bytes); what `answer`
     /// makes of the status and the whole answer (up to `max_bytes`), which it
     /// reads in the connection's own buffer. `now` is when the call started
-    /// (the caller has read the clock already): it dates the connections' idleness.
+    /// (the caller has read the clock already): it dates the connections'
+    /// idleness. Past `deadline`, if there is one, the call ends with
+    /// `CallError::Timeout` and its connection is closed.
     pub(super) async fn post<T>(
         &self,
         now: Instant,
+        deadline: Option<tokio::time::Instant>,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
         max_bytes: usize,
@@ -111,7 +125,12 @@ impl Pool {
     ) -> Result<T, CallError> {
         let mut conn = match self.take(now) {
             Some(conn) => conn,
-            None => self.connect().await?,
+            None => match deadline {
+                Some(at) => tokio::time::timeout_at(at, self.connect())
+                    .await
+                    .map_err(|_| CallError::Timeout)??,
+                None => self.connect().await?,
+            },
         };
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
@@ -128,11 +147,24 @@ impl Pool {
         head.copy_from_slice(&self.head);
         rest[..length.len()].copy_from_slice(length);
         rest[length.len()..].copy_from_slice(b"\r\n\r\n");
-        conn.stream
-            .write_all(&conn.write[start..])
-            .await
-            .map_err(|_| CallError::unavailable("connection lost while sending the request"))?;
-        let read = read_response(&mut conn.stream, &mut conn.read, max_bytes).await?;
+        let Conn {
+            stream,
+            write,
+            read: buf,
+            deadline: timer,
+        } = &mut conn;
+        let exchange = async {
+            stream
+                .write_all(&write[start..])
+                .await
+                .map_err(|_| CallError::unavailable("connection lost while sending the request"))?;
+            read_response(stream, buf, max_bytes).await
+        };
+        let timer = deadline.map(|at| {
+            timer.as_mut().reset(at);
+            timer.as_mut()
+        });
+        let read = within(timer, exchange).await?;
         let value = match read.body {
             Body::Buffered(n) => {
                 let value = answer(read.status, &conn.read[..n]);
@@ -198,8 +230,29 @@ impl Pool {
             stream,
             write: Vec::new(),
             read: BytesMut::with_capacity(4096),
+            // Not filed with the timer until a call sets and polls it.
+            deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
         })
     }
+}
+
+/// `work`, unless `timer` (if there is one) elapses first: then `CallError::Timeout`.
+async fn within<T>(
+    timer: Option<Pin<&mut Sleep>>,
+    work: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    let mut work = pin!(work);
+    let mut timer = timer;
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(done) = work.as_mut().poll(cx) {
+            return Poll::Ready(done);
+        }
+        match timer.as_mut().map(|t| t.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(CallError::Timeout)),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// An idle connection must have nothing to read: end of stream means the
@@ -530,6 +583,7 @@ mod tests {
             stream,
             write: Vec::with_capacity(1 << 20),
             read,
+            deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
         };
         let now = Instant::now();
         pool.put(conn, now);

@@ -459,17 +459,17 @@ impl Upstream {
                 None => None,
             };
             let link = self.ready_link().await?;
-            let request = async {
-                match link.as_http() {
-                    // Awaited in place: no boxed future to allocate (its
-                    // future is small, so copying it with its callers' is cheap).
-                    Some(http) => http.call(method.as_str(), params, started).await,
-                    None => link.request(method.as_str(), params).await,
+            match link.as_http() {
+                // Awaited in place: no boxed future to allocate (its future is
+                // small, so copying it with its callers' is cheap). It keeps
+                // the deadline itself, with a timer per pooled connection.
+                Some(http) => {
+                    http.call(method.as_str(), params, started, Some(deadline))
+                        .await
                 }
-            };
-            match tokio::time::timeout_at(deadline, request).await {
-                Ok(r) => r,
-                Err(_) => Err(CallError::Timeout),
+                None => tokio::time::timeout_at(deadline, link.request(method.as_str(), params))
+                    .await
+                    .unwrap_or(Err(CallError::Timeout)),
             }
         }
         .await;

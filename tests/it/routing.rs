@@ -332,7 +332,20 @@ async fn calls_past_the_timeout_fail_with_32003() {
     );
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "h"]).await;
-    for u in ["s", "h"] {
+    // Each upstream twice: an answered call first, then one past the timeout.
+    // The HTTP upstream's pooled connection keeps its timer, set for the first
+    // call's deadline: moved on at once, or after that deadline has passed
+    // while the connection was idle. Either way the next call must time out.
+    for (u, idle_ms) in [("s", 0), ("h", 0), ("s", 400), ("h", 400)] {
+        let r = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{u}/{u}/tools/echo:v1"),
+                json!({"text": "before"}),
+            )
+            .await;
+        assert_eq!(r["result"]["output"]["text"], "before", "{r}");
+        tokio::time::sleep(Duration::from_millis(idle_ms)).await;
         let started = Instant::now();
         let r = gw
             .execute(
@@ -359,7 +372,7 @@ async fn calls_past_the_timeout_fail_with_32003() {
             &m,
             r#"mcp_gateway_requests_total{method="mcp/executeTool",outcome="upstream_timeout",tenant="a"}"#
         ),
-        Some(2.0),
+        Some(4.0),
         "{m}"
     );
     gw.stop().await;
