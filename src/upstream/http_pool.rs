@@ -147,24 +147,25 @@ impl Pool {
         head.copy_from_slice(&self.head);
         rest[..length.len()].copy_from_slice(length);
         rest[length.len()..].copy_from_slice(b"\r\n\r\n");
-        let Conn {
-            stream,
-            write,
-            read: buf,
-            deadline: timer,
-        } = &mut conn;
-        let exchange = async {
-            stream
-                .write_all(&write[start..])
-                .await
-                .map_err(|_| CallError::unavailable("connection lost while sending the request"))?;
-            read_response(stream, buf, max_bytes).await
+        let read = {
+            let Conn {
+                stream,
+                write,
+                read: buf,
+                deadline: timer,
+            } = &mut conn;
+            let exchange = pin!(async {
+                stream.write_all(&write[start..]).await.map_err(|_| {
+                    CallError::unavailable("connection lost while sending the request")
+                })?;
+                read_response(stream, buf, max_bytes).await
+            });
+            let timer = deadline.map(|at| {
+                timer.as_mut().reset(at);
+                timer.as_mut()
+            });
+            within(timer, exchange).await?
         };
-        let timer = deadline.map(|at| {
-            timer.as_mut().reset(at);
-            timer.as_mut()
-        });
-        let read = within(timer, exchange).await?;
         let value = match read.body {
             Body::Buffered(n) => {
                 let value = answer(read.status, &conn.read[..n]);
@@ -236,13 +237,13 @@ impl Pool {
     }
 }
 
-/// `work`, unless `timer` (if there is one) elapses first: then `CallError::Timeout`.
-async fn within<T>(
-    timer: Option<Pin<&mut Sleep>>,
-    work: impl Future<Output = Result<T, CallError>>,
-) -> Result<T, CallError> {
-    let mut work = pin!(work);
-    let mut timer = timer;
+/// `work`, unless `timer` (if there is one) elapses first: then
+/// `CallError::Timeout`. Not an async fn, and `work` is pinned by the caller:
+/// an async fn would hold `work` twice and copy it in.
+fn within<'a, T, F: Future<Output = Result<T, CallError>>>(
+    mut timer: Option<Pin<&'a mut Sleep>>,
+    mut work: Pin<&'a mut F>,
+) -> impl Future<Output = Result<T, CallError>> + 'a {
     std::future::poll_fn(move |cx| {
         if let Poll::Ready(done) = work.as_mut().poll(cx) {
             return Poll::Ready(done);
@@ -252,7 +253,6 @@ async fn within<T>(
             _ => Poll::Pending,
         }
     })
-    .await
 }
 
 /// An idle connection must have nothing to read: end of stream means the
