@@ -113,6 +113,130 @@ pub(crate) fn object<'a, const N: usize>(
     s.at_end().then_some(found)
 }
 
+/// Like [`object`], for a value already known to be valid JSON (every [`Json`]
+/// is): the members are found without checking the grammar a second time.
+/// Strings are skipped to their closing quote and values to where they end,
+/// which is all a valid text needs. Returns `None` when the value is not an
+/// object, and, to be read by serde instead, when a named member occurs twice
+/// or a key holds an escape.
+pub(crate) fn members_of<'a, const N: usize>(
+    value: Json<'a>,
+    keys: [&str; N],
+) -> Option<[Option<Json<'a>>; N]> {
+    let text = value.get();
+    let b = text.as_bytes();
+    let mut found = [None; N];
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let mut i = skip_ws(b, 1);
+    if b.get(i) == Some(&b'}') {
+        return Some(found);
+    }
+    loop {
+        // A key: `i` is at its opening quote.
+        let (end, escaped) = skip_string(b, i + 1)?;
+        if escaped {
+            return None;
+        }
+        let key = b.get(i + 1..end - 1)?;
+        // Past the colon, to the value.
+        i = skip_ws(b, skip_ws(b, end) + 1);
+        let start = i;
+        i = skip_value(b, i)?;
+        if let Some(k) = keys.iter().position(|k| k.as_bytes() == key) {
+            if found[k].is_some() {
+                return None;
+            }
+            found[k] = Some(Json(text.get(start..i)?));
+        }
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            _ => return Some(found),
+        }
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Past the string whose content starts at `i` (after its opening quote): the
+/// index after its closing quote, and whether it holds escapes.
+fn skip_string(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
+    let mut escaped = false;
+    loop {
+        match b.get(i..i + 8) {
+            Some(chunk) => {
+                let word = u64::from_le_bytes(chunk.try_into().ok()?);
+                match first_stop(word) {
+                    Some(k) => i += k,
+                    None => {
+                        i += 8;
+                        continue;
+                    }
+                }
+            }
+            None => {
+                while !STRING_STOP[usize::from(*b.get(i)?)] {
+                    i += 1;
+                }
+            }
+        }
+        match b.get(i)? {
+            b'"' => return Some((i + 1, escaped)),
+            // The escaped byte is never the closing quote.
+            b'\\' => {
+                escaped = true;
+                i += 2;
+            }
+            // A control character cannot be here in valid JSON; passed over.
+            _ => i += 1,
+        }
+    }
+}
+
+/// Past the value that starts at `i`: the index right after it.
+fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => skip_string(b, i + 1).map(|(end, _)| end),
+        b'{' | b'[' => {
+            let mut depth = 0u32;
+            loop {
+                match b.get(i)? {
+                    b'"' => {
+                        i = skip_string(b, i + 1)?.0;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        // A number or a literal: up to what ends it.
+        _ => {
+            while let Some(c) = b.get(i) {
+                if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                    break;
+                }
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
 /// A position in JSON text, and the steps to read it (also used by
 /// [`crate::protocol::instance`] to read a value in one pass).
 pub(crate) struct Scanner<'a> {
@@ -417,6 +541,23 @@ mod tests {
     }
 
     #[test]
+    fn members_of_skips_values_to_their_end() {
+        let text = r#"{ "z" : "}\",]" , "a":[{"b":"]"},[]] ,"b" :-1.5e3 ,"c":true}"#;
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        let got = members_of(Json::from(raw), KEYS)
+            .unwrap()
+            .map(|v| v.map(Json::get));
+        assert_eq!(
+            got,
+            [Some(r#"[{"b":"]"},[]]"#), Some("-1.5e3"), Some("true")]
+        );
+        let empty: &RawValue = serde_json::from_str("{ }").unwrap();
+        assert_eq!(members_of(Json::from(empty), KEYS), Some([None; 3]));
+        let array: &RawValue = serde_json::from_str(r#"[{"a":1}]"#).unwrap();
+        assert_eq!(members_of(Json::from(array), KEYS), None);
+    }
+
+    #[test]
     fn members_are_found_as_their_text() {
         let got = scan(r#" { "a" : 1 , "x": [1, {"a": 2}], "c": {"k": "v\"}"} } "#).unwrap();
         assert_eq!(
@@ -509,6 +650,30 @@ mod tests {
             if let Some(got) = scan(&text) {
                 proptest::prop_assert_eq!(Some(got), serde(&text));
             }
+        }
+
+        /// On valid JSON (what every `Json` holds), the reading that trusts the
+        /// grammar finds what the validating one finds, and declines what it
+        /// declines (a named member twice, an escaped key).
+        #[test]
+        fn members_of_finds_what_object_finds(
+            members in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["a", "b", "c", "x", "\\u0061", "a\\n", ""]),
+                    json_value(),
+                    "[ \t\n\r]{0,2}",
+                ),
+                0..5,
+            ),
+            end in "[ \t\n\r]{0,2}",
+        ) {
+            let body: Vec<String> = members
+                .iter()
+                .map(|(k, v, w)| format!("{w}\"{k}\"{w}:{w}{v}{w}"))
+                .collect();
+            let text = format!("{{{}{end}}}", body.join(","));
+            let raw: &RawValue = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(members_of(Json::from(raw), KEYS), object(&text, KEYS));
         }
 
         /// Any JSON value under a named member is found, whatever it holds.
