@@ -377,10 +377,12 @@ fn is_json(content_type: Option<&[u8]>) -> bool {
     // On the bytes, with the check `header_str` makes (visible ASCII and tabs):
     // as text it cost more than the rest of the head's checks.
     content_type.is_some_and(|v| {
-        v.iter().all(|&b| b == b'\t' || (32..127).contains(&b))
-            && v.split(|&b| b == b';')
-                .next()
-                .is_some_and(|mime| mime.trim_ascii().eq_ignore_ascii_case(b"application/json"))
+        // The usual value, whole: it passes every check below.
+        v.eq_ignore_ascii_case(b"application/json")
+            || (v.iter().all(|&b| b == b'\t' || (32..127).contains(&b))
+                && v.split(|&b| b == b';').next().is_some_and(|mime| {
+                    mime.trim_ascii().eq_ignore_ascii_case(b"application/json")
+                }))
     })
 }
 
