@@ -45,8 +45,8 @@ struct Conn {
     /// The deadline of the call using the connection. It stays registered with
     /// the runtime's timer between calls, and moving it to a later deadline
     /// only updates it (tokio re-files it when its old time comes), where a
-    /// timer per call was filed in and out of the timer wheel under its lock:
-    /// about 900 instructions of each call. While the connection is idle, an
+    /// timer per call was filed in and out of the timer wheel under its lock
+    /// (about 170 instructions of each call). While the connection is idle, an
     /// old deadline passing wakes the last caller's task once, for nothing.
     deadline: Pin<Box<Sleep>>,
 }
