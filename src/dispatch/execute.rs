@@ -257,7 +257,15 @@ fn check_output(
         detail,
     };
     let output = execute_output(result.as_json())
-        .ok_or_else(|| bad("the result is not an object".into()))?
+        .ok_or_else(|| {
+            // Why it cannot be read (not an object, a member named twice, ...).
+            bad(
+                match serde_json::from_str::<ExecuteResult<'_>>(result.get()) {
+                    Err(e) => format!("the result cannot be read: {e}"),
+                    Ok(_) => "the result is not an object".into(),
+                },
+            )
+        })?
         .ok_or_else(|| bad("the result has no output".into()))?;
     entry
         .output()

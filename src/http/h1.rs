@@ -32,6 +32,8 @@ const MAX_HEADERS: usize = 48;
 const MAX_HEAD: usize = 16 * 1024;
 /// Room made in the buffer before each read.
 const READ_CHUNK: usize = 8 * 1024;
+/// A read buffer larger than this is not kept once it is empty.
+const KEEP_BUFFER: usize = 64 * 1024;
 /// A body up to this size is copied behind the head and written with it.
 const COPY_BODY: usize = 32 * 1024;
 
@@ -174,9 +176,20 @@ impl Conn {
         }
     }
 
-    /// Drops an answered request from the buffer; what follows it is the next one.
+    /// Drops an answered request from the buffer; what follows it is the next
+    /// one. A buffer that a large request grew is given back once it is
+    /// empty, so an idle connection holds only a small one.
     pub fn consume(&mut self, n: usize) {
         self.buf.advance(n);
+        if self.buf.is_empty() && self.buf.capacity() > KEEP_BUFFER {
+            self.buf = BytesMut::with_capacity(READ_CHUNK);
+        }
+    }
+
+    /// The capacity of the read buffer (what an idle connection holds).
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// Writes a response: status, `content-type` when there is a body, its
@@ -320,6 +333,7 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
         request_id: None,
     };
     let mut body_len = None;
+    let mut hosts = 0;
     for h in request.headers.iter() {
         let name = h.name.as_bytes();
         let first = |slot: &mut Option<Range<usize>>| {
@@ -338,6 +352,8 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
             first(&mut head.content_type);
         } else if name.eq_ignore_ascii_case(b"x-request-id") {
             first(&mut head.request_id);
+        } else if name.eq_ignore_ascii_case(b"host") {
+            hosts += 1;
         } else if name.eq_ignore_ascii_case(b"connection") {
             match h.value.trim_ascii() {
                 v if v.eq_ignore_ascii_case(b"keep-alive") => {}
@@ -351,7 +367,9 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
             return Parsed::Other;
         }
     }
+    // Exactly one Host (RFC 9112, 3.2); hyper's path answers the others with 400.
     match body_len {
+        Some(_) if hosts != 1 => Parsed::Other,
         Some(n) => {
             head.body_len = n;
             Parsed::Head(head)
@@ -459,7 +477,7 @@ mod tests {
         assert_eq!(&text[h.content_type.unwrap()], "application/json");
         assert_eq!(&text[h.request_id.unwrap()], "abc");
         let Parsed::Head(h) =
-            head("POST /mcp HTTP/1.1\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n")
+            head("POST /mcp HTTP/1.1\r\nHost: x\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n")
         else {
             panic!("not taken")
         };
@@ -497,10 +515,44 @@ mod tests {
             "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n",
             "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nConnection: keep-alive, te\r\n\r\n",
             "POST /mcp HTTP/1.1\r\nBad Header\r\n\r\n",
+            // No Host, or two: hyper's path answers 400.
+            "POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n",
             "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
         ] {
             assert!(matches!(head(text), Parsed::Other), "{text:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_large_request_leaves_no_large_buffer_behind() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut conn = Conn::new(server, CancellationToken::new());
+        let body = vec![b' '; 1 << 20];
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let writer = tokio::spawn(async move {
+            client.write_all(head.as_bytes()).await.unwrap();
+            client.write_all(&body).await.unwrap();
+            client
+        });
+        let Next::Request(head) = conn.read_head(Duration::from_secs(5), 2 << 20).await else {
+            panic!("not taken");
+        };
+        conn.arm(Duration::from_secs(5));
+        while conn.buffered().len() < head.len + head.body_len {
+            assert!(matches!(conn.read_more(false).await, Filled::More));
+        }
+        assert!(conn.capacity() >= 1 << 20);
+        conn.consume(head.len + head.body_len);
+        assert!(conn.capacity() <= KEEP_BUFFER, "{}", conn.capacity());
+        drop(writer.await.unwrap());
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub enum CodecError {
     MissingContentLength,
     #[error("Content-Length is not a decimal byte count")]
     InvalidContentLength,
+    /// Two Content-Length headers that disagree: which one frames the body
+    /// cannot be known, so the stream cannot be trusted from here on.
+    #[error("conflicting Content-Length headers")]
+    ConflictingContentLength,
     #[error("header line is not `Name: value`")]
     MalformedHeader,
     #[error("unsupported Content-Type")]
@@ -150,6 +154,9 @@ impl ContentLengthCodec {
                         length: n,
                         limit: self.max_frame_bytes,
                     });
+                }
+                if length.is_some_and(|m| m != n as usize) {
+                    return Err(CodecError::ConflictingContentLength);
                 }
                 length = Some(n as usize);
             } else if name.eq_ignore_ascii_case("content-type") {
@@ -359,6 +366,30 @@ mod tests {
         let input = b"content-length:   2 \nX-Other: y\ncontent-type: application/vscode-jsonrpc; charset=utf-8\n\n{}\r\n\r\nContent-Length: 0\r\n\r\n";
         let frames = decode_all(&mut ContentLengthCodec::new(64), input).unwrap();
         assert_eq!(frames, vec![Bytes::from_static(b"{}"), Bytes::new()]);
+    }
+
+    #[test]
+    fn conflicting_lengths_are_an_error_and_equal_ones_are_not() {
+        for resync in [false, true] {
+            let codec = || {
+                let c = ContentLengthCodec::new(64);
+                if resync { c.resynchronizing(1024) } else { c }
+            };
+            let err = decode_all(
+                &mut codec(),
+                b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}x",
+            );
+            assert!(
+                matches!(err, Err(CodecError::ConflictingContentLength)),
+                "{err:?}"
+            );
+            let frames = decode_all(
+                &mut codec(),
+                b"Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}",
+            )
+            .unwrap();
+            assert_eq!(frames, vec![Bytes::from_static(b"{}")]);
+        }
     }
 
     #[test]

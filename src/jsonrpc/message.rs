@@ -224,24 +224,39 @@ struct ErrorShape<'a> {
     message: Cow<'a, str>,
 }
 
+/// A message from an upstream that breaks JSON-RPC 2.0.
+#[derive(Debug, Clone, Copy)]
+pub struct Malformed<'a> {
+    /// The id of the request it answers, when it is a response whose id is
+    /// valid: that call has had its answer, a broken one, and fails now.
+    pub id: Option<Json<'a>>,
+    pub why: &'static str,
+}
+
+impl Malformed<'_> {
+    fn bare(why: &'static str) -> Self {
+        Malformed { id: None, why }
+    }
+}
+
 /// Parses and checks one message an upstream sent. `Err` says why it breaks JSON-RPC 2.0.
-pub fn parse_upstream(raw: &RawValue) -> Result<UpstreamMessage<'_>, &'static str> {
-    let env = parse_envelope(raw).ok_or("not a JSON-RPC object")?;
+pub fn parse_upstream(raw: &RawValue) -> Result<UpstreamMessage<'_>, Malformed<'_>> {
+    let env = parse_envelope(raw).ok_or(Malformed::bare("not a JSON-RPC object"))?;
     upstream_message(env.into())
 }
 
 /// [`parse_upstream`] of a text that holds exactly one JSON object, in one
 /// pass; `None` for anything else (the caller takes the general path).
-pub fn parse_upstream_text(text: &str) -> Option<Result<UpstreamMessage<'_>, &'static str>> {
+pub fn parse_upstream_text(text: &str) -> Option<Result<UpstreamMessage<'_>, Malformed<'_>>> {
     scan_members(text).map(upstream_message)
 }
 
-fn upstream_message(env: Members<'_>) -> Result<UpstreamMessage<'_>, &'static str> {
-    if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
-        return Err("jsonrpc is not \"2.0\"");
-    }
+fn upstream_message(env: Members<'_>) -> Result<UpstreamMessage<'_>, Malformed<'_>> {
     if let Some(method) = env.method {
-        let method = as_string(method).ok_or("method is not a string")?;
+        if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
+            return Err(Malformed::bare("jsonrpc is not \"2.0\""));
+        }
+        let method = as_string(method).ok_or(Malformed::bare("method is not a string"))?;
         return Ok(match env.id {
             Some(id) => UpstreamMessage::Request { id, method },
             None => UpstreamMessage::Notification {
@@ -250,18 +265,29 @@ fn upstream_message(env: Members<'_>) -> Result<UpstreamMessage<'_>, &'static st
             },
         });
     }
-    let id = env.id.ok_or("response without id")?;
+    let id = env.id.ok_or(Malformed::bare("response without id"))?;
     if !is_valid_id(id) {
-        return Err("response id is not a string, number or null");
+        return Err(Malformed::bare(
+            "response id is not a string, number or null",
+        ));
+    }
+    let broken = |why| Malformed { id: Some(id), why };
+    if env.jsonrpc.and_then(as_string).as_deref() != Some("2.0") {
+        return Err(broken("jsonrpc is not \"2.0\""));
     }
     let outcome = match (env.result, env.error) {
         (Some(result), None) => Ok(result),
         (None, Some(error)) => {
-            serde_json::from_str::<ErrorShape<'_>>(error.get())
-                .map_err(|_| "error is not an object with an integer code and a string message")?;
+            serde_json::from_str::<ErrorShape<'_>>(error.get()).map_err(|_| {
+                broken("error is not an object with an integer code and a string message")
+            })?;
             Err(error)
         }
-        _ => return Err("a response must hold exactly one of result and error"),
+        _ => {
+            return Err(broken(
+                "a response must hold exactly one of result and error",
+            ));
+        }
     };
     Ok(UpstreamMessage::Response { id, outcome })
 }
@@ -427,6 +453,25 @@ mod tests {
             r#"[]"#,
         ] {
             assert!(parse_upstream(raw(bad)).is_err(), "{bad}");
+        }
+        // A broken response names the call it answers, so that call fails now.
+        for (bad, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":3,"result":1,"error":{"code":1,"message":"m"}}"#,
+                Some("3"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"x","error":{"code":"x","message":"m"}}"#,
+                Some("\"x\""),
+            ),
+            (r#"{"jsonrpc":"2.0","id":3}"#, Some("3")),
+            (r#"{"id":3,"result":1}"#, Some("3")),
+            (r#"{"jsonrpc":"2.0","id":[3],"result":1}"#, None),
+            (r#"{"jsonrpc":"2.0","result":1}"#, None),
+            (r#"{"jsonrpc":"1.0","id":3,"method":"m"}"#, None),
+        ] {
+            let e = parse_upstream(raw(bad)).unwrap_err();
+            assert_eq!(e.id.map(Json::get), id, "{bad}");
         }
         assert!(matches!(
             parse_upstream(raw(

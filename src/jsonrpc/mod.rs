@@ -9,6 +9,7 @@ pub mod codec;
 pub mod error;
 pub mod message;
 pub mod scan;
+pub mod stream;
 
 pub use codec::{CodecError, ContentLengthCodec};
 pub use error::{ErrorObject, codes};

@@ -6,9 +6,10 @@
 //! allocation and every object a B-tree; the call's JSON is then dropped
 //! unread, since what is forwarded is the agent's and the upstream's own
 //! text. This tree borrows what it can and holds an object's members in one
-//! vector, sorted by key with the last of duplicate keys kept, as a `Value`'s
-//! map would hold them: the validator sees the same members in the same order
-//! and reports the same errors. The parser is serde_json's, so what is
+//! vector, sorted by key, as a `Value`'s map would hold them: the validator
+//! sees the same members in the same order and reports the same errors. An
+//! object that names a member twice is refused (what is validated must be
+//! what is forwarded, and parsers disagree on which of the two counts). The parser is serde_json's, so what is
 //! accepted, numbers, and the nesting limit are unchanged too.
 
 use std::borrow::Cow;
@@ -29,7 +30,7 @@ pub enum Instance<'a> {
     Number(Number),
     String(Cow<'a, str>),
     Array(Vec<Instance<'a>>),
-    /// Sorted by key; each key once (the last one written wins).
+    /// Sorted by key; each key once (an object that names a member twice is refused).
     Object(Vec<(Cow<'a, str>, Instance<'a>)>),
 }
 
@@ -87,7 +88,8 @@ fn read_value<'a>(s: &mut Scanner<'a>, text: &'a str, depth: u32) -> Option<Inst
                 members.push((key, read_value(s, text, depth)?));
                 Some(())
             })?;
-            Some(object(members))
+            // A duplicate is left to serde, which gives it its error.
+            object(members).ok()
         }
         b'[' => {
             let depth = depth.checked_sub(1)?;
@@ -144,22 +146,25 @@ fn string_text(text: &str, at: std::ops::Range<usize>, escaped: bool) -> Option<
     }
 }
 
-/// An object of members in the order written: sorted by key, and of each run
-/// of equal keys the last kept, as a `Value`'s map holds them.
-fn object<'a>(mut members: Vec<(Cow<'a, str>, Instance<'a>)>) -> Instance<'a> {
-    // A stable sort keeps duplicates in the order written; of each run of
-    // equal keys the last is kept (moved into the slot that stays).
+/// An object of members sorted by key; `Err` with the name of a member that
+/// occurs twice. Such an object is refused rather than read last-wins: the
+/// text is forwarded as it came, and a parser that keeps the first of two
+/// members would see a value the schema never checked.
+fn object<'a>(
+    mut members: Vec<(Cow<'a, str>, Instance<'a>)>,
+) -> Result<Instance<'a>, Cow<'a, str>> {
     if !members.is_sorted_by(|a, b| a.0 < b.0) {
         members.sort_by(|a, b| a.0.cmp(&b.0));
-        members.dedup_by(|later, kept| {
-            let duplicate = later.0 == kept.0;
-            if duplicate {
-                std::mem::swap(later, kept);
-            }
-            duplicate
-        });
+        if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(pair[0].0.clone());
+        }
     }
-    Instance::Object(members)
+    Ok(Instance::Object(members))
+}
+
+/// The error of an object with a member named twice.
+pub fn duplicate_member(name: &str) -> String {
+    format!("the member {name:?} occurs twice in one object")
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Instance<'a> {
@@ -223,7 +228,7 @@ impl<'de> Visitor<'de> for InstanceVisitor {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             members.push((key.0, map.next_value()?));
         }
-        Ok(object(members))
+        object(members).map_err(|name| serde::de::Error::custom(duplicate_member(&name)))
     }
 }
 
@@ -393,8 +398,8 @@ mod tests {
     }
 
     #[test]
-    fn borrows_unescaped_strings_and_keeps_the_last_duplicate() {
-        let text = r#"{"b":"plain","a":"esc\u0061ped","b":2,"c":[1,-2,3.5,true,null]}"#;
+    fn borrows_unescaped_strings_and_sorts_members() {
+        let text = r#"{"b":"plain","a":"esc\u0061ped","c":[1,-2,3.5,true,null]}"#;
         let doc = Instance::parse(text).unwrap();
         let Instance::Object(members) = &doc else {
             panic!()
@@ -404,14 +409,6 @@ mod tests {
         assert_eq!(members[0].1, Instance::String(Cow::Owned("escaped".into())));
         assert!(matches!(&members[0].0, Cow::Borrowed(_)));
         assert_eq!(doc.to_value(), serde_json::from_str::<Value>(text).unwrap());
-        for text in [
-            r#"{"b":1,"a":2,"b":3,"b":4,"a":5}"#,
-            r#"{"a":1,"a":2}"#,
-            r#"{"z":{"y":1,"y":[2]},"":0,"":{}}"#,
-        ] {
-            let doc = Instance::parse(text).unwrap();
-            assert_eq!(doc.to_value(), serde_json::from_str::<Value>(text).unwrap());
-        }
     }
 
     #[test]
@@ -467,7 +464,7 @@ mod tests {
     #[test]
     fn the_one_pass_reading_is_serdes() {
         for text in [
-            r#"{"b":"plain","a":"esc\u0061ped","b":2,"c":[1,-2,3.5,true,null]}"#,
+            r#"{"b":"plain","a":"esc\u0061ped","c":[1,-2,3.5,true,null]}"#,
             "-0",
             "[0, -1, 18446744073709551615, 18446744073709551616, -9223372036854775808, -9223372036854775809]",
             "[1e2, 1E-2, -0.0, 0.1, 123456789012345678901234567890]",
@@ -482,6 +479,24 @@ mod tests {
         for text in ["1e400", r#""\ud800""#, "[1,]", "01", "1 2", &deep] {
             assert_eq!(Instance::read(text), None, "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_member_named_twice_is_refused() {
+        for text in [
+            r#"{"b":"plain","a":1,"b":2}"#,
+            r#"{"a":{"x":1,"x":1}}"#,
+            r#"[{"a":1,"\u0061":2}]"#,
+            r#"{"b":1,"a":2,"b":3,"b":4,"a":5}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"z":{"y":1,"y":[2]},"":0,"":{}}"#,
+        ] {
+            assert_eq!(Instance::read(text), None, "{text:?}");
+            let e = Instance::parse(text).unwrap_err().to_string();
+            assert!(e.contains("occurs twice"), "{text:?}: {e}");
+        }
+        // The same name in two objects is no duplicate.
+        assert!(Instance::parse(r#"[{"a":1},{"a":2}]"#).is_ok());
     }
 
     proptest! {

@@ -16,7 +16,7 @@ use super::backoff::Backoff;
 use super::http_pool::Pool;
 use super::{CallError, Params, Transport, Upstream, write_request};
 use crate::config::HttpSpec;
-use crate::jsonrpc::message::{UpstreamMessage, parse_upstream, parse_upstream_text};
+use crate::jsonrpc::message::{Malformed, UpstreamMessage, parse_upstream, parse_upstream_text};
 use crate::jsonrpc::{Json, JsonBuf};
 
 /// A client for one HTTP upstream.
@@ -168,14 +168,14 @@ impl HttpLink {
 fn find_answer(body: &[u8], id: u64) -> Result<JsonBuf, CallError> {
     let mut digits = [0; 20];
     let id_text = super::decimal(id, &mut digits);
-    let answer = |message: Result<UpstreamMessage<'_>, &'static str>| match message {
+    let answer = |message: Result<UpstreamMessage<'_>, Malformed<'_>>| match message {
         Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => Some(
             outcome
                 .map(Json::to_buf)
                 .map_err(|e| CallError::Remote(e.to_buf())),
         ),
         Ok(_) => None,
-        Err(why) => Some(Err(CallError::protocol(why))),
+        Err(broken) => Some(Err(CallError::protocol(broken.why))),
     };
     // The usual body, one answer, is read in one pass.
     let text = std::str::from_utf8(body)

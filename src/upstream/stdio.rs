@@ -388,7 +388,15 @@ impl Reader {
                 );
                 let _ = self.outbox.try_send(Bytes::from(out));
             }
-            Err(why) => self.protocol_error(why),
+            Err(broken) => {
+                self.protocol_error(broken.why);
+                // A broken answer to a call is still its answer: the call
+                // fails now instead of waiting for its timeout.
+                if let Some(id) = broken.id.and_then(|id| id.get().parse::<u64>().ok()) {
+                    self.pending
+                        .complete(id, Err(CallError::protocol(broken.why)));
+                }
+            }
         }
     }
 }

@@ -240,7 +240,7 @@ async fn early_answers_to_a_body_still_arriving_end_the_connection() {
         async move {
             let mut c = Raw::connect(gw).await;
             c.send(&format!(
-                "POST /mcp HTTP/1.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{start}"
+                "POST /mcp HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{start}"
             ))
             .await;
             let a = c.answer().await;
@@ -277,7 +277,7 @@ async fn a_session_opens_while_a_content_length_body_is_still_arriving() {
     // The length of the whole body is declared, but the client sends the
     // rest only after the answer to `initialize`.
     c.send(&format!(
-        "POST /mcp HTTP/1.1\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{init}",
+        "POST /mcp HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{init}",
         init.len() + list.len()
     ))
     .await;
