@@ -101,10 +101,10 @@ fn gateway(
         name: "t".into(),
         keys: vec![KeyDigest::of(b"k")],
         upstreams: (0..upstreams).map(|i| format!("up{i}")).collect(),
-        allow: vec![],
-        deny: vec![],
+        tools: Default::default(),
         rate_limit: None,
         max_concurrency: None,
+        max_sessions: None,
     };
     let keys = KeyStore::new(&[spec]);
     let tenant = keys.tenants()[0].clone();
@@ -274,10 +274,10 @@ fn keys(c: &mut Criterion) {
                 KeyDigest::of(format!("key-{i}-b").as_bytes()),
             ],
             upstreams: vec![],
-            allow: vec![],
-            deny: vec![],
+            tools: Default::default(),
             rate_limit: None,
             max_concurrency: None,
+            max_sessions: None,
         })
         .collect();
     let store = KeyStore::new(&specs);

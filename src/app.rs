@@ -375,6 +375,11 @@ pub fn start_on(
         max_body_bytes: limits.max_body_bytes,
         max_batch: limits.max_batch,
         body_read_timeout: limits.body_read_timeout,
+        sessions: crate::http::session::SessionLimits::new(
+            limits.max_sessions_per_tenant,
+            limits.session_idle_timeout,
+            limits.max_session_in_flight,
+        ),
         metrics: core.metrics.clone(),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {

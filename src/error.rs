@@ -46,6 +46,15 @@ pub enum GatewayError {
     /// The upstream's result breaks the tool's outputSchema (or has no `output`).
     #[error("upstream {upstream}: {detail}")]
     InvalidOutput { upstream: Arc<str>, detail: String },
+    /// A session's key was removed by a reload: the session ends.
+    #[error("the session's key is no longer valid")]
+    Revoked,
+    /// The tenant has as many sessions open as it may.
+    #[error("too many sessions")]
+    TooManySessions { limit: usize },
+    /// The session has as many calls in flight as it may.
+    #[error("too many calls in flight in this session")]
+    SessionBusy { limit: usize },
 }
 
 /// An error as it goes on the wire.
@@ -144,6 +153,26 @@ impl GatewayError {
                 "Upstream protocol error",
                 Some(format!("upstream {upstream}: {detail}")),
             ),
+            // The body of a 401, as the key would get on a new request.
+            E::Revoked => own(
+                codes::INVALID_REQUEST,
+                "Unauthorized",
+                Some("the key this session was opened with is no longer valid".into()),
+            ),
+            E::TooManySessions { limit } => own(
+                codes::OVER_CAPACITY,
+                "Over capacity",
+                Some(format!(
+                    "the tenant has {limit} sessions open, its limit; retry after one ends"
+                )),
+            ),
+            E::SessionBusy { limit } => own(
+                codes::OVER_CAPACITY,
+                "Over capacity",
+                Some(format!(
+                    "this session has {limit} calls in flight, its limit; retry after one is answered"
+                )),
+            ),
         }
     }
 
@@ -167,6 +196,8 @@ impl GatewayError {
             },
             E::OverCapacity { .. } => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",
+            E::Revoked => "unauthorized",
+            E::TooManySessions { .. } | E::SessionBusy { .. } => "over_capacity",
         }
     }
 }

@@ -35,7 +35,8 @@ pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
             }
         }
     });
-    let mut session = Session::new(core.dispatcher.clone(), tenant, tx);
+    let mut session = Session::new(core.dispatcher.clone(), tenant, tx)
+        .with_max_in_flight(config.gateway.limits.max_session_in_flight);
     let mut input = FramedRead::new(
         crate::stdio_pipes::stdin(),
         ContentLengthCodec::new(max_frame),

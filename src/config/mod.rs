@@ -45,6 +45,15 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Most agent connections open at once. Default 4096.
     pub max_connections: usize,
+    /// Sessions one tenant may have open at once (a tenant's `max_sessions`
+    /// overrides it); past it a new session gets 429. Default 256, so that
+    /// one tenant cannot hold every connection.
+    pub max_sessions_per_tenant: usize,
+    /// A session whose client has sent nothing for this long, with no call
+    /// in flight, is ended. Default 5 min.
+    pub session_idle_timeout: Duration,
+    /// Calls in flight in one session; past it a call gets -32004. Default 64.
+    pub max_session_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -56,6 +65,9 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_connections: 4096,
+            max_sessions_per_tenant: 256,
+            session_idle_timeout: Duration::from_secs(300),
+            max_session_in_flight: 64,
         }
     }
 }
@@ -105,14 +117,63 @@ pub struct TenantSpec {
     pub name: String,
     pub keys: Vec<KeyDigest>,
     pub upstreams: Vec<String>,
-    /// Glob patterns on namespaced tool ids: with any `allow`, only matching
-    /// tools; never one that matches a `deny`.
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
+    /// Glob patterns on namespaced tool ids, compiled: with any `allow`, only
+    /// matching tools; never one that matches a `deny`.
+    pub tools: ToolGlobs,
     /// Requests per second and burst; past it, HTTP 429 with Retry-After (-32004 in sessions).
     pub rate_limit: Option<(u32, u32)>,
     /// Requests in flight at once; past it, the same.
     pub max_concurrency: Option<usize>,
+    /// Sessions open at once; `None`: `gateway.limits.max_sessions_per_tenant`.
+    pub max_sessions: Option<usize>,
+}
+
+/// A tenant's tool policy as compiled globs (`*` also matches `/`). They are
+/// compiled once, when the config is validated; a pattern that does not
+/// compile is a config error, never a rule that is skipped.
+#[derive(Debug, Clone, Default)]
+pub struct ToolGlobs {
+    /// `None`: every tool not denied.
+    pub allow: Option<globset::GlobSet>,
+    pub deny: globset::GlobSet,
+}
+
+impl ToolGlobs {
+    /// Compiles both lists; `Err` names the first pattern that does not
+    /// compile, by list and index, and why.
+    pub fn compile(
+        allow: &[impl AsRef<str>],
+        deny: &[impl AsRef<str>],
+    ) -> Result<Self, (&'static str, usize, String)> {
+        Ok(ToolGlobs {
+            allow: if allow.is_empty() {
+                None
+            } else {
+                Some(set("allow", allow)?)
+            },
+            deny: set("deny", deny)?,
+        })
+    }
+
+    /// Whether there is nothing to enforce.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_none() && self.deny.is_empty()
+    }
+}
+
+/// One list of patterns as a glob set.
+fn set(
+    list: &'static str,
+    patterns: &[impl AsRef<str>],
+) -> Result<globset::GlobSet, (&'static str, usize, String)> {
+    let mut b = globset::GlobSetBuilder::new();
+    for (i, p) in patterns.iter().enumerate() {
+        let p = p.as_ref();
+        let glob = globset::Glob::new(p)
+            .map_err(|e| (list, i, format!("'{p}' is not a glob: {}", e.kind())))?;
+        b.add(glob);
+    }
+    b.build().map_err(|e| (list, 0, e.to_string()))
 }
 
 /// A whole, valid configuration.

@@ -37,6 +37,9 @@ pub struct RawLimits {
     pub header_read_timeout_ms: Option<u64>,
     pub body_read_timeout_ms: Option<u64>,
     pub max_connections: Option<u64>,
+    pub max_sessions_per_tenant: Option<u64>,
+    pub session_idle_timeout_ms: Option<u64>,
+    pub max_session_in_flight: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +87,7 @@ pub struct RawTenant {
     pub tools: Option<RawToolPolicy>,
     pub rate_limit: Option<RawRateLimit>,
     pub max_concurrency: Option<u64>,
+    pub max_sessions: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,8 +12,8 @@ use subtle::ConstantTimeEq;
 
 use super::raw::{RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
 use super::{
-    Config, GatewaySettings, HttpSpec, Limits, Secrets, StdioSpec, TenantSpec, TransportSpec,
-    UpstreamSpec,
+    Config, GatewaySettings, HttpSpec, Limits, Secrets, StdioSpec, TenantSpec, ToolGlobs,
+    TransportSpec, UpstreamSpec,
 };
 
 /// One thing wrong with the configuration, and where.
@@ -194,6 +194,21 @@ fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
             d.body_read_timeout.as_millis() as usize,
         ) as u64),
         max_connections: positive("max_connections", raw.max_connections, d.max_connections),
+        max_sessions_per_tenant: positive(
+            "max_sessions_per_tenant",
+            raw.max_sessions_per_tenant,
+            d.max_sessions_per_tenant,
+        ),
+        session_idle_timeout: Duration::from_millis(positive(
+            "session_idle_timeout_ms",
+            raw.session_idle_timeout_ms,
+            d.session_idle_timeout.as_millis() as usize,
+        ) as u64),
+        max_session_in_flight: positive(
+            "max_session_in_flight",
+            raw.max_session_in_flight,
+            d.max_session_in_flight,
+        ),
     };
     Some(limits)
 }
@@ -381,25 +396,36 @@ fn tenants(
             p.add(format!("{at}.max_concurrency"), "must be greater than 0");
         }
         let policy = t.tools.unwrap_or_default();
+        let mut tools = ToolGlobs::default();
+        // Each list on its own, so that a bad pattern in both is reported in both.
         for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
-            for (i, pattern) in patterns.iter().enumerate() {
-                if let Err(e) = globset::Glob::new(pattern) {
-                    p.add(
-                        format!("{at}.tools.{list}[{i}]"),
-                        format!("'{pattern}' is not a glob: {}", e.kind()),
-                    );
-                }
+            let none: &[String] = &[];
+            let (allow, deny) = if list == "allow" {
+                (&patterns[..], none)
+            } else {
+                (none, &patterns[..])
+            };
+            match ToolGlobs::compile(allow, deny) {
+                Ok(compiled) if list == "allow" => tools.allow = compiled.allow,
+                Ok(compiled) => tools.deny = compiled.deny,
+                Err((list, i, why)) => p.add(format!("{at}.tools.{list}[{i}]"), why),
             }
+        }
+        if t.max_sessions == Some(0) {
+            p.add(format!("{at}.max_sessions"), "must be greater than 0");
         }
         out.push(TenantSpec {
             name,
             keys,
             upstreams: seen,
-            allow: policy.allow,
-            deny: policy.deny,
+            tools,
             rate_limit,
             max_concurrency: t
                 .max_concurrency
+                .filter(|n| *n > 0)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            max_sessions: t
+                .max_sessions
                 .filter(|n| *n > 0)
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         });

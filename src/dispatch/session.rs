@@ -18,7 +18,7 @@ use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, Incoming, classify, write_error};
 use crate::protocol::Method;
-use crate::tenant::Tenant;
+use crate::tenant::{Credential, Standing, Tenant};
 
 /// Whether a body's first message opens a session (`initialize`).
 pub fn starts_session(first: &RawValue) -> bool {
@@ -141,6 +141,10 @@ pub struct Session {
     trace: bool,
     inflight: JoinSet<()>,
     notifier: Option<JoinHandle<()>>,
+    /// The key the session was opened with, checked again at every message
+    /// (`None`: the tenant was chosen otherwise, as by the stdio mode).
+    credential: Option<Credential>,
+    max_in_flight: usize,
 }
 
 impl Drop for Session {
@@ -173,12 +177,57 @@ impl Session {
             trace: false,
             inflight: JoinSet::new(),
             notifier: None,
+            credential: None,
+            max_in_flight: usize::MAX,
+        }
+    }
+
+    /// Admits every message by the keys in force when it arrives (see
+    /// [`Credential`]), not only the first.
+    pub fn with_credential(mut self, credential: Credential) -> Self {
+        self.credential = Some(credential);
+        self
+    }
+
+    /// Follows a reload: false when the session's key is no longer valid.
+    fn still_admitted(&mut self) -> bool {
+        let Some(credential) = &mut self.credential else {
+            return true;
+        };
+        match credential.standing() {
+            Standing::Unchanged => true,
+            Standing::Revoked => false,
+            Standing::Reloaded(tenant) => {
+                if tenant.name != self.tenant.name {
+                    let open = &self.dispatcher.metrics().sessions_open;
+                    open.with_label_values(&[&self.tenant.name]).dec();
+                    open.with_label_values(&[&tenant.name]).inc();
+                    // Notifications are the new tenant's from now on.
+                    if let Some(n) = self.notifier.take() {
+                        n.abort();
+                    }
+                    self.tenant = tenant;
+                    if self.notify.load(Ordering::Acquire) {
+                        self.start_notifications();
+                    }
+                } else {
+                    self.tenant = tenant;
+                }
+                true
+            }
         }
     }
 
     /// Requests being answered right now.
-    pub fn in_flight(&self) -> usize {
+    pub fn in_flight(&mut self) -> usize {
+        while self.inflight.try_join_next().is_some() {}
         self.inflight.len()
+    }
+
+    /// Refuses a call (-32004) while `limit` are in flight in this session.
+    pub fn with_max_in_flight(mut self, limit: usize) -> Self {
+        self.max_in_flight = limit;
+        self
     }
 
     async fn send(&self, message: Vec<u8>) -> bool {
@@ -189,6 +238,20 @@ impl Session {
     pub async fn on_message(&mut self, raw: &RawValue) -> bool {
         // Reap finished calls as we go, so a long session keeps no dead task handles.
         while self.inflight.try_join_next().is_some() {}
+        if !self.still_admitted() {
+            // Answered, then the session ends (its calls in flight with it).
+            let id = match classify(raw) {
+                Incoming::Request { id, .. } => Some(id),
+                _ => None,
+            };
+            tracing::info!(tenant = %self.tenant.name, "session ended: its key is no longer valid");
+            if id.is_some() {
+                let mut reply = Vec::new();
+                write_gateway_error(&mut reply, id, &GatewayError::Revoked);
+                let _ = self.send(reply).await;
+            }
+            return false;
+        }
         match self.handshake.step(raw) {
             Step::Reply(reply) => self.send(reply).await,
             Step::Initialize { trace } => {
@@ -204,7 +267,7 @@ impl Session {
             }
             Step::Nothing => true,
             Step::Dispatch => {
-                let admission = match self.dispatcher.admit(&self.tenant, 1) {
+                let admission = match self.admit() {
                     Ok(a) => a,
                     Err(e) => {
                         let id = match classify(raw) {
@@ -241,6 +304,22 @@ impl Session {
                 true
             }
         }
+    }
+
+    /// A call's admission: a place among the session's calls in flight, then
+    /// the tenant's limits.
+    fn admit(&mut self) -> Result<crate::tenant::Admission, GatewayError> {
+        if self.inflight.len() >= self.max_in_flight {
+            self.dispatcher
+                .metrics()
+                .requests_limited
+                .with_label_values(&[&self.tenant.name, "session_in_flight_limited"])
+                .inc();
+            return Err(GatewayError::SessionBusy {
+                limit: self.max_in_flight,
+            });
+        }
+        self.dispatcher.admit(&self.tenant, 1)
     }
 
     /// Answers a message that could not be parsed (-32700, id null).

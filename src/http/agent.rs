@@ -22,10 +22,11 @@ use crate::dispatch::{
 };
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
+use crate::jsonrpc::stream::{Scan, ValueEnd};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::metrics::Metrics;
-use crate::tenant::{KeyStore, Tenant, bearer_token};
+use crate::tenant::{Credential, KeyStore, Tenant, bearer_token};
 
 /// What the agent edge needs; a cheap clone.
 #[derive(Clone)]
@@ -36,6 +37,7 @@ pub struct AgentState {
     pub max_body_bytes: usize,
     pub max_batch: usize,
     pub body_read_timeout: std::time::Duration,
+    pub sessions: session::SessionLimits,
     pub metrics: Metrics,
 }
 
@@ -88,7 +90,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
     fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
         let edge = self.0.clone();
         Box::pin(async move {
-            Ok(if request.uri().path() != "/mcp" {
+            Ok(if !one_host(&request) {
+                bad_host().into_response()
+            } else if request.uri().path() != "/mcp" {
                 not_found().into_response()
             } else if request.method() != axum::http::Method::POST {
                 method_not_allowed().into_response()
@@ -97,6 +101,24 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
             })
         })
     }
+}
+
+/// An HTTP/1.1 request names exactly one Host; none or several is 400
+/// (RFC 9112, 3.2). HTTP/1.0 may leave it out.
+fn one_host<B>(request: &hyper::Request<B>) -> bool {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), None) => true,
+        (None, _) => request.version() < axum::http::Version::HTTP_11,
+        (Some(_), Some(_)) => false,
+    }
+}
+
+fn bad_host() -> Reply {
+    error(
+        StatusCode::BAD_REQUEST,
+        ErrorObject::invalid_request("an HTTP/1.1 request carries exactly one Host header"),
+    )
 }
 
 fn not_found() -> Reply {
@@ -271,7 +293,6 @@ async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCa
     let mut first = FirstLook::default();
     if conn.buffered().len() < end {
         conn.arm(s.body_read_timeout);
-        first.arrived(&conn.buffered()[head.len..]);
         while conn.buffered().len() < end {
             // A session starts while its body is still arriving, and bad JSON
             // is answered at once: hyper's path does both.
@@ -280,9 +301,8 @@ async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCa
             {
                 return Step::HandOver;
             }
-            let before = conn.buffered().len();
             match conn.read_more(false).await {
-                Filled::More => first.arrived(&conn.buffered()[before..]),
+                Filled::More => {}
                 Filled::Closed => return Step::Closed,
                 Filled::TimedOut => return Step::Reply(body_timeout(), false),
             }
@@ -415,12 +435,14 @@ fn admit_head(
 }
 
 async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
-    let tenant = authenticate(
-        &s.keys.load(),
-        headers
-            .get(header::AUTHORIZATION)
-            .map(HeaderValue::as_bytes),
-    );
+    // The key is kept (as its digest): a session it opens is admitted by the
+    // keys in force at each of its messages.
+    let (credential, tenant) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| header_str(v.as_bytes()))
+        .and_then(bearer_token)
+        .and_then(|token| Credential::new(s.keys.clone(), token))
+        .unzip();
     let content_type = headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes);
     let tenant = match admit_head(tenant, content_type) {
         Ok(tenant) => tenant,
@@ -433,7 +455,7 @@ async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
     if declared.is_some_and(|n| n > s.max_body_bytes as u64) {
         return too_large(s.max_body_bytes).into_response();
     }
-    read_body(s, tenant, body).await
+    read_body(s, tenant, credential, body).await
 }
 
 /// What the first message of a body says about the exchange.
@@ -450,28 +472,32 @@ enum First {
 
 /// The look at a body's first message while the body is still arriving,
 /// shared by both paths: whether it has been decided (anything but
-/// `initialize`), and whether a `}` (an object can only end in one) arrived
-/// since the last look, so that a body is not re-parsed for every chunk.
+/// `initialize`), and where the first message ends, found as the body
+/// arrives ([`ValueEnd`]), so that the body is parsed once, when that message
+/// is complete, however it is cut into pieces.
 #[derive(Default)]
 struct FirstLook {
     decided: bool,
-    unseen_brace: bool,
+    end: ValueEnd,
 }
 
 impl FirstLook {
-    fn arrived(&mut self, chunk: &[u8]) {
-        self.unseen_brace |= !self.decided && chunk.contains(&b'}');
-    }
-
-    /// What the first message of `body` says, when something new can be said.
+    /// What the first message of `body` (what has arrived of it) says, when
+    /// something new can be said.
     fn look(&mut self, body: &[u8]) -> Option<First> {
-        if self.decided || !self.unseen_brace {
+        if self.decided || self.end.scan(body) == Scan::Incomplete {
             return None;
         }
-        self.unseen_brace = false;
-        let first = peek_first(body);
-        self.decided = matches!(first, First::Other);
-        Some(first)
+        // Decidable now, so never incomplete; if it were, the whole body is
+        // read first rather than parsed again for every piece.
+        self.decided = true;
+        match peek_first(body) {
+            First::Incomplete => None,
+            first => {
+                self.decided = matches!(first, First::Other);
+                Some(first)
+            }
+        }
     }
 }
 
@@ -489,7 +515,12 @@ fn peek_first(buf: &[u8]) -> First {
 /// Reads the body as it arrives. A first message that is `initialize` starts a
 /// session at once (the client may wait for its answer before sending more);
 /// otherwise the whole body is read, up to the limit, and then answered.
-async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response {
+async fn read_body(
+    s: &AgentState,
+    tenant: Arc<Tenant>,
+    credential: Option<Credential>,
+    body: Body,
+) -> Response {
     let mut body = body.into_data_stream();
     let mut buf = BytesMut::new();
     let mut first = FirstLook::default();
@@ -505,11 +536,16 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
                 // session now, as its client may wait for the answer.
                 match first.look(&buf) {
                     Some(First::Initialize) => {
-                        return session::start(
-                            s.dispatcher.clone(),
+                        let opening = session::Opening {
                             tenant,
+                            credential,
                             buf,
                             body,
+                        };
+                        return session::start(
+                            s.dispatcher.clone(),
+                            &s.sessions,
+                            opening,
                             s.max_body_bytes,
                         );
                     }
@@ -533,12 +569,11 @@ async fn read_body(s: &AgentState, tenant: Arc<Tenant>, body: Body) -> Response 
         if buf.len() + chunk.len() > s.max_body_bytes {
             return too_large(s.max_body_bytes).into_response();
         }
-        first.arrived(&chunk);
         buf.extend_from_slice(&chunk);
     }
     match exchange(s, &tenant, &buf, first.decided).await {
         Exchange::Reply(reply) => reply.into_response(),
-        Exchange::Session => session_of(s, tenant, buf),
+        Exchange::Session => session_of(s, tenant, credential, buf),
     }
 }
 
@@ -613,18 +648,23 @@ async fn one_message(s: &AgentState, tenant: &Tenant, message: Incoming<'_>) -> 
 }
 
 /// A session of the messages of a body that has ended.
-fn session_of(s: &AgentState, tenant: Arc<Tenant>, bytes: BytesMut) -> Response {
-    session::start(
-        s.dispatcher.clone(),
+fn session_of(
+    s: &AgentState,
+    tenant: Arc<Tenant>,
+    credential: Option<Credential>,
+    buf: BytesMut,
+) -> Response {
+    let opening = session::Opening {
         tenant,
-        bytes,
-        Body::empty().into_data_stream(),
-        s.max_body_bytes,
-    )
+        credential,
+        buf,
+        body: Body::empty().into_data_stream(),
+    };
+    session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes)
 }
 
 /// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
-fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
+pub(super) fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
     let mut body = Vec::new();
     write_gateway_error(&mut body, id, e);
     let r = Reply::json(StatusCode::TOO_MANY_REQUESTS, body);

@@ -14,24 +14,128 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use std::time::Duration;
+
+use dashmap::DashMap;
+
 use crate::dispatch::Dispatcher;
 use crate::dispatch::session::Session;
-use crate::tenant::Tenant;
+use crate::error::GatewayError;
+use crate::jsonrpc::stream::{Scan, ValueEnd};
+use crate::tenant::{Credential, Tenant};
 
 /// Answers queued for a slow reader before the session waits for it.
 const OUT_BACKLOG: usize = 64;
 
-/// Starts a session: `buf` holds what was read of the body so far, `body` the rest.
+/// The bounds on sessions: how many one tenant may hold open, how long one
+/// may sit idle, how many calls one may have in flight. A cheap clone.
+#[derive(Clone)]
+pub struct SessionLimits {
+    /// Sessions per tenant, unless the tenant sets its own `max_sessions`.
+    pub per_tenant: usize,
+    pub idle: Duration,
+    pub in_flight: usize,
+    /// Sessions open now, by tenant name (names outlive reloads, tenants do not).
+    open: Arc<DashMap<Arc<str>, usize>>,
+}
+
+impl SessionLimits {
+    pub fn new(per_tenant: usize, idle: Duration, in_flight: usize) -> Self {
+        Self {
+            per_tenant,
+            idle,
+            in_flight,
+            open: Arc::default(),
+        }
+    }
+
+    /// A place for one more session of `tenant`, or `Err(limit)` when it has
+    /// as many open as it may.
+    fn enter(&self, tenant: &Tenant) -> Result<SessionSlot, usize> {
+        let limit = tenant.max_sessions.unwrap_or(self.per_tenant);
+        let mut open = self.open.entry(tenant.name.clone()).or_insert(0);
+        if *open >= limit {
+            return Err(limit);
+        }
+        *open += 1;
+        Ok(SessionSlot {
+            open: self.open.clone(),
+            tenant: tenant.name.clone(),
+        })
+    }
+}
+
+/// One session's place in its tenant's count, given back when it ends.
+struct SessionSlot {
+    open: Arc<DashMap<Arc<str>, usize>>,
+    tenant: Arc<str>,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        if let Some(mut open) = self.open.get_mut(&self.tenant) {
+            *open = open.saturating_sub(1);
+        }
+    }
+}
+
+/// What a session starts with.
+pub struct Opening {
+    pub tenant: Arc<Tenant>,
+    /// The key it was opened with: every message is admitted by the keys in force.
+    pub credential: Option<Credential>,
+    /// What was read of the body so far.
+    pub buf: BytesMut,
+    /// The rest of the body.
+    pub body: BodyDataStream,
+}
+
+/// Starts a session, or answers 429 when its tenant has as many open as it may.
 pub fn start(
     dispatcher: Dispatcher,
-    tenant: Arc<Tenant>,
-    buf: BytesMut,
-    body: BodyDataStream,
+    limits: &SessionLimits,
+    opening: Opening,
     max_message: usize,
 ) -> Response {
+    let Opening {
+        tenant,
+        credential,
+        buf,
+        body,
+    } = opening;
+    let slot = match limits.enter(&tenant) {
+        Ok(slot) => slot,
+        Err(limit) => {
+            dispatcher
+                .metrics()
+                .requests_limited
+                .with_label_values(&[&tenant.name, "sessions_limited"])
+                .inc();
+            tracing::info!(tenant = %tenant.name, limit, "session refused: the tenant has as many open as it may");
+            return super::agent::over_capacity(None, &GatewayError::TooManySessions { limit })
+                .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+                .into_response();
+        }
+    };
     let (tx, rx) = mpsc::channel::<Vec<u8>>(OUT_BACKLOG);
-    let session = Session::new(dispatcher, tenant, tx.clone());
-    tokio::spawn(run(session, tx, buf, body, max_message).in_current_span());
+    let mut session =
+        Session::new(dispatcher, tenant, tx.clone()).with_max_in_flight(limits.in_flight);
+    if let Some(credential) = credential {
+        session = session.with_credential(credential);
+    }
+    let reading = Reading {
+        buf,
+        body,
+        max_message,
+        idle: limits.idle,
+    };
+    tokio::spawn(
+        async move {
+            let _slot = slot;
+            run(session, tx, reading).await;
+        }
+        .in_current_span(),
+    );
     let lines = futures_util::stream::unfold(rx, |mut rx| async move {
         let mut message = rx.recv().await?;
         message.push(b'\n');
@@ -45,17 +149,25 @@ pub fn start(
     r
 }
 
-async fn run(
-    mut session: Session,
-    out: mpsc::Sender<Vec<u8>>,
-    mut buf: BytesMut,
-    mut body: BodyDataStream,
+/// The body of a session as it is read.
+struct Reading {
+    buf: BytesMut,
+    body: BodyDataStream,
     max_message: usize,
-) {
-    let mut skipping = false;
-    let mut fresh = true;
+    /// Past this with nothing from the client and nothing in flight, the session ends.
+    idle: Duration,
+}
+
+async fn run(mut session: Session, out: mpsc::Sender<Vec<u8>>, reading: Reading) {
+    let Reading {
+        mut buf,
+        mut body,
+        max_message,
+        idle,
+    } = reading;
+    let mut reader = Lines::default();
     loop {
-        if fresh && !drain(&mut session, &mut buf, &mut skipping).await {
+        if !reader.drain(&mut session, &mut buf).await {
             return;
         }
         if buf.len() > max_message {
@@ -71,43 +183,83 @@ async fn run(
             chunk = body.next() => chunk,
             // The client stopped reading (connection closed): cancel everything.
             _ = out.closed() => return,
+            () = tokio::time::sleep(idle) => {
+                if session.in_flight() == 0 {
+                    tracing::info!(idle_ms = idle.as_millis() as u64, "session ended: idle");
+                    return;
+                }
+                continue;
+            }
         };
         match chunk {
-            Some(Ok(chunk)) => {
-                // A message can only have ended in a chunk holding `}` or a newline.
-                fresh = chunk.iter().any(|&b| b == b'}' || b == b'\n');
-                buf.extend_from_slice(&chunk);
-            }
+            Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
             // The connection broke mid-body: the client is gone.
             Some(Err(_)) => return,
             None => break,
         }
     }
-    if !drain(&mut session, &mut buf, &mut skipping).await {
+    if !reader.finish(&mut session, &mut buf).await {
         return;
-    }
-    if !skipping && !buf.iter().all(u8::is_ascii_whitespace) {
-        let _ = session.on_parse_error().await;
     }
     session.finish().await;
 }
 
-/// Handles every complete message in `buf`. After a syntax error, the rest of
-/// that line is skipped and reading resumes on the next. False: the peer is gone.
-async fn drain(session: &mut Session, buf: &mut BytesMut, skipping: &mut bool) -> bool {
-    loop {
-        if *skipping {
-            match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    buf.advance(i + 1);
-                    *skipping = false;
-                }
-                None => {
-                    buf.clear();
-                    return true;
+/// The reading of a session's messages out of its growing buffer. Each byte
+/// is scanned once by [`ValueEnd`] and parsed once by serde, however the
+/// body is cut into pieces.
+#[derive(Default)]
+struct Lines {
+    /// After a syntax error: the rest of that line is skipped.
+    skipping: bool,
+    next: ValueEnd,
+}
+
+impl Lines {
+    /// Handles every complete message in `buf`. After a syntax error, the
+    /// rest of that line is skipped and reading resumes on the next. False:
+    /// the peer is gone.
+    async fn drain(&mut self, session: &mut Session, buf: &mut BytesMut) -> bool {
+        loop {
+            if self.skipping {
+                match buf.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        buf.advance(i + 1);
+                        self.skipping = false;
+                        self.next.reset();
+                    }
+                    None => {
+                        buf.clear();
+                        return true;
+                    }
                 }
             }
+            if self.next.scan(buf) == Scan::Incomplete {
+                return true;
+            }
+            if !self.take(session, buf).await {
+                return false;
+            }
         }
+    }
+
+    /// The body ended: what is left is read as serde reads the end of a text
+    /// (a number at the very end is complete there).
+    async fn finish(&mut self, session: &mut Session, buf: &mut BytesMut) -> bool {
+        loop {
+            if !self.drain(session, buf).await {
+                return false;
+            }
+            if buf.iter().all(u8::is_ascii_whitespace) {
+                return true;
+            }
+            if !self.take(session, buf).await {
+                return false;
+            }
+        }
+    }
+
+    /// Parses the message at the front of `buf`, once, and hands it on.
+    async fn take(&mut self, session: &mut Session, buf: &mut BytesMut) -> bool {
         let mut values = serde_json::Deserializer::from_slice(buf).into_iter::<&RawValue>();
         match values.next() {
             Some(Ok(raw)) => {
@@ -116,17 +268,28 @@ async fn drain(session: &mut Session, buf: &mut BytesMut, skipping: &mut bool) -
                     return false;
                 }
                 buf.advance(end);
+                self.next.reset();
+                true
             }
-            Some(Err(e)) if e.is_eof() => return true,
             None => {
                 buf.clear();
-                return true;
+                self.next.reset();
+                true
+            }
+            // Only at the end of the body: an unfinished message is answered
+            // as not JSON.
+            Some(Err(e)) if e.is_eof() => {
+                self.skipping = true;
+                buf.clear();
+                session.on_parse_error().await
             }
             Some(Err(_)) => {
-                if !session.on_parse_error().await {
-                    return false;
-                }
-                *skipping = true;
+                // The line to skip is the one the bad message starts on, not
+                // a line break before it.
+                let gap = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
+                buf.advance(gap);
+                self.skipping = true;
+                session.on_parse_error().await
             }
         }
     }

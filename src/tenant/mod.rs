@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::{KeyDigest, TenantSpec};
+use crate::config::{KeyDigest, TenantSpec, ToolGlobs};
 
 /// A tenant as dispatch sees it.
 pub struct Tenant {
@@ -20,6 +19,8 @@ pub struct Tenant {
     pub upstreams: Vec<Arc<str>>,
     /// Which of their tools it may see and run; `None`: all of them.
     pub policy: Option<ToolPolicy>,
+    /// Sessions it may have open at once (`None`: the gateway's default).
+    pub max_sessions: Option<usize>,
     rate: Option<DefaultDirectRateLimiter>,
     concurrency: Option<Arc<Semaphore>>,
     /// `requests{tenant, method="mcp/executeTool", outcome="ok"}`, the series
@@ -108,33 +109,20 @@ impl Tenant {
 /// Allow and deny globs on namespaced tool ids (`*` matches any characters, `/` included).
 #[derive(Debug)]
 pub struct ToolPolicy {
-    allow: Option<GlobSet>,
-    deny: GlobSet,
+    globs: ToolGlobs,
 }
 
 impl ToolPolicy {
-    /// `None` when there is nothing to enforce. Patterns were checked with the config.
-    pub fn new(allow: &[String], deny: &[String]) -> Option<ToolPolicy> {
-        if allow.is_empty() && deny.is_empty() {
-            return None;
-        }
-        let set = |patterns: &[String]| {
-            let mut b = GlobSetBuilder::new();
-            for p in patterns {
-                if let Ok(g) = Glob::new(p) {
-                    b.add(g);
-                }
-            }
-            b.build().unwrap_or_else(|_| GlobSet::empty())
-        };
-        Some(ToolPolicy {
-            allow: (!allow.is_empty()).then(|| set(allow)),
-            deny: set(deny),
+    /// `None` when there is nothing to enforce. The globs were compiled with the config.
+    pub fn new(globs: &ToolGlobs) -> Option<ToolPolicy> {
+        (!globs.is_empty()).then(|| ToolPolicy {
+            globs: globs.clone(),
         })
     }
 
     pub fn allows(&self, tool: &str) -> bool {
-        self.allow.as_ref().is_none_or(|a| a.is_match(tool)) && !self.deny.is_match(tool)
+        self.globs.allow.as_ref().is_none_or(|a| a.is_match(tool))
+            && !self.globs.deny.is_match(tool)
     }
 }
 
@@ -163,7 +151,8 @@ impl KeyStore {
             let tenant = Arc::new(Tenant {
                 name: spec.name.as_str().into(),
                 upstreams: spec.upstreams.iter().map(|u| u.as_str().into()).collect(),
-                policy: ToolPolicy::new(&spec.allow, &spec.deny),
+                policy: ToolPolicy::new(&spec.tools),
+                max_sessions: spec.max_sessions,
                 rate: spec.rate_limit.and_then(|(per_second, burst)| {
                     let quota = Quota::per_second(NonZeroU32::new(per_second)?)
                         .allow_burst(NonZeroU32::new(burst)?);
@@ -184,11 +173,62 @@ impl KeyStore {
 
     /// The tenant a bearer token belongs to.
     pub fn authenticate(&self, token: &str) -> Option<&Arc<Tenant>> {
-        self.by_digest.get(&KeyDigest::of(token.as_bytes()))
+        self.by_digest(&KeyDigest::of(token.as_bytes()))
+    }
+
+    /// The tenant of a key, by its digest.
+    pub fn by_digest(&self, digest: &KeyDigest) -> Option<&Arc<Tenant>> {
+        self.by_digest.get(digest)
     }
 
     pub fn tenants(&self) -> &[Arc<Tenant>] {
         &self.tenants
+    }
+}
+
+/// The key a session was opened with, held so that each of its messages is
+/// admitted by the keys in force when it arrives: a reload that removes the
+/// key (or its tenant) ends the session at its next message, and one that
+/// changes the tenant's policy or limits applies from that message on.
+pub struct Credential {
+    keys: Arc<arc_swap::ArcSwap<KeyStore>>,
+    digest: KeyDigest,
+    /// The key set the tenant was last looked up in.
+    seen: Arc<KeyStore>,
+}
+
+/// What a [`Credential`] names now.
+pub enum Standing {
+    /// The same tenant as at the last look (the key set is unchanged).
+    Unchanged,
+    /// A reload replaced the key set: the key's tenant as it is now.
+    Reloaded(Arc<Tenant>),
+    /// The key is no longer valid.
+    Revoked,
+}
+
+impl Credential {
+    /// The credential of a bearer token, and its tenant now.
+    pub fn new(keys: Arc<arc_swap::ArcSwap<KeyStore>>, token: &str) -> Option<(Self, Arc<Tenant>)> {
+        let digest = KeyDigest::of(token.as_bytes());
+        let seen = keys.load_full();
+        let tenant = seen.by_digest(&digest)?.clone();
+        Some((Credential { keys, digest, seen }, tenant))
+    }
+
+    /// Looks the key up again when the key set has changed since the last
+    /// look; otherwise costs one pointer comparison.
+    pub fn standing(&mut self) -> Standing {
+        let current = self.keys.load();
+        if Arc::ptr_eq(&current, &self.seen) {
+            return Standing::Unchanged;
+        }
+        let tenant = current.by_digest(&self.digest).cloned();
+        self.seen = arc_swap::Guard::into_inner(current);
+        match tenant {
+            Some(tenant) => Standing::Reloaded(tenant),
+            None => Standing::Revoked,
+        }
     }
 }
 
@@ -210,19 +250,19 @@ mod tests {
                 name: "a".into(),
                 keys: vec![KeyDigest::of(b"ka"), KeyDigest::of(b"ka2")],
                 upstreams: vec!["x".into()],
-                allow: vec![],
-                deny: vec![],
+                tools: ToolGlobs::default(),
                 rate_limit: None,
                 max_concurrency: None,
+                max_sessions: None,
             },
             TenantSpec {
                 name: "b".into(),
                 keys: vec![KeyDigest::of(b"kb")],
                 upstreams: vec![],
-                allow: vec!["mcp://g/x/*".into()],
-                deny: vec!["*/delete*".into()],
+                tools: ToolGlobs::compile(&["mcp://g/x/*"], &["*/delete*"]).unwrap(),
                 rate_limit: Some((1, 2)),
                 max_concurrency: Some(1),
+                max_sessions: None,
             },
         ];
         let store = KeyStore::new(&specs);

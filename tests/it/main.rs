@@ -10,6 +10,7 @@ mod compliance;
 mod deploy;
 mod edge;
 mod fuzz_corpus;
+mod hardening;
 mod isolation;
 mod ops;
 mod raw_http;

@@ -12,6 +12,7 @@ use mcp_gateway::config::{Config, SystemSecrets};
 use mcp_gateway::demo::{self, DemoOptions, DemoServer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-gateway");
 
@@ -237,4 +238,113 @@ pub fn tenant(key: &str, upstreams: &[&str]) -> String {
         "{{api_keys: [{key}], upstreams: [{}]}}",
         upstreams.join(", ")
     )
+}
+
+/// A session whose body stays open: lines are sent one by one, answers read as they come.
+pub struct Live {
+    pub tx: Option<mpsc::Sender<Result<Vec<u8>, std::io::Error>>>,
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl Live {
+    pub async fn open(gw: &Gateway, key: &str, first: Value) -> Live {
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(Ok(format!("{first}\n").into_bytes()))
+            .await
+            .unwrap();
+        let body =
+            reqwest::Body::wrap_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|i| (i, rx))
+            }));
+        let resp = within(
+            gw.client
+                .post(&gw.url)
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "application/json");
+        assert_eq!(resp.headers()["transfer-encoding"], "chunked");
+        Live {
+            tx: Some(tx),
+            resp,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Opens a session and completes the handshake.
+    pub async fn ready(gw: &Gateway, key: &str, trace: bool) -> Live {
+        let mut params = json!({"clientCapabilities": {}});
+        if trace {
+            params["trace"] = json!("on");
+        }
+        let mut live = Live::open(
+            gw,
+            key,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}),
+        )
+        .await;
+        let init = live.next().await.unwrap();
+        assert_eq!(init["id"], 1, "{init}");
+        assert!(init["result"]["capabilities"].is_object());
+        live.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+            .await;
+        live
+    }
+
+    pub async fn send(&self, msg: Value) {
+        self.tx
+            .as_ref()
+            .unwrap()
+            .send(Ok(format!("{msg}\n").into_bytes()))
+            .await
+            .unwrap();
+    }
+
+    /// The next message, or None when the response ended.
+    pub async fn next(&mut self) -> Option<Value> {
+        within(async {
+            loop {
+                if let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = self.buf.drain(..=nl).collect();
+                    return Some(serde_json::from_slice(&line).unwrap_or_else(|_| {
+                        panic!("not JSON: {}", String::from_utf8_lossy(&line))
+                    }));
+                }
+                match self.resp.chunk().await.unwrap() {
+                    Some(chunk) => self.buf.extend_from_slice(&chunk),
+                    None => {
+                        assert!(self.buf.is_empty(), "a partial line at the end");
+                        return None;
+                    }
+                }
+            }
+        })
+        .await
+    }
+
+    /// The next message that is not a `$/logTrace`.
+    pub async fn next_answer(&mut self) -> Value {
+        loop {
+            let m = self.next().await.expect("an answer");
+            if m["method"] != "$/logTrace" {
+                return m;
+            }
+        }
+    }
+
+    /// Ends the body and returns everything still to come.
+    pub async fn close(mut self) -> Vec<Value> {
+        self.tx = None;
+        let mut rest = Vec::new();
+        while let Some(m) = self.next().await {
+            rest.push(m);
+        }
+        rest
+    }
 }

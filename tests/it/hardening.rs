@@ -1,0 +1,421 @@
+//! Hostile tenants and broken upstreams: bounded parse work, strict framing,
+//! no call that waits for an answer that already came, and what is validated
+//! being what is forwarded.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+const SCRIPTED_TOOL: &str = "mcp://gw/py//urn%3Ascripted%3Araw";
+
+/// A gateway with the scripted stdio upstream `py` (its log at `log`) and a
+/// demo stdio upstream `s`; tenant `a` (key `ka`) sees both, `b` (`kb`) sees `s`.
+async fn gateway(log: &Path) -> Gateway {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/scripted_upstream.py"
+    );
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  py: {{stdio: {{command: python3, args: [{script:?}, {:?}]}}, timeout_ms: 120000}}\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
+        log.to_str().unwrap(),
+        stdio_upstream("s", &[]),
+        tenant("ka", &["py", "s"]),
+        tenant("kb", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["py", "s"]).await;
+    gw
+}
+
+/// Executes the scripted tool with these arguments, written as they are.
+async fn execute_raw(gw: &Gateway, arguments: &str) -> Value {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"mcp/executeTool","params":{{"id":"{SCRIPTED_TOOL}","arguments":{arguments}}}}}"#
+    );
+    let (status, text) = gw.post("ka", &body).await;
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Has the scripted upstream answer with `body` (and `head`, its header section).
+async fn answered_with(gw: &Gateway, body: &str, head: Option<&str>) -> Value {
+    let mut args = json!({"body": body});
+    if let Some(head) = head {
+        args["head"] = json!(head);
+    }
+    gw.execute("ka", SCRIPTED_TOOL, args).await
+}
+
+/// The executeTool calls the scripted upstream received.
+fn forwarded_calls(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("mcp/executeTool"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_answer_to_a_call_fails_it_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&dir.path().join("py.log")).await;
+    // The upstream's timeout is two minutes: waiting for it fails `within`.
+    for body in [
+        r#"{"jsonrpc":"2.0","id":{id},"result":{"output":{"n":1}},"error":{"code":1,"message":"m"}}"#,
+        r#"{"jsonrpc":"2.0","id":{id},"error":{"code":"x","message":"m"}}"#,
+        r#"{"jsonrpc":"2.0","id":{id}}"#,
+    ] {
+        let r = answered_with(&gw, body, None).await;
+        assert_eq!(r["error"]["code"], -32006, "{body}: {r}");
+    }
+    // The upstream is still fine.
+    let r = gw.execute("ka", SCRIPTED_TOOL, json!({})).await;
+    assert_eq!(r["result"]["output"]["n"], 1, "{r}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_content_lengths_from_a_child_are_a_protocol_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&dir.path().join("py.log")).await;
+    let r = answered_with(
+        &gw,
+        r#"{"jsonrpc":"2.0","id":{id},"result":{"output":{"n":1}}}"#,
+        Some("Content-Length: {len}\r\nContent-Length: {len+1}\r\n"),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let m = gw.metrics().await;
+    assert!(
+        metric(
+            &m,
+            r#"mcp_gateway_upstream_protocol_errors_total{upstream="py"}"#
+        )
+        .unwrap()
+            >= 1.0
+    );
+    // Started again, and serving.
+    gw.wait_ready(&["py"]).await;
+    let r = gw.execute("ka", SCRIPTED_TOOL, json!({})).await;
+    assert_eq!(r["result"]["output"]["n"], 1, "{r}");
+    // Equal lengths twice are one length.
+    let r = answered_with(
+        &gw,
+        r#"{"jsonrpc":"2.0","id":{id},"result":{"output":{"n":2}}}"#,
+        Some("Content-Length: {len}\r\ncontent-length: {len}\r\n"),
+    )
+    .await;
+    assert_eq!(r["result"]["output"]["n"], 2, "{r}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_named_twice_are_refused_not_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("py.log");
+    let gw = gateway(&log).await;
+    for arguments in [r#"{"n":1,"n":"x"}"#, r#"{"n":1,"o":{"a":1,"a":2}}"#] {
+        let r = execute_raw(&gw, arguments).await;
+        assert_eq!(r["error"]["code"], -32602, "{arguments}: {r}");
+        assert!(
+            r["error"]["data"]
+                .as_str()
+                .unwrap()
+                .contains("occurs twice"),
+            "{r}"
+        );
+    }
+    assert_eq!(forwarded_calls(&log), Vec::<String>::new());
+    // An output that names a member twice is the upstream's protocol error.
+    let r = answered_with(
+        &gw,
+        r#"{"jsonrpc":"2.0","id":{id},"result":{"output":{"n":1,"n":"x"}}}"#,
+        None,
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32006, "{r}");
+    assert!(
+        r["error"]["data"]
+            .as_str()
+            .unwrap()
+            .contains("occurs twice"),
+        "{r}"
+    );
+    gw.stop().await;
+}
+
+/// Sends `request` on a fresh connection and returns the status line.
+async fn status_of(gw: &Gateway, request: &str) -> String {
+    let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = within(s.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    text.lines().next().unwrap_or("").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_needs_exactly_one_host_on_both_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&dir.path().join("py.log")).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#;
+    let request = |hosts: &str, version: &str, chunked: bool| {
+        let framing = if chunked {
+            format!(
+                "Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                body.len()
+            )
+        } else {
+            format!("Content-Length: {}\r\n\r\n{body}", body.len())
+        };
+        format!(
+            "POST /mcp HTTP/{version}\r\n{hosts}Authorization: Bearer ka\r\nContent-Type: application/json\r\nConnection: close\r\n{framing}"
+        )
+    };
+    for chunked in [false, true] {
+        for hosts in ["", "Host: a\r\nHost: b\r\n", "Host: a\r\nhost: a\r\n"] {
+            let status = status_of(&gw, &request(hosts, "1.1", chunked)).await;
+            assert!(status.starts_with("HTTP/1.1 400"), "{hosts:?}: {status}");
+        }
+        let status = status_of(&gw, &request("Host: a\r\n", "1.1", chunked)).await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    }
+    // HTTP/1.0 may leave Host out.
+    let status = status_of(&gw, &request("", "1.0", false)).await;
+    assert!(status.contains(" 200"), "{status}");
+    gw.stop().await;
+}
+
+/// A session whose one message is an array that grows for as long as the
+/// client likes, sent as many small chunks (each its own piece of the body):
+/// scanning from the first byte on every piece would take minutes here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dripped_session_costs_its_bytes_once_and_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&dir.path().join("py.log")).await;
+    let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
+    let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
+    let init =
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientCapabilities":{}}}"#;
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+        chunk(&format!("{init}\n"))
+    );
+    head.push_str(&chunk("["));
+    s.write_all(head.as_bytes()).await.unwrap();
+    let pieces = chunk("{},").repeat(1000);
+    for round in 0..200 {
+        within(s.write_all(pieces.as_bytes())).await.unwrap();
+        if round % 50 == 0 {
+            // Another tenant is answered while the drip goes on.
+            let prompts = gw.list("kb", "mcp/listPrompts").await;
+            assert_eq!(prompts.len(), 1);
+        }
+    }
+    let tail = format!(
+        "{}{}0\r\n\r\n",
+        chunk("{}]\n"),
+        chunk("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"mcp/listPrompts\"}\n")
+    );
+    s.write_all(tail.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    within(s.read_to_end(&mut out)).await.unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // The initialize answer and the listing after the array (whose own
+    // answer is not what this test is about).
+    assert!(text.contains(r#""id":1,"result""#), "{text}");
+    assert!(text.contains(r#""id":3,"result""#), "{text}");
+    gw.stop().await;
+}
+
+mod sessions {
+    use std::time::Duration;
+
+    use mcp_gateway::config::Config;
+    use serde_json::json;
+
+    use crate::support::*;
+
+    const SLEEP: &str = "mcp://gw/s/s/tools/sleep";
+    const ECHO: &str = "mcp://gw/s/s/tools/echo:v1";
+
+    fn call(id: i64, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "mcp/executeTool", "params": {"id": tool, "arguments": args}})
+    }
+
+    fn config(limits: &str, tenants: &str) -> String {
+        format!(
+            "gateway: {{id: gw, reload_poll_ms: 50, limits: {{{limits}}}}}\nupstreams:\n  s: {}\ntenants:\n{tenants}",
+            stdio_upstream("s", &[])
+        )
+    }
+
+    async fn start(yaml: &str) -> Gateway {
+        let gw = Gateway::start(yaml).await;
+        gw.wait_ready(&["s"]).await;
+        gw
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reload_reaches_every_open_session_at_its_next_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.yaml");
+        let before = config(
+            "",
+            "  a: {api_keys: [ka, ka2], upstreams: [s]}\n  b: {api_keys: [kb], upstreams: [s]}\n",
+        );
+        std::fs::write(&path, &before).unwrap();
+        let config = Config::load(&path).unwrap();
+        let agent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gw = Gateway::wrap(
+            mcp_gateway::app::start_on(config, Some(path.clone()), agent, admin).unwrap(),
+        );
+        gw.wait_ready(&["s"]).await;
+        let mut removed_key = Live::ready(&gw, "ka2", false).await;
+        let mut kept_key = Live::ready(&gw, "ka", false).await;
+        let mut removed_tenant = Live::ready(&gw, "kb", false).await;
+        for live in [&mut removed_key, &mut kept_key, &mut removed_tenant] {
+            live.send(call(2, ECHO, json!({"text": "x"}))).await;
+            assert_eq!(live.next_answer().await["result"]["output"]["text"], "x");
+        }
+        // ka2 is gone, b is gone, and a may no longer run echo.
+        let after = before
+            .replace(
+                "[ka, ka2], upstreams: [s]}",
+                "[ka], upstreams: [s], tools: {deny: [\"*/echo*\"]}}",
+            )
+            .replace("  b: {api_keys: [kb], upstreams: [s]}\n", "");
+        std::fs::write(&path, after).unwrap();
+        within(async {
+            let series = r#"mcp_gateway_config_reloads_total{outcome="applied"}"#;
+            while metric(&gw.metrics().await, series) != Some(1.0) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        for live in [&mut removed_key, &mut removed_tenant] {
+            live.send(call(3, ECHO, json!({"text": "x"}))).await;
+            let r = live.next_answer().await;
+            assert_eq!(r["id"], 3, "{r}");
+            assert_eq!(r["error"]["code"], -32600, "{r}");
+            assert_eq!(r["error"]["message"], "Unauthorized", "{r}");
+            // ... and the session has ended.
+            assert_eq!(live.next().await, None);
+        }
+        kept_key.send(call(4, ECHO, json!({"text": "x"}))).await;
+        assert_eq!(kept_key.next_answer().await["error"]["code"], -32007);
+        assert!(kept_key.close().await.is_empty());
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_tenant_cannot_hold_every_session() {
+        let gw = start(&config(
+            "max_sessions_per_tenant: 2",
+            "  a: {api_keys: [ka], upstreams: [s]}\n  b: {api_keys: [kb], upstreams: [s], max_sessions: 3}\n",
+        ))
+        .await;
+        let first = Live::ready(&gw, "ka", false).await;
+        let _second = Live::ready(&gw, "ka", false).await;
+        let init =
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientCapabilities":{}}}"#;
+        let (status, headers, text) = gw
+            .post_raw(Some("ka"), Some("application/json"), format!("{init}\n"))
+            .await;
+        assert_eq!(status, 429, "{text}");
+        assert_eq!(headers["retry-after"], "1");
+        let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(r["error"]["code"], -32004, "{r}");
+        // The other tenant is served, up to its own limit.
+        let mut others = Vec::new();
+        for _ in 0..3 {
+            others.push(Live::ready(&gw, "kb", false).await);
+        }
+        others[2].send(call(2, ECHO, json!({"text": "b"}))).await;
+        assert_eq!(
+            others[2].next_answer().await["result"]["output"]["text"],
+            "b"
+        );
+        // A session that ends gives its place back.
+        assert!(first.close().await.is_empty());
+        within(async {
+            loop {
+                let (status, _, _) = gw
+                    .post_raw(Some("ka"), Some("application/json"), format!("{init}\n"))
+                    .await;
+                if status == 200 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let m = gw.metrics().await;
+        assert!(
+            metric(
+                &m,
+                r#"mcp_gateway_requests_limited_total{reason="sessions_limited",tenant="a"}"#
+            )
+            .unwrap()
+                >= 1.0
+        );
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_session_ends_but_one_waiting_for_an_answer_does_not() {
+        let gw = start(&config(
+            "session_idle_timeout_ms: 300",
+            "  a: {api_keys: [ka], upstreams: [s]}\n",
+        ))
+        .await;
+        let mut idle = Live::ready(&gw, "ka", false).await;
+        let mut waiting = Live::ready(&gw, "ka", false).await;
+        waiting.send(call(2, SLEEP, json!({"ms": 1200}))).await;
+        assert_eq!(idle.next().await, None, "the idle session ends");
+        let r = waiting.next_answer().await;
+        assert_eq!(r["result"]["output"]["slept"], 1200, "{r}");
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_has_a_bounded_number_of_calls_in_flight() {
+        let gw = start(&config(
+            "max_session_in_flight: 2",
+            "  a: {api_keys: [ka], upstreams: [s]}\n",
+        ))
+        .await;
+        let mut live = Live::ready(&gw, "ka", false).await;
+        live.send(call(2, SLEEP, json!({"ms": 800}))).await;
+        live.send(call(3, SLEEP, json!({"ms": 800}))).await;
+        live.send(call(4, SLEEP, json!({"ms": 0}))).await;
+        let refused = live.next_answer().await;
+        assert_eq!(refused["id"], 4, "{refused}");
+        assert_eq!(refused["error"]["code"], -32004, "{refused}");
+        let mut ids = vec![
+            live.next_answer().await["id"].as_i64().unwrap(),
+            live.next_answer().await["id"].as_i64().unwrap(),
+        ];
+        ids.sort();
+        assert_eq!(ids, [2, 3]);
+        // Answered calls give their places back.
+        live.send(call(5, SLEEP, json!({"ms": 0}))).await;
+        assert_eq!(live.next_answer().await["id"], 5);
+        let m = gw.metrics().await;
+        assert_eq!(
+            metric(
+                &m,
+                r#"mcp_gateway_requests_limited_total{reason="session_in_flight_limited",tenant="a"}"#
+            ),
+            Some(1.0)
+        );
+        gw.stop().await;
+    }
+}
