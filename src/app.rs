@@ -385,6 +385,7 @@ pub fn start_on(
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),
         draining: draining.clone(),
+        token: config.gateway.admin_token,
     }));
     let opts = ServeOptions {
         header_read_timeout: limits.header_read_timeout,

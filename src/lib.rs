@@ -21,6 +21,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod protocol;
+pub mod redact;
 pub mod stdio_mode;
 pub mod stdio_pipes;
 pub mod telemetry;

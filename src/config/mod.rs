@@ -26,6 +26,9 @@ pub struct GatewaySettings {
     /// changes; `None`: only on SIGHUP. Default 2 s.
     pub reload_poll: Option<Duration>,
     pub limits: Limits,
+    /// When set, `/metrics` and `/readyz`'s detail need it as a bearer token
+    /// (probes keep `/healthz` and `/readyz`'s status). Read at start.
+    pub admin_token: Option<KeyDigest>,
 }
 
 /// Every limit, named, with its default.

@@ -24,6 +24,7 @@ pub struct RawGateway {
     pub shutdown_timeout_ms: Option<u64>,
     pub pins_file: Option<String>,
     pub reload_poll_ms: Option<u64>,
+    pub admin_token: Option<String>,
     #[serde(default)]
     pub limits: RawLimits,
 }

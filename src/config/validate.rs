@@ -88,7 +88,7 @@ fn is_name(s: &str) -> bool {
 pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, Vec<Problem>> {
     let mut p = Problems::default();
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
-    let gateway = gateway(raw.gateway.unwrap_or_default(), &mut p);
+    let gateway = gateway(raw.gateway.unwrap_or_default(), secrets, &mut p);
     // Tenants are checked against every declared name, valid or not, so that one
     // broken upstream is reported once, not again at every tenant that uses it.
     let declared: Vec<String> = raw.upstreams.keys().cloned().collect();
@@ -117,7 +117,7 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
     }
 }
 
-fn gateway(raw: RawGateway, p: &mut Problems) -> Option<GatewaySettings> {
+fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<GatewaySettings> {
     let id = raw.id.unwrap_or_else(|| "gateway".into());
     let id_ok = !id.is_empty()
         && id
@@ -148,6 +148,11 @@ fn gateway(raw: RawGateway, p: &mut Problems) -> Option<GatewaySettings> {
         }
     }
     let limits = limits(raw.limits, p);
+    // The same forms as an API key, and never echoed either.
+    let admin_token = raw
+        .admin_token
+        .as_deref()
+        .and_then(|t| key_digest(t, secrets, "gateway.admin_token", p));
     let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
     let pins_file = raw.pins_file.map(PathBuf::from);
     let reload_poll = match raw.reload_poll_ms {
@@ -163,6 +168,7 @@ fn gateway(raw: RawGateway, p: &mut Problems) -> Option<GatewaySettings> {
         pins_file,
         reload_poll,
         limits: limits?,
+        admin_token,
     })
     .filter(|_| id_ok)
 }
@@ -288,39 +294,75 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
     .filter(|_| is_name(&name))
 }
 
+/// Headers that frame the request or govern the connection (RFC 9110 7.6.1
+/// and 9112): set by the gateway, never by configuration, or a configured
+/// value could break the framing of every call.
+const FRAMING_HEADERS: [&str; 11] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-type",
+];
+
 fn http(
     at: &str,
     url: String,
     headers: BTreeMap<String, String>,
     p: &mut Problems,
 ) -> Option<TransportSpec> {
+    // The URL is never echoed whole: its userinfo or query may be a secret.
     match reqwest::Url::parse(&url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-        Ok(_) => {
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
             p.add(
                 format!("{at}.http.url"),
-                format!("'{url}' is not an http:// or https:// URL with a host"),
+                "credentials in the URL are not used; send them as a header (http.headers, e.g. Authorization)",
+            );
+            return None;
+        }
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        Ok(u) => {
+            p.add(
+                format!("{at}.http.url"),
+                format!(
+                    "'{}' is not an http:// or https:// URL with a host",
+                    crate::redact::url(&u)
+                ),
             );
             return None;
         }
         Err(e) => {
-            p.add(
-                format!("{at}.http.url"),
-                format!("'{url}' is not a URL: {e}"),
-            );
+            p.add(format!("{at}.http.url"), format!("is not a URL: {e}"));
             return None;
         }
     }
+    let mut bad = false;
     for (name, value) in &headers {
-        let ok = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
-            && reqwest::header::HeaderValue::from_str(value).is_ok();
-        if !ok {
+        let hat = format!("{at}.http.headers.{name}");
+        let Ok(parsed) = reqwest::header::HeaderName::from_bytes(name.as_bytes()) else {
+            p.add(hat, "is not a valid HTTP header name");
+            bad = true;
+            continue;
+        };
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            p.add(hat, "is not a valid HTTP header value");
+            bad = true;
+        } else if FRAMING_HEADERS.contains(&parsed.as_str()) {
             p.add(
-                format!("{at}.http.headers.{name}"),
-                "is not a valid HTTP header",
+                hat,
+                "is set by the gateway itself (it frames the request or the connection)",
             );
-            return None;
+            bad = true;
         }
+    }
+    if bad {
+        return None;
     }
     Some(TransportSpec::Http(HttpSpec {
         url,
@@ -531,6 +573,50 @@ tenants:
             c.upstream("search").unwrap().timeout,
             Duration::from_secs(30)
         );
+    }
+
+    #[test]
+    fn config_cannot_break_the_wire_or_leak_a_url() {
+        let text = r#"
+upstreams:
+  a:
+    http:
+      url: "http://user:s3cret@x/mcp"
+  b:
+    http:
+      url: "http://x/mcp"
+      headers: {Host: y, content-length: "3", Transfer-Encoding: chunked, Connection: close, TE: trailers, x-api-key: fine}
+  c:
+    http: {url: "ftp://x/y?token=s3cret"}
+tenants:
+  t:
+    api_keys: [k]
+    upstreams: [a, b, c]
+    tools: {allow: ["mcp://g/{a"], deny: ["[z"]}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
+            panic!("accepted")
+        };
+        let text = problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        for at in [
+            "upstreams.a.http.url",
+            "upstreams.b.http.headers.Host",
+            "upstreams.b.http.headers.content-length",
+            "upstreams.b.http.headers.Transfer-Encoding",
+            "upstreams.b.http.headers.Connection",
+            "upstreams.b.http.headers.TE",
+            "upstreams.c.http.url",
+            "tenants.t.tools.allow[0]",
+            "tenants.t.tools.deny[0]",
+        ] {
+            assert!(text.contains(at), "{at} missing from:\n{text}");
+        }
+        assert!(!text.contains("x-api-key"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
     }
 
     #[test]

@@ -18,13 +18,14 @@ use crate::upstream::{CallError, Params, Status, Upstream};
 const MAX_AUDITED_ID: usize = 512;
 
 /// What the audit line of one `mcp/executeTool` records. Never the arguments
-/// themselves: only a digest, so that equal calls can be matched.
+/// themselves: only a keyed digest, so that equal calls can be matched while
+/// nobody who reads the log can confirm a guess of them.
 pub(super) struct Audit {
     /// Whether the log keeps audit lines (its level and filter say so).
     enabled: bool,
     tool: Option<String>,
     upstream: Option<Arc<str>>,
-    args_sha256: Option<String>,
+    args_hmac: Option<String>,
 }
 
 impl Audit {
@@ -33,7 +34,7 @@ impl Audit {
             enabled: tracing::enabled!(target: "mcp_gateway::audit", tracing::Level::INFO),
             tool: None,
             upstream: None,
-            args_sha256: None,
+            args_hmac: None,
         }
     }
 
@@ -56,17 +57,36 @@ impl Audit {
             upstream = self.upstream.as_deref().unwrap_or(""),
             outcome,
             duration_ms = took.as_secs_f64() * 1000.0,
-            args_sha256 = self.args_sha256.as_deref().unwrap_or(""),
+            args_hmac = self.args_hmac.as_deref().unwrap_or(""),
             "tool call"
         );
     }
 }
 
-/// The first 16 bytes of the SHA-256 of the arguments' JSON text, in hex.
+/// The first 16 bytes of the HMAC-SHA256 of the arguments' JSON text, in
+/// hex, under a key drawn once per process: a plain hash of `{"pin":"1234"}`
+/// could be found again by hashing the ten thousand guesses.
 fn args_digest(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
+    use hmac::{KeyInit, Mac};
     use std::fmt::Write;
-    let digest = Sha256::digest(bytes);
+    use std::sync::OnceLock;
+    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+    let key = KEY.get_or_init(|| {
+        let mut key = [0u8; 32];
+        // Without the OS's randomness the key is still unknown to readers of
+        // the log, if weaker: the time the process started, hashed.
+        if getrandom::fill(&mut key).is_err() {
+            use sha2::Digest;
+            let now = format!("{:?}{:?}", std::time::SystemTime::now(), std::process::id());
+            key.copy_from_slice(&sha2::Sha256::digest(now.as_bytes()));
+        }
+        key
+    });
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(bytes);
+    let digest = mac.finalize().into_bytes();
     let mut out = String::with_capacity(32);
     for b in &digest[..16] {
         let _ = write!(out, "{b:02x}");
@@ -143,7 +163,7 @@ impl Dispatcher {
         // The audit line's fields cost a copy and a SHA-256: only when it is written.
         if audit.enabled {
             audit.tool = Some(id.chars().take(MAX_AUDITED_ID).collect());
-            audit.args_sha256 = Some(args_digest(arguments.get().as_bytes()));
+            audit.args_hmac = Some(args_digest(arguments.get().as_bytes()));
         }
         let up = self.resolve(tenant, &id)?;
         if audit.enabled {

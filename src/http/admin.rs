@@ -6,12 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::json;
+use crate::config::KeyDigest;
 use crate::dispatch::Dispatcher;
+use crate::tenant::bearer_token;
 use crate::upstream::Status;
 
 #[derive(Clone)]
@@ -19,6 +21,22 @@ pub struct AdminState {
     pub dispatcher: Dispatcher,
     /// Set when shutdown starts: readiness turns off so traffic moves elsewhere.
     pub draining: Arc<AtomicBool>,
+    /// Needed for what names tenants and upstreams (metrics, readiness detail).
+    pub token: Option<KeyDigest>,
+}
+
+impl AdminState {
+    /// Whether the request may see what names tenants and upstreams.
+    fn may_see(&self, headers: &HeaderMap) -> bool {
+        let Some(want) = &self.token else {
+            return true;
+        };
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer_token)
+            .is_some_and(|t| KeyDigest::of(t.as_bytes()) == *want)
+    }
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -51,7 +69,7 @@ struct UpstreamReadiness {
 /// are not draining, and every upstream marked `required` is ready. Optional
 /// upstreams are reported for humans but never fail readiness: the gateway still
 /// serves every other one.
-async fn readyz(State(s): State<AdminState>) -> Response {
+async fn readyz(State(s): State<AdminState>, headers: HeaderMap) -> Response {
     let draining = s.draining.load(Ordering::Relaxed);
     let mut required_ready = true;
     let upstreams: BTreeMap<String, UpstreamReadiness> = s
@@ -79,10 +97,24 @@ async fn readyz(State(s): State<AdminState>) -> Response {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    if !s.may_see(&headers) {
+        // A probe needs the status only.
+        return json(status, format!(r#"{{"ready":{ready}}}"#).into_bytes());
+    }
     json(status, serde_json::to_vec(&body).unwrap_or_default())
 }
 
-async fn metrics(State(s): State<AdminState>) -> Response {
+async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
+    if !s.may_see(&headers) {
+        let mut r = (
+            StatusCode::UNAUTHORIZED,
+            "send Authorization: Bearer <admin token>\n",
+        )
+            .into_response();
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
     let mut r = s.dispatcher.metrics().render().into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

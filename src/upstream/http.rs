@@ -32,10 +32,13 @@ pub struct HttpLink {
     fast: Option<Pool>,
 }
 
-/// The shared client: pooled keep-alive connections, no redirects, bounded connect.
+/// The shared client: pooled keep-alive connections, no redirects, bounded
+/// connect, and no proxy: `HTTP_PROXY` and the like are ignored here as they
+/// are by the plain-http pool, so both paths reach an upstream the same way.
 pub fn client() -> Result<reqwest::Client, reqwest::Error> {
     crate::install_crypto_provider();
     reqwest::Client::builder()
+        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
         .pool_idle_timeout(Duration::from_secs(60))
@@ -244,7 +247,7 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
         match attempt {
             Ok(()) => break,
             Err(e) => {
-                tracing::warn!(upstream = %up.name, url = %link.url, error = %e, "handshake failed; retrying");
+                tracing::warn!(upstream = %up.name, url = %crate::redact::url(&link.url), error = %e, "handshake failed; retrying");
                 up.disconnect();
                 tokio::select! {
                     _ = tokio::time::sleep(backoff.next_delay()) => {}

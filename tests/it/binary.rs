@@ -280,9 +280,20 @@ fn every_tool_call_leaves_an_audit_line_without_its_arguments() {
     assert_eq!(ok["tool"], "mcp://gateway/s/s/tools/echo:v1");
     assert_eq!(ok["upstream"], "s");
     assert!(ok["duration_ms"].as_f64().unwrap() >= 0.0);
-    // The digest of the arguments' JSON text as sent: equal calls can be matched, never read.
-    let digest = ok["args_sha256"].as_str().unwrap();
+    // A keyed digest of the arguments' JSON text as sent: equal calls can be
+    // matched, never read, and a guess cannot be confirmed by hashing it.
+    let digest = ok["args_hmac"].as_str().unwrap();
     assert_eq!(digest.len(), 32);
+    let plain = {
+        use sha2::Digest;
+        let text = serde_json::to_string(&args).unwrap();
+        let d = sha2::Sha256::digest(text.as_bytes());
+        d[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    assert_ne!(digest, plain);
     assert!(
         ok["span"]["request_id"]
             .as_str()

@@ -419,3 +419,47 @@ mod sessions {
         gw.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_guards_metrics_and_readiness_detail_but_not_probes() {
+    let yaml = format!(
+        "gateway: {{id: gw, admin_token: adm-secret}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    let get = |path: &str, token: Option<&str>| {
+        let mut req = gw.client.get(format!("{}{path}", gw.admin));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move {
+            let r = within(req.send()).await.unwrap();
+            let status = r.status().as_u16();
+            let auth = r.headers().get("www-authenticate").cloned();
+            (status, auth, within(r.text()).await.unwrap())
+        }
+    };
+    within(async {
+        while !get("/readyz", Some("adm-secret"))
+            .await
+            .2
+            .contains(r#""status":"ready""#)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (status, auth, _) = get("/metrics", None).await;
+    assert_eq!(status, 401);
+    assert_eq!(auth.unwrap(), "Bearer");
+    assert_eq!(get("/metrics", Some("wrong")).await.0, 401);
+    let (status, _, text) = get("/metrics", Some("adm-secret")).await;
+    assert_eq!(status, 200);
+    assert!(text.contains("mcp_gateway_upstream_up"));
+    // Probes get the status, and nothing that names an upstream or tenant.
+    assert_eq!(get("/readyz", None).await.0, 200);
+    assert_eq!(get("/readyz", None).await.2, r#"{"ready":true}"#);
+    assert_eq!(get("/healthz", None).await.0, 200);
+    gw.stop().await;
+}
