@@ -61,8 +61,8 @@ impl HttpLink {
             client,
             url,
             headers,
-            // 1 is the handshake's `initialize`.
-            next_id: AtomicU64::new(1),
+            // 1 is the handshake's `initialize`, every time it is made.
+            next_id: AtomicU64::new(2),
             max_bytes,
             notifications: spec.notifications,
             fast,
@@ -142,7 +142,14 @@ impl HttpLink {
         started: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // `initialize` has id 1 (the spec requires it), also when the
+        // handshake is made again after the upstream was down; each POST is
+        // its own exchange, so the id cannot meet another call's answer.
+        let id = if method == "initialize" {
+            1
+        } else {
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        };
         // The answer is read where it arrived, in the connection's buffer.
         self.post(
             started,
@@ -236,44 +243,117 @@ impl Transport for HttpLink {
     }
 }
 
-/// Runs one HTTP upstream until `shutdown`: handshake (retried with backoff), then serve.
+/// How often a serving upstream is looked at when no call says anything of it.
+const PROBE_EVERY: Duration = Duration::from_secs(5);
+/// How long a probe's connection may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a handshake may take, whatever the call timeout.
+const MAX_HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// Runs one HTTP upstream until `shutdown`: handshake (retried with backoff,
+/// each attempt under a deadline), then serve while it is reachable; once it
+/// is not, it is down (left out of listings, `upstream_up` 0) and the
+/// handshake starts again, so it comes back by itself.
 pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationToken) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let handshake_deadline = up.timeout().min(MAX_HANDSHAKE);
+    let mut first = true;
     loop {
-        let attempt = tokio::select! {
-            r = up.connect(link.clone()) => r,
-            _ = shutdown.cancelled() => return,
-        };
-        match attempt {
-            Ok(()) => break,
-            Err(e) => {
-                tracing::warn!(upstream = %up.name, url = %crate::redact::url(&link.url), error = %e, "handshake failed; retrying");
-                up.disconnect();
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff.next_delay()) => {}
-                    _ = shutdown.cancelled() => return,
+        loop {
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(handshake_deadline, up.connect(link.clone())) => {
+                    r.unwrap_or(Err(CallError::Timeout))
+                }
+                _ = shutdown.cancelled() => return,
+            };
+            match attempt {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(upstream = %up.name, url = %crate::redact::url(&link.url), error = %e, "handshake failed; retrying");
+                    up.disconnect();
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = shutdown.cancelled() => return,
+                    }
                 }
             }
         }
-    }
-    let sweeper = async {
-        let mut every = tokio::time::interval(Duration::from_secs(30));
-        loop {
-            every.tick().await;
-            link.sweep();
+        if !first {
+            up.metrics()
+                .upstream_restarts
+                .with_label_values(&[&up.name])
+                .inc();
         }
-    };
-    let listener = async {
-        if link.notifications {
-            listen(&up, &link, &shutdown).await;
+        first = false;
+        backoff.reset();
+        let serving = async {
+            let sweeper = async {
+                let mut every = tokio::time::interval(Duration::from_secs(30));
+                loop {
+                    every.tick().await;
+                    link.sweep();
+                }
+            };
+            let listener = async {
+                if link.notifications {
+                    listen(&up, &link, &shutdown).await;
+                }
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                () = listener => {}
+                () = sweeper => {}
+                () = watch_health(&up, &link) => {}
+            }
+        };
+        tokio::select! {
+            () = serving => {
+                tracing::warn!(upstream = %up.name, url = %crate::redact::url(&link.url), "upstream unreachable; down until a handshake succeeds again");
+                up.disconnect();
+            }
+            _ = shutdown.cancelled() => {
+                up.disconnect();
+                return;
+            }
         }
-        shutdown.cancelled().await;
-    };
-    tokio::select! {
-        () = listener => {}
-        () = sweeper => {}
     }
-    up.disconnect();
+}
+
+/// Returns once the upstream cannot be reached: looked at every
+/// [`PROBE_EVERY`], and at once when a call found it unreachable.
+async fn watch_health(up: &Upstream, link: &HttpLink) {
+    loop {
+        tokio::select! {
+            () = up.suspected() => {}
+            () = tokio::time::sleep(PROBE_EVERY) => {}
+        }
+        if !reachable(&link.url).await {
+            return;
+        }
+    }
+}
+
+/// A light probe: whether a TCP connection to the upstream's address opens.
+/// It costs the upstream nothing at the protocol level, and a server that
+/// has gone away refuses it.
+async fn reachable(url: &reqwest::Url) -> bool {
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let Ok(Ok(addrs)) =
+        tokio::time::timeout(PROBE_TIMEOUT, tokio::net::lookup_host((host, port))).await
+    else {
+        return false;
+    };
+    for addr in addrs {
+        if let Ok(Ok(_)) =
+            tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Holds a session open to the upstream (a POST whose body stays open) and hands

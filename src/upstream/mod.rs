@@ -261,6 +261,9 @@ pub struct Upstream {
     hot: HotSeries,
     /// Set when a reload replaced or removed this upstream.
     retired: std::sync::atomic::AtomicBool,
+    /// Woken when a call found the upstream unreachable: its supervisor looks
+    /// at once whether it is still there.
+    suspect: tokio::sync::Notify,
     metrics: Metrics,
 }
 
@@ -365,6 +368,7 @@ impl Upstream {
                     .with_label_values(&[name, Method::ExecuteTool.as_str()]),
             },
             retired: std::sync::atomic::AtomicBool::new(false),
+            suspect: tokio::sync::Notify::new(),
             metrics,
         })
     }
@@ -473,6 +477,9 @@ impl Upstream {
             }
         }
         .await;
+        if let Err(CallError::Unavailable(_)) = &result {
+            self.suspect.notify_one();
+        }
         let seconds = started.elapsed().as_secs_f64();
         let labels = [&*self.name, method.as_str()];
         match (&result, method) {
@@ -516,6 +523,11 @@ impl Upstream {
             .set(1);
         tracing::info!(upstream = %self.name, capabilities = ?init.capabilities, "upstream ready");
         Ok(())
+    }
+
+    /// Returns when a call has found the upstream unreachable since the last time.
+    pub(crate) async fn suspected(&self) {
+        self.suspect.notified().await;
     }
 
     /// The connection is gone: calls fail fast until the next `connect`.

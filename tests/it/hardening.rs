@@ -463,3 +463,108 @@ async fn the_admin_token_guards_metrics_and_readiness_detail_but_not_probes() {
     assert_eq!(get("/healthz", None).await.0, 200);
     gw.stop().await;
 }
+
+mod http_health {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use mcp_gateway::demo::{self, DemoOptions, DemoServer};
+    use serde_json::Value;
+
+    use crate::support::*;
+
+    async fn status_of(gw: &Gateway, upstream: &str) -> String {
+        let (_, body) = gw.get_admin("/readyz").await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["upstreams"][upstream]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    async fn wait_status(gw: &Gateway, upstream: &str, want: &str) {
+        within(async {
+            while status_of(gw, upstream).await != want {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handshake_that_hangs_is_down_and_listings_do_not_wait_for_it() {
+        // Accepts connections and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", silent.local_addr().unwrap());
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = silent.accept().await {
+                held.push(s);
+            }
+        });
+        let yaml = format!(
+            "gateway: {{id: gw}}\nupstreams:\n  hang: {{http: {{url: {url:?}}}, timeout_ms: 60000, required: true}}\n  s: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("ka", &["hang", "s"])
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["s"]).await;
+        // Its handshake is abandoned at its deadline (10 s at most), not held for good.
+        wait_status(&gw, "hang", "down").await;
+        let (status, _) = gw.get_admin("/readyz").await;
+        assert_eq!(status, 503);
+        // A listing does not wait for it: `within` would fail on a 60 s wait.
+        assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
+        let m = gw.metrics().await;
+        assert_eq!(
+            metric(&m, r#"mcp_gateway_upstream_up{upstream="hang"}"#),
+            Some(0.0)
+        );
+        hold.abort();
+        gw.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upstream_that_dies_after_its_handshake_is_seen_down_and_comes_back() {
+        let server = Arc::new(
+            DemoServer::new(DemoOptions {
+                name: "h".into(),
+                test_tools: true,
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        let (addr, task) = demo::http::start(server.clone(), ([127, 0, 0, 1], 0).into())
+            .await
+            .unwrap();
+        let yaml = format!(
+            "gateway: {{id: gw}}\nupstreams:\n  h: {{http: {{url: \"http://{addr}/mcp\"}}, required: true}}\ntenants:\n  a: {}\n",
+            tenant("ka", &["h"])
+        );
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["h"]).await;
+        assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
+        task.abort();
+        let _ = task.await;
+        // Seen down within the probe interval: out of listings, readiness 503, up 0.
+        wait_status(&gw, "h", "down").await;
+        assert_eq!(gw.get_admin("/readyz").await.0, 503);
+        assert!(gw.list("ka", "mcp/listTools").await.is_empty());
+        let m = gw.metrics().await;
+        assert_eq!(
+            metric(&m, r#"mcp_gateway_upstream_up{upstream="h"}"#),
+            Some(0.0)
+        );
+        // The same address again: it comes back by itself.
+        let (_, again) = demo::http::start(server, addr).await.unwrap();
+        wait_status(&gw, "h", "ready").await;
+        assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
+        let m = gw.metrics().await;
+        assert_eq!(
+            metric(&m, r#"mcp_gateway_upstream_up{upstream="h"}"#),
+            Some(1.0)
+        );
+        again.abort();
+        gw.stop().await;
+    }
+}
