@@ -256,6 +256,11 @@ mod sessions {
         )
     }
 
+    /// A gateway with these limits and one tenant, `a` (key `ka`).
+    async fn only_tenant_a(limits: &str) -> Gateway {
+        start(&config(limits, "  a: {api_keys: [ka], upstreams: [s]}\n")).await
+    }
+
     async fn start(yaml: &str) -> Gateway {
         let gw = Gateway::start(yaml).await;
         gw.wait_ready(&["s"]).await;
@@ -371,11 +376,7 @@ mod sessions {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_idle_session_ends_but_one_waiting_for_an_answer_does_not() {
-        let gw = start(&config(
-            "session_idle_timeout_ms: 300",
-            "  a: {api_keys: [ka], upstreams: [s]}\n",
-        ))
-        .await;
+        let gw = only_tenant_a("session_idle_timeout_ms: 300").await;
         let mut idle = Live::ready(&gw, "ka", false).await;
         let mut waiting = Live::ready(&gw, "ka", false).await;
         waiting.send(call(2, SLEEP, json!({"ms": 1200}))).await;
@@ -387,11 +388,7 @@ mod sessions {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_session_has_a_bounded_number_of_calls_in_flight() {
-        let gw = start(&config(
-            "max_session_in_flight: 2",
-            "  a: {api_keys: [ka], upstreams: [s]}\n",
-        ))
-        .await;
+        let gw = only_tenant_a("max_session_in_flight: 2").await;
         let mut live = Live::ready(&gw, "ka", false).await;
         live.send(call(2, SLEEP, json!({"ms": 800}))).await;
         live.send(call(3, SLEEP, json!({"ms": 800}))).await;
