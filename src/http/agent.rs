@@ -308,7 +308,14 @@ async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCa
             }
         }
     }
-    match exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided).await {
+    // A client that goes away abandons its call: the exchange is dropped,
+    // and with it the call upstream, as when a session's client leaves.
+    let exchanged = tokio::select! {
+        biased;
+        exchanged = exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided) => exchanged,
+        () = conn.client_gone() => return Step::Closed,
+    };
+    match exchanged {
         Exchange::Reply(reply) => {
             conn.consume(end);
             Step::Reply(reply, true)

@@ -176,6 +176,18 @@ impl Conn {
         }
     }
 
+    /// Resolves when the client has closed the connection (or it broke),
+    /// looking without consuming: a request being answered is abandoned
+    /// then, as a session's calls are. Bytes of a next request (pipelining)
+    /// mean the client is there: it never resolves then.
+    pub async fn client_gone(&self) {
+        let mut byte = [0u8; 1];
+        match self.stream.peek(&mut byte).await {
+            Ok(0) | Err(_) => {}
+            Ok(_) => std::future::pending().await,
+        }
+    }
+
     /// Drops an answered request from the buffer; what follows it is the next
     /// one. A buffer that a large request grew is given back once it is
     /// empty, so an idle connection holds only a small one.

@@ -565,3 +565,55 @@ mod http_health {
         gw.stop().await;
     }
 }
+
+/// A stateless call whose client goes away is abandoned upstream, on the
+/// edge's own path (a Content-Length body) and on hyper's (chunked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_call_whose_client_leaves_is_cancelled_on_both_paths() {
+    // The call's timeout is longer than `within`: only a cancellation ends it in time.
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {{stdio: {}, timeout_ms: 120000}}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[])
+            .strip_prefix("{stdio: ")
+            .and_then(|s| s.strip_suffix('}'))
+            .unwrap(),
+        tenant("ka", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let in_flight = || async {
+        metric(
+            &gw.metrics().await,
+            r#"mcp_gateway_upstream_in_flight{upstream="s"}"#,
+        )
+    };
+    let wait_in_flight = |n: f64| async move {
+        within(async {
+            while in_flight().await != Some(n) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    };
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/executeTool","params":{"id":"mcp://gw/s/s/tools/sleep","arguments":{"ms":120000}}}"#;
+    for chunked in [false, true] {
+        let framing = if chunked {
+            format!(
+                "Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                body.len()
+            )
+        } else {
+            format!("Content-Length: {}\r\n\r\n{body}", body.len())
+        };
+        let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
+        s.write_all(
+            format!("POST /mcp HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\n{framing}").as_bytes(),
+        )
+        .await
+        .unwrap();
+        wait_in_flight(1.0).await;
+        drop(s);
+        wait_in_flight(0.0).await;
+    }
+    gw.stop().await;
+}
