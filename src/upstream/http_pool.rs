@@ -31,6 +31,13 @@ use tokio::time::Sleep;
 
 use super::CallError;
 
+/// A call's connection ended before any of the answer came.
+const CLOSED_BEFORE_ANSWER: &str = "connection closed before the answer arrived";
+const LOST_WHILE_SENDING: &str = "connection lost while sending the request";
+/// How long connections are not kept after an upstream closed one it had
+/// left open, unannounced, right after an answer.
+const NO_REUSE_FOR: Duration = Duration::from_secs(300);
+
 /// Longest response head accepted (status line and headers).
 const MAX_HEAD: usize = 64 * 1024;
 /// Most response headers accepted.
@@ -69,6 +76,10 @@ pub(super) struct Pool {
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
+    /// Until when connections go unpooled (see [`NO_REUSE_FOR`]); `paused`
+    /// says whether there is such a time, so that a call reads one atomic.
+    no_reuse_until: Mutex<Option<Instant>>,
+    paused: std::sync::atomic::AtomicBool,
 }
 
 impl Pool {
@@ -105,6 +116,8 @@ impl Pool {
             // that an idle connection is rarely found closed.
             idle_timeout: Duration::from_secs(50),
             connect_timeout: Duration::from_secs(5),
+            no_reuse_until: Mutex::new(None),
+            paused: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -123,14 +136,17 @@ impl Pool {
         max_bytes: usize,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
-        let mut conn = match self.take(now) {
-            Some(conn) => conn,
-            None => match deadline {
-                Some(at) => tokio::time::timeout_at(at, self.connect())
-                    .await
-                    .map_err(|_| CallError::Timeout)??,
-                None => self.connect().await?,
-            },
+        let (mut conn, reused) = match self.take(now) {
+            Some(conn) => (conn, true),
+            None => {
+                let fresh = match deadline {
+                    Some(at) => tokio::time::timeout_at(at, self.connect())
+                        .await
+                        .map_err(|_| CallError::Timeout)??,
+                    None => self.connect().await?,
+                };
+                (fresh, false)
+            }
         };
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
@@ -155,16 +171,26 @@ impl Pool {
                 deadline: timer,
             } = &mut conn;
             let exchange = pin!(async {
-                stream.write_all(&write[start..]).await.map_err(|_| {
-                    CallError::unavailable("connection lost while sending the request")
-                })?;
+                stream
+                    .write_all(&write[start..])
+                    .await
+                    .map_err(|_| CallError::unavailable(LOST_WHILE_SENDING))?;
                 read_response(stream, buf, max_bytes).await
             });
             let timer = deadline.map(|at| {
                 timer.as_mut().reset(at);
                 timer.as_mut()
             });
-            within(timer, exchange).await?
+            within(timer, exchange).await
+        };
+        let read = match read {
+            Ok(read) => read,
+            Err(e) => {
+                if reused && ended_unanswered(&e) {
+                    self.stop_reuse(now);
+                }
+                return Err(e);
+            }
         };
         let value = match read.body {
             Body::Buffered(n) => {
@@ -174,10 +200,47 @@ impl Pool {
             }
             Body::Owned(body) => answer(read.status, &body),
         };
-        if read.keep_alive && conn.read.is_empty() {
+        if read.keep_alive && conn.read.is_empty() && self.reusing(now) {
             self.put(conn, now);
         }
         Ok(value)
+    }
+
+    /// The upstream closed a kept connection right after an answer without
+    /// saying so (`Connection: close`): the check before reuse cannot see a
+    /// close that has not arrived yet, so connections to it are not kept for
+    /// a while, and no further call meets a closed one.
+    fn stop_reuse(&self, now: Instant) {
+        tracing::warn!(
+            "an upstream closed a kept-alive connection without Connection: close; not reusing its connections for {} s",
+            NO_REUSE_FOR.as_secs()
+        );
+        *self
+            .no_reuse_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(now + NO_REUSE_FOR);
+        self.paused
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn reusing(&self, now: Instant) -> bool {
+        if !self.paused.load(std::sync::atomic::Ordering::Acquire) {
+            return true;
+        }
+        let mut until = self
+            .no_reuse_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match *until {
+            Some(t) if now < t => false,
+            _ => {
+                *until = None;
+                self.paused
+                    .store(false, std::sync::atomic::Ordering::Release);
+                true
+            }
+        }
     }
 
     /// An idle connection that is still open and clean, if there is one.
@@ -235,6 +298,12 @@ impl Pool {
             deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
         })
     }
+}
+
+/// Whether a call's connection ended before any of its answer came: on a
+/// reused connection, the sign of an upstream that closes after answering.
+fn ended_unanswered(e: &CallError) -> bool {
+    matches!(e, CallError::Unavailable(why) if why == CLOSED_BEFORE_ANSWER || why == LOST_WHILE_SENDING)
 }
 
 /// `work`, unless `timer` (if there is one) elapses first: then
@@ -319,10 +388,14 @@ async fn read_response<R: AsyncRead + Unpin>(
             if buf.len() > MAX_HEAD {
                 return Err(protocol("the answer's head is too large"));
             }
-            if !fill(io, buf).await? {
-                return Err(CallError::unavailable(
-                    "connection closed before the answer arrived",
-                ));
+            match fill(io, buf).await {
+                Ok(true) => {}
+                // Closed or reset before a byte of the answer: the same to the caller.
+                Ok(false) => return Err(CallError::unavailable(CLOSED_BEFORE_ANSWER)),
+                Err(_) if buf.is_empty() => {
+                    return Err(CallError::unavailable(CLOSED_BEFORE_ANSWER));
+                }
+                Err(e) => return Err(e),
             }
         };
         buf.advance(head_len);

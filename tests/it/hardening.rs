@@ -617,3 +617,104 @@ async fn a_stateless_call_whose_client_leaves_is_cancelled_on_both_paths() {
     }
     gw.stop().await;
 }
+
+/// An HTTP upstream that answers one request per connection and then closes
+/// it, 20 ms later, without `Connection: close`: a call that reuses the
+/// connection in that time finds it closed. Counts the tool calls it reads.
+async fn closes_after_each_answer() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head_end, length) = loop {
+                    let Ok(n) = s.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        break (i + 4, length);
+                    }
+                };
+                while buf.len() < head_end + length {
+                    let Ok(n) = s.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let msg: Value = serde_json::from_slice(&buf[head_end..head_end + length]).unwrap();
+                let result = match msg["method"].as_str().unwrap_or("") {
+                    "initialize" => {
+                        json!({"capabilities": {"listToolsProvider": true, "executionProvider": {"execute": true}}})
+                    }
+                    "mcp/listTools" => {
+                        json!([{"mcpId": "mcp://c/tools/echo", "name": "echo", "description": "d",
+                        "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}])
+                    }
+                    "mcp/executeTool" => {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        json!({"output": {}})
+                    }
+                    _ => Value::Null,
+                };
+                let answer = if msg.get("id").is_some() {
+                    let body =
+                        json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}).to_string();
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                } else {
+                    "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_owned()
+                };
+                let _ = s.write_all(answer.as_bytes()).await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            });
+        }
+    });
+    (url, calls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_closes_after_each_answer_costs_at_most_one_call() {
+    let (url, received) = closes_after_each_answer().await;
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  c: {{http: {{url: {url:?}}}}}\ntenants:\n  a: {}\n",
+        tenant("ka", &["c"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["c"]).await;
+    let mut failed = 0;
+    for _ in 0..300 {
+        let r = gw.execute("ka", "mcp://gw/c/c/tools/echo", json!({})).await;
+        if r.get("error").is_some() {
+            assert_eq!(r["error"]["code"], -32001, "{r}");
+            failed += 1;
+        }
+    }
+    // The first call that meets such a close fails; from then on connections
+    // to this upstream are not reused. Nothing is ever sent twice.
+    assert!(failed <= 1, "{failed} of 300 calls failed");
+    let received = received.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(received <= 300, "{received} calls reached the upstream");
+    assert!(received >= 300 - failed, "{received}");
+    gw.stop().await;
+}
