@@ -47,6 +47,10 @@ gateway:
   listen: 0.0.0.0:8080
   admin_listen: 0.0.0.0:9090
   shutdown_timeout_ms: {{ .Values.gateway.shutdownTimeoutMs }}
+  {{- if .Values.adminToken.enabled }}
+  # /metrics and /readyz's detail need it; the kubelet's probes read the status only.
+  admin_token: "file:../keys/admin.token"
+  {{- end }}
   {{- with .Values.gateway.limits }}
   limits:
     {{- toYaml . | nindent 4 }}
