@@ -405,3 +405,66 @@ async fn shutdown_closes_idle_keep_alive_connections_at_once() {
     );
     assert!(idle.closed().await);
 }
+
+/// The same request, once on the edge's own path (a Content-Length body) and
+/// once on hyper's (the same body chunked): the same status, body and headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_paths_answer_every_request_alike() {
+    let gw = gateway("max_body_bytes: 4096").await;
+    let exec = |args: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":"e","method":"mcp/executeTool","params":{{"id":"mcp://gw/s/s/tools/echo:v1","arguments":{args}}}}}"#)
+    };
+    let json = "Authorization: Bearer ka\r\nContent-Type: application/json\r\n";
+    let cases: Vec<(&str, String)> = vec![
+        (json, LIST.to_owned()),
+        (json, exec(r#"{"text":"hi"}"#)),
+        (json, exec("{}")),
+        (json, exec(r#"{"text":"a","text":"b"}"#)),
+        (json, r#"{"jsonrpc":"2.0","id":9,"method":"mcp/executeTool","params":{"id":"mcp://gw/nope/x","arguments":{}}}"#.to_owned()),
+        (json, r#"{"jsonrpc":"2.0","method":"mcp/ping"}"#.to_owned()),
+        (json, format!("[{LIST},{LIST}]")),
+        (json, "[]".to_owned()),
+        (json, r#"{"jsonrpc":"2.0","id":1,"method":"nope"}"#.to_owned()),
+        (json, r#"{"id":1,"method":"mcp/listTools"}"#.to_owned()),
+        (json, "{not json".to_owned()),
+        (json, format!("{LIST}}}")),
+        (json, format!(r#"{{"pad":"{}"}}"#, "x".repeat(5000))),
+        ("Authorization: Bearer ka\r\nContent-Type: text/plain\r\n", LIST.to_owned()),
+        ("Authorization: Bearer wrong\r\nContent-Type: application/json\r\n", LIST.to_owned()),
+        ("Content-Type: application/json\r\n", LIST.to_owned()),
+        ("Authorization: Bearer ka\r\nContent-Type: application/json; charset=utf-8\r\n", LIST.to_owned()),
+    ];
+    let headers = [
+        "content-type",
+        "retry-after",
+        "www-authenticate",
+        "allow",
+        "x-request-id",
+    ];
+    for (extra, body) in cases {
+        let head = format!("POST /mcp HTTP/1.1\r\nHost: gw\r\nX-Request-Id: diff-1\r\nConnection: close\r\n{extra}");
+        let mut own = Raw::connect(&gw).await;
+        own.send(&format!("{head}Content-Length: {}\r\n\r\n{body}", body.len()))
+            .await;
+        let own = own.answer().await;
+        let mut hyper = Raw::connect(&gw).await;
+        hyper
+            .send(&format!(
+                "{head}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                body.len()
+            ))
+            .await;
+        let hyper = hyper.answer().await;
+        let case = format!("{extra:?} {body:.80}");
+        assert_eq!(own.status, hyper.status, "{case}");
+        assert_eq!(
+            String::from_utf8_lossy(&own.body),
+            String::from_utf8_lossy(&hyper.body),
+            "{case}"
+        );
+        for h in headers {
+            assert_eq!(own.header(h), hyper.header(h), "{h}: {case}");
+        }
+    }
+    gw.stop().await;
+}
