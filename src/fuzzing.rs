@@ -214,3 +214,22 @@ pub fn http_head(data: &[u8]) {
         );
     }
 }
+
+/// The upstream response parser (`upstream::http_pool`): never a panic; the
+/// same answer, body and leftover however the bytes arrive; a body within
+/// the limit.
+pub fn http_response(data: &[u8]) {
+    use crate::upstream::http_pool::read_answer;
+    const LIMIT: usize = 4096;
+    let whole = read_answer(data, data.len(), LIMIT);
+    if let (Ok((_, body, _)), _) = &whole {
+        assert!(body.len() <= LIMIT);
+    }
+    for step in [1, 2, 5] {
+        assert_eq!(
+            read_answer(data, step, LIMIT),
+            whole,
+            "read {step} bytes at a time"
+        );
+    }
+}

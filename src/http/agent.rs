@@ -218,7 +218,7 @@ pub(crate) async fn connection(
     let mut auth = AuthCache::default();
     loop {
         let head = match conn
-            .read_head(header_read_timeout, edge.max_body_bytes)
+            .read_head(header_read_timeout, edge.max_body_bytes.min(LARGE_BODY))
             .await
         {
             Next::Request(head) => head,
@@ -578,9 +578,60 @@ async fn read_body(
         }
         buf.extend_from_slice(&chunk);
     }
+    if buf.len() > LARGE_BODY {
+        return exchange_aside(s, tenant, credential, buf, first.decided).await;
+    }
     match exchange(s, &tenant, &buf, first.decided).await {
         Exchange::Reply(reply) => reply.into_response(),
         Exchange::Session => session_of(s, tenant, credential, buf),
+    }
+}
+
+/// Bodies larger than this are parsed and validated on a thread of the
+/// blocking pool, not on the runtime's: reading a body of several MiB (and
+/// checking it against a schema) takes milliseconds, during which a runtime
+/// thread would serve nobody else, and with one worker nobody at all. The
+/// edge's own path leaves such bodies to hyper's, which does this.
+const LARGE_BODY: usize = 256 * 1024;
+
+/// [`exchange`] of a large body, driven on a blocking-pool thread (its
+/// upstream I/O still runs on the runtime). If the client goes away, the
+/// exchange is cancelled there too.
+async fn exchange_aside(
+    s: &AgentState,
+    tenant: Arc<Tenant>,
+    credential: Option<Credential>,
+    buf: BytesMut,
+    decided: bool,
+) -> Response {
+    let runtime = tokio::runtime::Handle::current();
+    let cancel = CancellationToken::new();
+    let _cancel_on_drop = cancel.clone().drop_guard();
+    let (state, who, body) = (s.clone(), tenant.clone(), buf.freeze());
+    let span = tracing::Span::current();
+    let task = tokio::task::spawn_blocking(move || {
+        let exchanged = runtime.block_on(
+            async {
+                tokio::select! {
+                    exchanged = exchange(&state, &who, &body, decided) => Some(exchanged),
+                    () = cancel.cancelled() => None,
+                }
+            }
+            .instrument(span),
+        );
+        (exchanged, body)
+    });
+    match task.await {
+        Ok((Some(Exchange::Reply(reply)), _)) => reply.into_response(),
+        Ok((Some(Exchange::Session), body)) => {
+            session_of(s, tenant, credential, BytesMut::from(&body[..]))
+        }
+        // Cancelled (the client is gone) or the thread failed.
+        Ok((None, _)) | Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"),
+        )
+        .into_response(),
     }
 }
 

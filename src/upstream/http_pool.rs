@@ -585,27 +585,55 @@ async fn read_chunked<R: AsyncRead + Unpin>(
     }
 }
 
+/// Yields its bytes a few at a time, as a slow network would (tests and the
+/// fuzz target read answers through it).
+pub(crate) struct Trickle<'a>(pub &'a [u8], pub usize);
+
+impl AsyncRead for Trickle<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let n = self.1.min(self.0.len()).min(out.remaining());
+        out.put_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// An answer as [`read_answer`] gives it: status, body, whether the
+/// connection is kept; or why it was refused.
+pub(crate) type ReadAnswer = Result<(u16, Vec<u8>, bool), String>;
+
+/// One answer read from `wire`, `step` bytes a read, as the pool reads it:
+/// its status, body and whether the connection is kept, or why it is refused;
+/// and how many bytes are left after it. A [`Trickle`] never waits, so this
+/// completes at once.
+pub(crate) fn read_answer(
+    wire: &[u8],
+    step: usize,
+    max_bytes: usize,
+) -> (ReadAnswer, usize) {
+    use futures_util::FutureExt;
+    let mut buf = BytesMut::new();
+    let mut io = Trickle(wire, step.max(1));
+    let read = read_response(&mut io, &mut buf, max_bytes)
+        .now_or_never()
+        .unwrap_or_else(|| Err(CallError::protocol("a trickled read waited")));
+    let read = read.map(|a| {
+        let body = match a.body {
+            Body::Buffered(n) => buf.split_to(n).to_vec(),
+            Body::Owned(body) => body.to_vec(),
+        };
+        (a.status.as_u16(), body, a.keep_alive)
+    });
+    (read.map_err(|e| e.to_string()), buf.len() + io.0.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-
-    /// Yields its bytes a few at a time, as a slow network would.
-    struct Trickle<'a>(&'a [u8], usize);
-
-    impl AsyncRead for Trickle<'_> {
-        fn poll_read(
-            mut self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
-            out: &mut tokio::io::ReadBuf<'_>,
-        ) -> Poll<std::io::Result<()>> {
-            let n = self.1.min(self.0.len()).min(out.remaining());
-            out.put_slice(&self.0[..n]);
-            self.0 = &self.0[n..];
-            Poll::Ready(Ok(()))
-        }
-    }
 
     /// An answer with its body taken out of the buffer.
     struct Read {

@@ -5,7 +5,7 @@
 
 mod backoff;
 pub mod http;
-mod http_pool;
+pub(crate) mod http_pool;
 mod pending;
 pub mod pins;
 pub mod stdio;

@@ -46,3 +46,8 @@ fn mcp_id_corpus() {
 fn http_head_corpus() {
     replay("http_head", mcp_gateway::fuzzing::http_head);
 }
+
+#[test]
+fn http_response_corpus() {
+    replay("http_response", mcp_gateway::fuzzing::http_response);
+}

@@ -718,3 +718,30 @@ async fn an_upstream_that_closes_after_each_answer_costs_at_most_one_call() {
     assert!(received >= 300 - failed, "{received}");
     gw.stop().await;
 }
+
+/// A body over 256 KiB is read and validated off the runtime's threads;
+/// it is answered the same, on a one-thread runtime too (the gateway's
+/// `--workers 1`), and a small call beside it is answered meanwhile.
+#[tokio::test(flavor = "current_thread")]
+async fn a_large_call_is_answered_on_a_one_thread_runtime() {
+    let gw = Gateway::one_upstream(&[]).await;
+    let text = "x".repeat(1 << 20);
+    let large = gw.execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({ "text": text }));
+    let small = gw.execute(
+        "ka",
+        "mcp://gw/s/s/tools/echo:v1",
+        json!({ "text": "small" }),
+    );
+    let (large, small) = tokio::join!(large, small);
+    assert_eq!(
+        large["result"]["output"]["text"].as_str().map(str::len),
+        Some(1 << 20)
+    );
+    assert_eq!(small["result"]["output"]["text"], "small");
+    // An argument error in a large body is the same -32602.
+    let r = gw
+        .execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({ "pad": text }))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    gw.stop().await;
+}

@@ -412,7 +412,9 @@ async fn shutdown_closes_idle_keep_alive_connections_at_once() {
 async fn both_paths_answer_every_request_alike() {
     let gw = gateway("max_body_bytes: 4096").await;
     let exec = |args: &str| {
-        format!(r#"{{"jsonrpc":"2.0","id":"e","method":"mcp/executeTool","params":{{"id":"mcp://gw/s/s/tools/echo:v1","arguments":{args}}}}}"#)
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"e","method":"mcp/executeTool","params":{{"id":"mcp://gw/s/s/tools/echo:v1","arguments":{args}}}}}"#
+        )
     };
     let json = "Authorization: Bearer ka\r\nContent-Type: application/json\r\n";
     let cases: Vec<(&str, String)> = vec![
@@ -442,10 +444,15 @@ async fn both_paths_answer_every_request_alike() {
         "x-request-id",
     ];
     for (extra, body) in cases {
-        let head = format!("POST /mcp HTTP/1.1\r\nHost: gw\r\nX-Request-Id: diff-1\r\nConnection: close\r\n{extra}");
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: gw\r\nX-Request-Id: diff-1\r\nConnection: close\r\n{extra}"
+        );
         let mut own = Raw::connect(&gw).await;
-        own.send(&format!("{head}Content-Length: {}\r\n\r\n{body}", body.len()))
-            .await;
+        own.send(&format!(
+            "{head}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ))
+        .await;
         let own = own.answer().await;
         let mut hyper = Raw::connect(&gw).await;
         hyper
