@@ -380,6 +380,8 @@ pub fn start_on(
             limits.session_idle_timeout,
             limits.max_session_in_flight,
         ),
+        max_connections_per_tenant: limits.max_connections_per_tenant,
+        connections: Default::default(),
         metrics: core.metrics.clone(),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {

@@ -52,6 +52,9 @@ pub enum GatewayError {
     /// The tenant has as many sessions open as it may.
     #[error("too many sessions")]
     TooManySessions { limit: usize },
+    /// The tenant holds as many connections as it may.
+    #[error("too many connections")]
+    TooManyConnections { limit: usize },
     /// The session has as many calls in flight as it may.
     #[error("too many calls in flight in this session")]
     SessionBusy { limit: usize },
@@ -166,6 +169,13 @@ impl GatewayError {
                     "the tenant has {limit} sessions open, its limit; retry after one ends"
                 )),
             ),
+            E::TooManyConnections { limit } => own(
+                codes::OVER_CAPACITY,
+                "Over capacity",
+                Some(format!(
+                    "the tenant has {limit} connections open, its limit; retry on one of them"
+                )),
+            ),
             E::SessionBusy { limit } => own(
                 codes::OVER_CAPACITY,
                 "Over capacity",
@@ -197,7 +207,9 @@ impl GatewayError {
             E::OverCapacity { .. } => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",
             E::Revoked => "unauthorized",
-            E::TooManySessions { .. } | E::SessionBusy { .. } => "over_capacity",
+            E::TooManySessions { .. } | E::TooManyConnections { .. } | E::SessionBusy { .. } => {
+                "over_capacity"
+            }
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct Limits {
     /// overrides it); past it a new session gets 429. Default 256, so that
     /// one tenant cannot hold every connection.
     pub max_sessions_per_tenant: usize,
+    /// Agent connections one tenant may hold (a connection is its latest
+    /// request's tenant's); past it, 429 and the connection is closed.
+    /// Default: a quarter of `max_connections`.
+    pub max_connections_per_tenant: usize,
     /// A session whose client has sent nothing for this long, with no call
     /// in flight, is ended. Default 5 min.
     pub session_idle_timeout: Duration,
@@ -69,6 +73,7 @@ impl Default for Limits {
             body_read_timeout: Duration::from_secs(30),
             max_connections: 4096,
             max_sessions_per_tenant: 256,
+            max_connections_per_tenant: 1024,
             session_idle_timeout: Duration::from_secs(300),
             max_session_in_flight: 64,
         }

@@ -39,6 +39,7 @@ pub struct RawLimits {
     pub body_read_timeout_ms: Option<u64>,
     pub max_connections: Option<u64>,
     pub max_sessions_per_tenant: Option<u64>,
+    pub max_connections_per_tenant: Option<u64>,
     pub session_idle_timeout_ms: Option<u64>,
     pub max_session_in_flight: Option<u64>,
 }

@@ -200,6 +200,7 @@ fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
             d.body_read_timeout.as_millis() as usize,
         ) as u64),
         max_connections: positive("max_connections", raw.max_connections, d.max_connections),
+        max_connections_per_tenant: 0,
         max_sessions_per_tenant: positive(
             "max_sessions_per_tenant",
             raw.max_sessions_per_tenant,
@@ -215,6 +216,20 @@ fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
             raw.max_session_in_flight,
             d.max_session_in_flight,
         ),
+    };
+    let limits = Limits {
+        max_connections_per_tenant: match raw.max_connections_per_tenant {
+            Some(0) => {
+                p.add(
+                    "gateway.limits.max_connections_per_tenant",
+                    "must be greater than 0",
+                );
+                1
+            }
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => (limits.max_connections / 4).max(1),
+        },
+        ..limits
     };
     Some(limits)
 }

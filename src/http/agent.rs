@@ -26,7 +26,7 @@ use crate::jsonrpc::stream::{Scan, ValueEnd};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::metrics::Metrics;
-use crate::tenant::{Credential, KeyStore, Tenant, bearer_token};
+use crate::tenant::{Credential, KeyStore, Place, Places, Tenant, bearer_token};
 
 /// What the agent edge needs; a cheap clone.
 #[derive(Clone)]
@@ -38,6 +38,9 @@ pub struct AgentState {
     pub max_batch: usize,
     pub body_read_timeout: std::time::Duration,
     pub sessions: session::SessionLimits,
+    /// Connections one tenant may hold (see [`ConnPlace`]), and how many each holds.
+    pub max_connections_per_tenant: usize,
+    pub connections: Places,
     pub metrics: Metrics,
 }
 
@@ -72,13 +75,61 @@ impl Edge {
 /// other methods. One path needs no router; calling the handler directly
 /// saves axum's routing layers on every request.
 #[derive(Clone)]
-pub struct AgentService(Arc<Edge>);
+pub struct AgentService(Arc<Edge>, ConnPlace);
 
 pub fn service(state: AgentState) -> AgentService {
-    AgentService(Arc::new(Edge {
-        ok_responses: state.metrics.http_responses.with_label_values(&["200"]),
-        state,
-    }))
+    AgentService(
+        Arc::new(Edge {
+            ok_responses: state.metrics.http_responses.with_label_values(&["200"]),
+            state,
+        }),
+        ConnPlace::default(),
+    )
+}
+
+/// The place a connection holds in its tenant's count of connections: the
+/// tenant of its latest request. A connection whose tenant holds as many as
+/// it may is answered 429 and closed, so one tenant cannot take the slots of
+/// `max_connections` from the others. Shared by the edge's own path and
+/// hyper's, which serve one connection in turn.
+#[derive(Clone, Default)]
+pub(crate) struct ConnPlace(Arc<std::sync::Mutex<Option<Place>>>);
+
+impl ConnPlace {
+    /// Holds a place for `tenant` (the one already held, when it is the
+    /// same); `Err(limit)` when the tenant holds as many connections as it may.
+    fn take(&self, s: &AgentState, tenant: &Tenant) -> Result<(), usize> {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.as_ref().is_some_and(|p| p.tenant() == &*tenant.name) {
+            return Ok(());
+        }
+        *held = None;
+        match s
+            .connections
+            .enter(&tenant.name, s.max_connections_per_tenant)
+        {
+            Ok(place) => {
+                *held = Some(place);
+                Ok(())
+            }
+            Err(limit) => {
+                s.metrics
+                    .requests_limited
+                    .with_label_values(&[&tenant.name, "connections_limited"])
+                    .inc();
+                Err(limit)
+            }
+        }
+    }
+}
+
+/// 429 for a tenant at its connection limit; the connection is closed after it.
+fn too_many_connections(limit: usize) -> Reply {
+    over_capacity(None, &GatewayError::TooManyConnections { limit })
+        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
 }
 
 impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentService {
@@ -89,6 +140,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
 
     fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
         let edge = self.0.clone();
+        let place = self.1.clone();
         Box::pin(async move {
             Ok(if !one_host(&request) {
                 bad_host().into_response()
@@ -97,7 +149,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
             } else if request.method() != axum::http::Method::POST {
                 method_not_allowed().into_response()
             } else {
-                mcp(edge, request.map(Body::new)).await
+                mcp(edge, &place, request.map(Body::new)).await
             })
         })
     }
@@ -213,6 +265,8 @@ pub(crate) async fn connection(
     header_read_timeout: std::time::Duration,
     shutdown: CancellationToken,
 ) {
+    // This connection's own place; hyper's path, if it takes over, shares it.
+    let service = AgentService(service.0, ConnPlace::default());
     let edge = service.0.clone();
     let mut conn = Conn::new(stream, shutdown.clone());
     let mut auth = AuthCache::default();
@@ -231,7 +285,8 @@ pub(crate) async fn connection(
         // per request as it moved into the wrapper and into this future.
         let step = {
             let span = id.span();
-            let mut step = std::pin::pin!(serve_one(&edge, &mut conn, &head, &mut auth));
+            let mut step =
+                std::pin::pin!(serve_one(&edge, &service.1, &mut conn, &head, &mut auth));
             std::future::poll_fn(|cx| span.in_scope(|| step.as_mut().poll(cx))).await
         };
         let (reply, keep) = match step {
@@ -274,7 +329,13 @@ enum Step {
 /// One request whose head has been read: the checks of its head, its body,
 /// then its exchange; the request is consumed from the buffer only when it is
 /// answered here.
-async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCache) -> Step {
+async fn serve_one(
+    s: &Edge,
+    place: &ConnPlace,
+    conn: &mut Conn,
+    head: &h1::Head,
+    auth: &mut AuthCache,
+) -> Step {
     let end = head.len + head.body_len;
     let headers = conn.header(head);
     let tenant = auth.authenticate(&s.keys, headers.authorization);
@@ -290,6 +351,9 @@ async fn serve_one(s: &Edge, conn: &mut Conn, head: &h1::Head, auth: &mut AuthCa
             return Step::Reply(reply, whole);
         }
     };
+    if let Err(limit) = place.take(s, &tenant) {
+        return Step::Reply(too_many_connections(limit), false);
+    }
     let mut first = FirstLook::default();
     if conn.buffered().len() < end {
         conn.arm(s.body_read_timeout);
@@ -354,12 +418,12 @@ impl AuthCache {
     }
 }
 
-async fn mcp(s: Arc<Edge>, request: axum::extract::Request) -> Response {
+async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which clones the headers.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let id = RequestId::of(headers.get(REQUEST_ID).map(HeaderValue::as_bytes));
-    let mut response = handle(&s, headers, body).instrument(id.span()).await;
+    let mut response = handle(&s, place, headers, body).instrument(id.span()).await;
     s.count(response.status());
     if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
         response.headers_mut().insert(REQUEST_ID, value);
@@ -441,7 +505,7 @@ fn admit_head(
     Ok(tenant)
 }
 
-async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
+async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Body) -> Response {
     // The key is kept (as its digest): a session it opens is admitted by the
     // keys in force at each of its messages.
     let (credential, tenant) = headers
@@ -455,6 +519,12 @@ async fn handle(s: &AgentState, headers: &HeaderMap, body: Body) -> Response {
         Ok(tenant) => tenant,
         Err(reply) => return reply.into_response(),
     };
+    if let Err(limit) = place.take(s, &tenant) {
+        let mut r = too_many_connections(limit).into_response();
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())

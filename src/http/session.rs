@@ -16,13 +16,11 @@ use tracing::Instrument;
 
 use std::time::Duration;
 
-use dashmap::DashMap;
-
 use crate::dispatch::Dispatcher;
 use crate::dispatch::session::Session;
 use crate::error::GatewayError;
 use crate::jsonrpc::stream::{Scan, ValueEnd};
-use crate::tenant::{Credential, Tenant};
+use crate::tenant::{Credential, Place, Places, Tenant};
 
 /// Answers queued for a slow reader before the session waits for it.
 const OUT_BACKLOG: usize = 64;
@@ -35,8 +33,8 @@ pub struct SessionLimits {
     pub per_tenant: usize,
     pub idle: Duration,
     pub in_flight: usize,
-    /// Sessions open now, by tenant name (names outlive reloads, tenants do not).
-    open: Arc<DashMap<Arc<str>, usize>>,
+    /// Sessions open now, by tenant.
+    open: Places,
 }
 
 impl SessionLimits {
@@ -45,37 +43,15 @@ impl SessionLimits {
             per_tenant,
             idle,
             in_flight,
-            open: Arc::default(),
+            open: Places::default(),
         }
     }
 
     /// A place for one more session of `tenant`, or `Err(limit)` when it has
     /// as many open as it may.
-    fn enter(&self, tenant: &Tenant) -> Result<SessionSlot, usize> {
-        let limit = tenant.max_sessions.unwrap_or(self.per_tenant);
-        let mut open = self.open.entry(tenant.name.clone()).or_insert(0);
-        if *open >= limit {
-            return Err(limit);
-        }
-        *open += 1;
-        Ok(SessionSlot {
-            open: self.open.clone(),
-            tenant: tenant.name.clone(),
-        })
-    }
-}
-
-/// One session's place in its tenant's count, given back when it ends.
-struct SessionSlot {
-    open: Arc<DashMap<Arc<str>, usize>>,
-    tenant: Arc<str>,
-}
-
-impl Drop for SessionSlot {
-    fn drop(&mut self) {
-        if let Some(mut open) = self.open.get_mut(&self.tenant) {
-            *open = open.saturating_sub(1);
-        }
+    fn enter(&self, tenant: &Tenant) -> Result<Place, usize> {
+        self.open
+            .enter(&tenant.name, tenant.max_sessions.unwrap_or(self.per_tenant))
     }
 }
 
@@ -166,6 +142,11 @@ async fn run(mut session: Session, out: mpsc::Sender<Vec<u8>>, reading: Reading)
         idle,
     } = reading;
     let mut reader = Lines::default();
+    // One timer for the session's life, moved on only when it fires: a
+    // client dripping tiny pieces costs no timer update per piece.
+    let mut heard = tokio::time::Instant::now();
+    let idle_timer = tokio::time::sleep(idle);
+    tokio::pin!(idle_timer);
     loop {
         if !reader.drain(&mut session, &mut buf).await {
             return;
@@ -183,16 +164,24 @@ async fn run(mut session: Session, out: mpsc::Sender<Vec<u8>>, reading: Reading)
             chunk = body.next() => chunk,
             // The client stopped reading (connection closed): cancel everything.
             _ = out.closed() => return,
-            () = tokio::time::sleep(idle) => {
-                if session.in_flight() == 0 {
+            () = &mut idle_timer => {
+                let now = tokio::time::Instant::now();
+                if now < heard + idle {
+                    idle_timer.as_mut().reset(heard + idle);
+                } else if session.in_flight() == 0 {
                     tracing::info!(idle_ms = idle.as_millis() as u64, "session ended: idle");
                     return;
+                } else {
+                    idle_timer.as_mut().reset(now + idle);
                 }
                 continue;
             }
         };
         match chunk {
-            Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+            Some(Ok(chunk)) => {
+                heard = tokio::time::Instant::now();
+                buf.extend_from_slice(&chunk);
+            }
             // The connection broke mid-body: the client is gone.
             Some(Err(_)) => return,
             None => break,

@@ -232,6 +232,48 @@ impl Credential {
     }
 }
 
+/// What each tenant holds open (sessions, connections), counted by tenant
+/// name, so that the counts outlive reloads (tenants are rebuilt by one). A
+/// cheap clone.
+#[derive(Clone, Default)]
+pub struct Places(Arc<dashmap::DashMap<Arc<str>, usize>>);
+
+impl Places {
+    /// One more place for `tenant`, or `Err(limit)` when it holds `limit` already.
+    pub fn enter(&self, tenant: &Arc<str>, limit: usize) -> Result<Place, usize> {
+        let mut held = self.0.entry(tenant.clone()).or_insert(0);
+        if *held >= limit {
+            return Err(limit);
+        }
+        *held += 1;
+        Ok(Place {
+            places: self.clone(),
+            tenant: tenant.clone(),
+        })
+    }
+}
+
+/// One place in a tenant's count, given back when dropped.
+pub struct Place {
+    places: Places,
+    tenant: Arc<str>,
+}
+
+impl Place {
+    /// The tenant that holds it.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some(mut held) = self.places.0.get_mut(&self.tenant) {
+            *held = held.saturating_sub(1);
+        }
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` header value (scheme case-insensitive).
 pub fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;

@@ -610,11 +610,7 @@ pub(crate) type ReadAnswer = Result<(u16, Vec<u8>, bool), String>;
 /// its status, body and whether the connection is kept, or why it is refused;
 /// and how many bytes are left after it. A [`Trickle`] never waits, so this
 /// completes at once.
-pub(crate) fn read_answer(
-    wire: &[u8],
-    step: usize,
-    max_bytes: usize,
-) -> (ReadAnswer, usize) {
+pub(crate) fn read_answer(wire: &[u8], step: usize, max_bytes: usize) -> (ReadAnswer, usize) {
     use futures_util::FutureExt;
     let mut buf = BytesMut::new();
     let mut io = Trickle(wire, step.max(1));

@@ -475,3 +475,65 @@ async fn both_paths_answer_every_request_alike() {
     }
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenant_cannot_hold_every_connection() {
+    let yaml = format!(
+        "gateway: {{id: gw, limits: {{max_connections_per_tenant: 2}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"]),
+        tenant("kb", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let mut first = Raw::connect(&gw).await;
+    first.list_ok("ka").await;
+    let mut second = Raw::connect(&gw).await;
+    second.list_ok("ka").await;
+    // A third connection of the same tenant, on either path: 429, then closed.
+    for chunked in [false, true] {
+        let mut third = Raw::connect(&gw).await;
+        if chunked {
+            third
+                .send(&format!(
+                    "POST /mcp HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{LIST}\r\n0\r\n\r\n",
+                    LIST.len()
+                ))
+                .await;
+        } else {
+            third.send(&post("ka", LIST, "")).await;
+        }
+        let a = third.answer().await;
+        assert_eq!(a.status, 429, "chunked {chunked}");
+        assert_eq!(a.header("retry-after"), Some("1"));
+        assert_eq!(a.json()["error"]["code"], -32004);
+        assert!(third.closed().await);
+    }
+    // Another tenant is served; the held connections go on being served.
+    let mut other = Raw::connect(&gw).await;
+    other.list_ok("kb").await;
+    first.list_ok("ka").await;
+    // A connection that ends gives its place back.
+    drop(second);
+    within(async {
+        loop {
+            let mut again = Raw::connect(&gw).await;
+            again.send(&post("ka", LIST, "")).await;
+            if again.answer().await.status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let m = gw.metrics().await;
+    assert!(
+        metric(
+            &m,
+            r#"mcp_gateway_requests_limited_total{reason="connections_limited",tenant="a"}"#
+        )
+        .unwrap()
+            >= 2.0
+    );
+    gw.stop().await;
+}
