@@ -18,8 +18,13 @@ struct Process {
 
 impl Process {
     fn spawn(args: &[&str]) -> Process {
+        Self::spawn_with_env(args, &[])
+    }
+
+    fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Process {
         let mut child = Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .args([
                 "--listen",
                 "127.0.0.1:0",
@@ -441,5 +446,51 @@ fn sighup_reloads_the_config() {
     p.wait_log("rejected", |v| {
         v["message"] == "configuration reload rejected; the running configuration stays"
     });
+    assert!(p.terminate().success());
+}
+
+/// Proxy variables reach neither HTTP path: the plain-http pool cannot use
+/// them, so reqwest (https:// upstreams, the notification session) does not
+/// either. A "proxy" that counts connections sees none.
+#[test]
+fn proxy_variables_are_ignored_on_both_http_paths() {
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    proxy.set_nonblocking(true).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (url, _server) = rt.block_on(http_upstream("h"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  h: {{http: {{url: {url:?}, notifications: true}}}}\ntenants:\n  demo: {}\n",
+            tenant("demo-key", &["h"])
+        ),
+    )
+    .unwrap();
+    let env: Vec<(&str, &str)> = [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .map(|name| (*name, proxy_url.as_str()))
+    .collect();
+    let mut p = Process::spawn_with_env(&["serve", "--config", config.to_str().unwrap()], &env);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    p.wait_log("the notification session", |v| {
+        v["message"] == "notification session open"
+    });
+    let r = post(
+        &format!("http://{agent}/mcp"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/h/h/tools/echo:v1", "arguments": {"text": "direct"}}}),
+    );
+    assert_eq!(r["result"]["output"]["text"], "direct", "{r}");
+    assert!(proxy.accept().is_err(), "a connection went to the proxy");
     assert!(p.terminate().success());
 }
