@@ -745,3 +745,36 @@ async fn a_large_call_is_answered_on_a_one_thread_runtime() {
     assert_eq!(r["error"]["code"], -32602, "{r}");
     gw.stop().await;
 }
+
+/// The same broken answers from an HTTP upstream fail the call at once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_answer_from_an_http_upstream_fails_the_call_at_once() {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/mcp",
+        post(|body: String| async move {
+            let msg: Value = serde_json::from_str(&body).unwrap_or_default();
+            let id = msg["id"].clone();
+            let answer = match msg["method"].as_str().unwrap_or("") {
+                "initialize" => json!({"jsonrpc": "2.0", "id": id, "result": {"capabilities": {"listToolsProvider": true, "executionProvider": {"execute": true}}}}),
+                "mcp/listTools" => json!({"jsonrpc": "2.0", "id": id, "result": [{"mcpId": "mcp://b/tools/t", "name": "t", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}]}),
+                "mcp/executeTool" => json!({"jsonrpc": "2.0", "id": id, "result": {"output": {}}, "error": {"code": 1, "message": "m"}}),
+                _ => return (axum::http::StatusCode::ACCEPTED, String::new()),
+            };
+            (axum::http::StatusCode::OK, answer.to_string())
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  b: {{http: {{url: {url:?}}}, timeout_ms: 120000}}\ntenants:\n  a: {}\n",
+        tenant("ka", &["b"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["b"]).await;
+    let r = gw.execute("ka", "mcp://gw/b/b/tools/t", json!({})).await;
+    assert_eq!(r["error"]["code"], -32006, "{r}");
+    server.abort();
+    gw.stop().await;
+}
