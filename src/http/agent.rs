@@ -7,26 +7,22 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::BytesMut;
-use futures_util::future::join_all;
 use futures_util::{FutureExt, StreamExt};
-use serde_json::value::RawValue;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::conn_place::{ConnPlace, too_many_connections};
+use super::exchange::{Exchange, LARGE_BODY, exchange, exchange_aside, parse_error, session_of};
+use super::first_look::{First, FirstLook};
 use super::h1::{self, Conn, Filled, Next};
+use super::request_id::{REQUEST_ID, RequestId};
 use super::session;
-use super::{Reply, ReplyBody, error};
-use crate::dispatch::{
-    self, Dispatcher, Outgoing, respond, respond_classified, write_gateway_error,
-};
-use crate::error::GatewayError;
-use crate::jsonrpc::Json;
-use crate::jsonrpc::stream::{Scan, ValueEnd};
+use super::{Reply, error};
+use crate::dispatch::Dispatcher;
 use crate::jsonrpc::{ErrorObject, codes};
-use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::metrics::Metrics;
-use crate::tenant::{Credential, KeyStore, Place, Places, Tenant, bearer_token};
+use crate::tenant::{Credential, KeyStore, Places, Tenant, bearer_token};
 
 /// What the agent edge needs; a cheap clone.
 #[derive(Clone)]
@@ -87,51 +83,6 @@ pub fn service(state: AgentState) -> AgentService {
     )
 }
 
-/// The place a connection holds in its tenant's count of connections: the
-/// tenant of its latest request. A connection whose tenant holds as many as
-/// it may is answered 429 and closed, so one tenant cannot take the slots of
-/// `max_connections` from the others. Shared by the edge's own path and
-/// hyper's, which serve one connection in turn.
-#[derive(Clone, Default)]
-pub(crate) struct ConnPlace(Arc<std::sync::Mutex<Option<Place>>>);
-
-impl ConnPlace {
-    /// Holds a place for `tenant` (the one already held, when it is the
-    /// same); `Err(limit)` when the tenant holds as many connections as it may.
-    fn take(&self, s: &AgentState, tenant: &Tenant) -> Result<(), usize> {
-        let mut held = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if held.as_ref().is_some_and(|p| p.tenant() == &*tenant.name) {
-            return Ok(());
-        }
-        *held = None;
-        match s
-            .connections
-            .enter(&tenant.name, s.max_connections_per_tenant)
-        {
-            Ok(place) => {
-                *held = Some(place);
-                Ok(())
-            }
-            Err(limit) => {
-                s.metrics
-                    .requests_limited
-                    .with_label_values(&[&tenant.name, "connections_limited"])
-                    .inc();
-                Err(limit)
-            }
-        }
-    }
-}
-
-/// 429 for a tenant at its connection limit; the connection is closed after it.
-fn too_many_connections(limit: usize) -> Reply {
-    over_capacity(None, &GatewayError::TooManyConnections { limit })
-        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
-}
-
 impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentService {
     type Response = Response;
     type Error = std::convert::Infallible;
@@ -186,74 +137,6 @@ fn method_not_allowed() -> Reply {
         ErrorObject::invalid_request("the MCP endpoint accepts POST only"),
     )
     .with_header(header::ALLOW, HeaderValue::from_static("POST"))
-}
-
-const REQUEST_ID: &str = "x-request-id";
-
-/// The request id: the client's `x-request-id` when it is a sane token, else a new one.
-struct RequestId {
-    bytes: [u8; 128],
-    len: usize,
-}
-
-impl RequestId {
-    fn of(sent: Option<&[u8]>) -> Self {
-        let mut id = RequestId {
-            bytes: [0; 128],
-            len: 0,
-        };
-        match sent
-            .filter(|v| (1..=128).contains(&v.len()) && v.iter().all(|b| b.is_ascii_graphic()))
-        {
-            Some(v) => {
-                id.bytes[..v.len()].copy_from_slice(v);
-                id.len = v.len();
-            }
-            None => {
-                id.bytes[..16].copy_from_slice(&new_request_id());
-                id.len = 16;
-            }
-        }
-        id
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-
-    fn as_str(&self) -> &str {
-        std::str::from_utf8(self.as_bytes()).unwrap_or("-")
-    }
-
-    fn span(&self) -> tracing::Span {
-        tracing::info_span!(
-            "request",
-            request_id = self.as_str(),
-            tenant = tracing::field::Empty
-        )
-    }
-}
-
-/// 16 hex digits, unique in this process and not guessable across processes.
-fn new_request_id() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEED: OnceLock<u64> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let seed = *SEED.get_or_init(|| {
-        std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish()
-    });
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    // An odd multiplier makes this a bijection of the counter: ids never repeat.
-    let v = (n ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut hex = [0u8; 16];
-    for (i, digit) in hex.iter_mut().enumerate() {
-        *digit = b"0123456789abcdef"[((v >> (60 - 4 * i)) & 0xf) as usize];
-    }
-    hex
 }
 
 /// Serves one agent connection. Requests that the edge's own HTTP/1.1 path
@@ -535,60 +418,6 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
     read_body(s, tenant, credential, body).await
 }
 
-/// What the first message of a body says about the exchange.
-enum First {
-    /// Not complete yet.
-    Incomplete,
-    /// `initialize`: a session, to be served while the body is still arriving.
-    Initialize,
-    /// Anything else: read the whole body, then decide.
-    Other,
-    /// Not JSON.
-    Invalid,
-}
-
-/// The look at a body's first message while the body is still arriving,
-/// shared by both paths: whether it has been decided (anything but
-/// `initialize`), and where the first message ends, found as the body
-/// arrives ([`ValueEnd`]), so that the body is parsed once, when that message
-/// is complete, however it is cut into pieces.
-#[derive(Default)]
-struct FirstLook {
-    decided: bool,
-    end: ValueEnd,
-}
-
-impl FirstLook {
-    /// What the first message of `body` (what has arrived of it) says, when
-    /// something new can be said.
-    fn look(&mut self, body: &[u8]) -> Option<First> {
-        if self.decided || self.end.scan(body) == Scan::Incomplete {
-            return None;
-        }
-        // Decidable now, so never incomplete; if it were, the whole body is
-        // read first rather than parsed again for every piece.
-        self.decided = true;
-        match peek_first(body) {
-            First::Incomplete => None,
-            first => {
-                self.decided = matches!(first, First::Other);
-                Some(first)
-            }
-        }
-    }
-}
-
-fn peek_first(buf: &[u8]) -> First {
-    let mut values = serde_json::Deserializer::from_slice(buf).into_iter::<&RawValue>();
-    match values.next() {
-        None => First::Incomplete,
-        Some(Ok(v)) if dispatch::session::starts_session(v) => First::Initialize,
-        Some(Ok(_)) => First::Other,
-        Some(Err(e)) if e.is_eof() => First::Incomplete,
-        Some(Err(_)) => First::Invalid,
-    }
-}
-
 /// Reads the body as it arrives. A first message that is `initialize` starts a
 /// session at once (the client may wait for its answer before sending more);
 /// otherwise the whole body is read, up to the limit, and then answered.
@@ -655,214 +484,6 @@ async fn read_body(
         Exchange::Reply(reply) => reply.into_response(),
         Exchange::Session => session_of(s, tenant, credential, buf),
     }
-}
-
-/// Bodies larger than this are parsed and validated on a thread of the
-/// blocking pool, not on the runtime's: reading a body of several MiB (and
-/// checking it against a schema) takes milliseconds, during which a runtime
-/// thread would serve nobody else, and with one worker nobody at all. The
-/// edge's own path leaves such bodies to hyper's, which does this.
-const LARGE_BODY: usize = 256 * 1024;
-
-/// [`exchange`] of a large body, driven on a blocking-pool thread (its
-/// upstream I/O still runs on the runtime). If the client goes away, the
-/// exchange is cancelled there too.
-async fn exchange_aside(
-    s: &AgentState,
-    tenant: Arc<Tenant>,
-    credential: Option<Credential>,
-    buf: BytesMut,
-    decided: bool,
-) -> Response {
-    let runtime = tokio::runtime::Handle::current();
-    let cancel = CancellationToken::new();
-    let _cancel_on_drop = cancel.clone().drop_guard();
-    let (state, who, body) = (s.clone(), tenant.clone(), buf.freeze());
-    let span = tracing::Span::current();
-    let task = tokio::task::spawn_blocking(move || {
-        let exchanged = runtime.block_on(
-            async {
-                tokio::select! {
-                    exchanged = exchange(&state, &who, &body, decided) => Some(exchanged),
-                    () = cancel.cancelled() => None,
-                }
-            }
-            .instrument(span),
-        );
-        (exchanged, body)
-    });
-    match task.await {
-        Ok((Some(Exchange::Reply(reply)), _)) => reply.into_response(),
-        Ok((Some(Exchange::Session), body)) => {
-            session_of(s, tenant, credential, BytesMut::from(&body[..]))
-        }
-        // Cancelled (the client is gone) or the thread failed.
-        Ok((None, _)) | Err(_) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"),
-        )
-        .into_response(),
-    }
-}
-
-fn parse_error() -> Reply {
-    let mut body = Vec::new();
-    crate::jsonrpc::write_error(&mut body, None, &ErrorObject::parse_error());
-    Reply::json(StatusCode::BAD_REQUEST, body)
-}
-
-/// What a whole body comes to.
-enum Exchange {
-    Reply(Reply),
-    /// A session of the body's messages (its caller starts it).
-    Session,
-}
-
-/// A whole body: a stateless exchange, or a session of several messages.
-async fn exchange(s: &AgentState, tenant: &Tenant, bytes: &[u8], peeked: bool) -> Exchange {
-    // The common case, one JSON object, is classified straight from the bytes.
-    if let Some(message) = classify_bytes(bytes) {
-        return one_message(s, tenant, message).await;
-    }
-    match serde_json::from_slice::<&RawValue>(bytes) {
-        Ok(raw) if raw.get().starts_with('[') => Exchange::Reply(batch(s, tenant, raw).await),
-        Ok(raw) => one_message(s, tenant, classify(raw)).await,
-        // Not one JSON value. Its first message decides, as when it is looked
-        // at while the body arrives: not JSON is a parse error, `initialize`
-        // opens a session, and so do several newline-delimited messages.
-        Err(_) => {
-            let first = if peeked {
-                First::Other
-            } else {
-                peek_first(bytes)
-            };
-            match first {
-                First::Invalid => Exchange::Reply(parse_error()),
-                First::Initialize => Exchange::Session,
-                _ if dispatch::session::holds_several_messages(bytes) => Exchange::Session,
-                _ => Exchange::Reply(parse_error()),
-            }
-        }
-    }
-}
-
-/// A body of one message, classified once: its envelope is parsed nowhere else.
-async fn one_message(s: &AgentState, tenant: &Tenant, message: Incoming<'_>) -> Exchange {
-    if dispatch::session::is_initialize(&message) {
-        return Exchange::Session;
-    }
-    let id = match &message {
-        Incoming::Request { id, .. } => Some(*id),
-        _ => None,
-    };
-    let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())) {
-        Ok(a) => a,
-        Err(e) => return Exchange::Reply(over_capacity(id, &e)),
-    };
-    Exchange::Reply(
-        match respond_classified(&s.dispatcher, tenant, message, false)
-            .await
-            .0
-        {
-            Some(Outgoing::Flat(reply)) => Reply::json(StatusCode::OK, reply),
-            Some(Outgoing::Parts(parts)) => Reply {
-                status: StatusCode::OK,
-                body: ReplyBody::JsonParts(parts),
-                header: None,
-            },
-            None => accepted(),
-        },
-    )
-}
-
-/// A session of the messages of a body that has ended.
-fn session_of(
-    s: &AgentState,
-    tenant: Arc<Tenant>,
-    credential: Option<Credential>,
-    buf: BytesMut,
-) -> Response {
-    let opening = session::Opening {
-        tenant,
-        credential,
-        buf,
-        body: Body::empty().into_data_stream(),
-    };
-    session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes)
-}
-
-/// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
-pub(super) fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
-    let mut body = Vec::new();
-    write_gateway_error(&mut body, id, e);
-    let r = Reply::json(StatusCode::TOO_MANY_REQUESTS, body);
-    match e {
-        GatewayError::OverCapacity {
-            retry_after_secs, ..
-        } => r.with_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)),
-        _ => r,
-    }
-}
-
-fn accepted() -> Reply {
-    Reply {
-        status: StatusCode::ACCEPTED,
-        body: ReplyBody::Empty,
-        header: None,
-    }
-}
-
-async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Reply {
-    let invalid = |why: &str| {
-        let mut body = Vec::new();
-        crate::jsonrpc::write_error(&mut body, None, &ErrorObject::invalid_request(why));
-        Reply::json(StatusCode::OK, body)
-    };
-    let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw.get()) else {
-        return invalid("not a batch");
-    };
-    if items.is_empty() {
-        return invalid("an empty batch");
-    }
-    if items.len() > s.max_batch {
-        return invalid(&format!("a batch holds at most {} messages", s.max_batch));
-    }
-    // Every request in the batch counts against the tenant's limits (notifications do not).
-    let requests = items
-        .iter()
-        .filter(|i| matches!(classify(i), Incoming::Request { .. }))
-        .count();
-    let _admission = match s
-        .dispatcher
-        .admit(tenant, u32::try_from(requests).unwrap_or(u32::MAX))
-    {
-        Ok(a) => a,
-        Err(e) => return over_capacity(None, &e),
-    };
-    let replies = join_all(
-        items
-            .iter()
-            .map(|item| respond(&s.dispatcher, tenant, item)),
-    )
-    .await;
-    let replies: Vec<Vec<u8>> = replies
-        .into_iter()
-        .flatten()
-        .map(Outgoing::into_vec)
-        .collect();
-    if replies.is_empty() {
-        return accepted();
-    }
-    let mut body = Vec::with_capacity(replies.iter().map(|r| r.len() + 1).sum::<usize>() + 2);
-    body.push(b'[');
-    for (i, r) in replies.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(r);
-    }
-    body.push(b']');
-    Reply::json(StatusCode::OK, body)
 }
 
 #[cfg(test)]

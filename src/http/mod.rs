@@ -3,7 +3,11 @@
 
 pub mod admin;
 pub mod agent;
+mod conn_place;
+mod exchange;
+mod first_look;
 pub(crate) mod h1;
+mod request_id;
 pub mod serve;
 pub mod session;
 

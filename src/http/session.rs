@@ -88,7 +88,7 @@ pub fn start(
                 .with_label_values(&[&tenant.name, "sessions_limited"])
                 .inc();
             tracing::info!(tenant = %tenant.name, limit, "session refused: the tenant has as many open as it may");
-            return super::agent::over_capacity(None, &GatewayError::TooManySessions { limit })
+            return super::exchange::over_capacity(None, &GatewayError::TooManySessions { limit })
                 .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
                 .into_response();
         }

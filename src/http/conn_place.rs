@@ -1,0 +1,56 @@
+//! Each connection's place in its tenant's count of connections.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderValue, header};
+
+use super::Reply;
+use super::agent::AgentState;
+use super::exchange::over_capacity;
+use crate::error::GatewayError;
+use crate::tenant::{Place, Tenant};
+
+/// The place a connection holds in its tenant's count of connections: the
+/// tenant of its latest request. A connection whose tenant holds as many as
+/// it may is answered 429 and closed, so one tenant cannot take the slots of
+/// `max_connections` from the others. Shared by the edge's own path and
+/// hyper's, which serve one connection in turn.
+#[derive(Clone, Default)]
+pub(crate) struct ConnPlace(Arc<std::sync::Mutex<Option<Place>>>);
+
+impl ConnPlace {
+    /// Holds a place for `tenant` (the one already held, when it is the
+    /// same); `Err(limit)` when the tenant holds as many connections as it may.
+    pub(super) fn take(&self, s: &AgentState, tenant: &Tenant) -> Result<(), usize> {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.as_ref().is_some_and(|p| p.tenant() == &*tenant.name) {
+            return Ok(());
+        }
+        *held = None;
+        match s
+            .connections
+            .enter(&tenant.name, s.max_connections_per_tenant)
+        {
+            Ok(place) => {
+                *held = Some(place);
+                Ok(())
+            }
+            Err(limit) => {
+                s.metrics
+                    .requests_limited
+                    .with_label_values(&[&tenant.name, "connections_limited"])
+                    .inc();
+                Err(limit)
+            }
+        }
+    }
+}
+
+/// 429 for a tenant at its connection limit; the connection is closed after it.
+pub(super) fn too_many_connections(limit: usize) -> Reply {
+    over_capacity(None, &GatewayError::TooManyConnections { limit })
+        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+}

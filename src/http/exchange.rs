@@ -1,0 +1,241 @@
+//! A whole body, answered: one message, a batch, or the start of a session of
+//! several messages; a large body on a blocking-pool thread.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::BytesMut;
+use futures_util::future::join_all;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::agent::AgentState;
+use super::first_look::{First, peek_first};
+use super::session;
+use super::{Reply, ReplyBody, error};
+use crate::dispatch::{self, Outgoing, respond, respond_classified, write_gateway_error};
+use crate::error::GatewayError;
+use crate::jsonrpc::Json;
+use crate::jsonrpc::{ErrorObject, codes};
+use crate::jsonrpc::{Incoming, classify, classify_bytes};
+use crate::tenant::{Credential, Tenant};
+
+/// Bodies larger than this are parsed and validated on a thread of the
+/// blocking pool, not on the runtime's: reading a body of several MiB (and
+/// checking it against a schema) takes milliseconds, during which a runtime
+/// thread would serve nobody else, and with one worker nobody at all. The
+/// edge's own path leaves such bodies to hyper's, which does this.
+pub(super) const LARGE_BODY: usize = 256 * 1024;
+
+/// [`exchange`] of a large body, driven on a blocking-pool thread (its
+/// upstream I/O still runs on the runtime). If the client goes away, the
+/// exchange is cancelled there too.
+pub(super) async fn exchange_aside(
+    s: &AgentState,
+    tenant: Arc<Tenant>,
+    credential: Option<Credential>,
+    buf: BytesMut,
+    decided: bool,
+) -> Response {
+    let runtime = tokio::runtime::Handle::current();
+    let cancel = CancellationToken::new();
+    let _cancel_on_drop = cancel.clone().drop_guard();
+    let (state, who, body) = (s.clone(), tenant.clone(), buf.freeze());
+    let span = tracing::Span::current();
+    let task = tokio::task::spawn_blocking(move || {
+        let exchanged = runtime.block_on(
+            async {
+                tokio::select! {
+                    exchanged = exchange(&state, &who, &body, decided) => Some(exchanged),
+                    () = cancel.cancelled() => None,
+                }
+            }
+            .instrument(span),
+        );
+        (exchanged, body)
+    });
+    match task.await {
+        Ok((Some(Exchange::Reply(reply)), _)) => reply.into_response(),
+        Ok((Some(Exchange::Session), body)) => {
+            session_of(s, tenant, credential, BytesMut::from(&body[..]))
+        }
+        // Cancelled (the client is gone) or the thread failed.
+        Ok((None, _)) | Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"),
+        )
+        .into_response(),
+    }
+}
+
+pub(super) fn parse_error() -> Reply {
+    let mut body = Vec::new();
+    crate::jsonrpc::write_error(&mut body, None, &ErrorObject::parse_error());
+    Reply::json(StatusCode::BAD_REQUEST, body)
+}
+
+/// What a whole body comes to.
+pub(super) enum Exchange {
+    Reply(Reply),
+    /// A session of the body's messages (its caller starts it).
+    Session,
+}
+
+/// A whole body: a stateless exchange, or a session of several messages.
+pub(super) async fn exchange(
+    s: &AgentState,
+    tenant: &Tenant,
+    bytes: &[u8],
+    peeked: bool,
+) -> Exchange {
+    // The common case, one JSON object, is classified straight from the bytes.
+    if let Some(message) = classify_bytes(bytes) {
+        return one_message(s, tenant, message).await;
+    }
+    match serde_json::from_slice::<&RawValue>(bytes) {
+        Ok(raw) if raw.get().starts_with('[') => Exchange::Reply(batch(s, tenant, raw).await),
+        Ok(raw) => one_message(s, tenant, classify(raw)).await,
+        // Not one JSON value. Its first message decides, as when it is looked
+        // at while the body arrives: not JSON is a parse error, `initialize`
+        // opens a session, and so do several newline-delimited messages.
+        Err(_) => {
+            let first = if peeked {
+                First::Other
+            } else {
+                peek_first(bytes)
+            };
+            match first {
+                First::Invalid => Exchange::Reply(parse_error()),
+                First::Initialize => Exchange::Session,
+                _ if dispatch::session::holds_several_messages(bytes) => Exchange::Session,
+                _ => Exchange::Reply(parse_error()),
+            }
+        }
+    }
+}
+
+/// A body of one message, classified once: its envelope is parsed nowhere else.
+async fn one_message(
+    s: &AgentState,
+    tenant: &Tenant,
+    message: Incoming<'_>,
+) -> Exchange {
+    if dispatch::session::is_initialize(&message) {
+        return Exchange::Session;
+    }
+    let id = match &message {
+        Incoming::Request { id, .. } => Some(*id),
+        _ => None,
+    };
+    let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())) {
+        Ok(a) => a,
+        Err(e) => return Exchange::Reply(over_capacity(id, &e)),
+    };
+    Exchange::Reply(
+        match respond_classified(&s.dispatcher, tenant, message, false)
+            .await
+            .0
+        {
+            Some(Outgoing::Flat(reply)) => Reply::json(StatusCode::OK, reply),
+            Some(Outgoing::Parts(parts)) => Reply {
+                status: StatusCode::OK,
+                body: ReplyBody::JsonParts(parts),
+                header: None,
+            },
+            None => accepted(),
+        },
+    )
+}
+
+/// A session of the messages of a body that has ended.
+pub(super) fn session_of(
+    s: &AgentState,
+    tenant: Arc<Tenant>,
+    credential: Option<Credential>,
+    buf: BytesMut,
+) -> Response {
+    let opening = session::Opening {
+        tenant,
+        credential,
+        buf,
+        body: Body::empty().into_data_stream(),
+    };
+    session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes)
+}
+
+/// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
+pub(super) fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
+    let mut body = Vec::new();
+    write_gateway_error(&mut body, id, e);
+    let r = Reply::json(StatusCode::TOO_MANY_REQUESTS, body);
+    match e {
+        GatewayError::OverCapacity {
+            retry_after_secs, ..
+        } => r.with_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)),
+        _ => r,
+    }
+}
+
+fn accepted() -> Reply {
+    Reply {
+        status: StatusCode::ACCEPTED,
+        body: ReplyBody::Empty,
+        header: None,
+    }
+}
+
+async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Reply {
+    let invalid = |why: &str| {
+        let mut body = Vec::new();
+        crate::jsonrpc::write_error(&mut body, None, &ErrorObject::invalid_request(why));
+        Reply::json(StatusCode::OK, body)
+    };
+    let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw.get()) else {
+        return invalid("not a batch");
+    };
+    if items.is_empty() {
+        return invalid("an empty batch");
+    }
+    if items.len() > s.max_batch {
+        return invalid(&format!("a batch holds at most {} messages", s.max_batch));
+    }
+    // Every request in the batch counts against the tenant's limits (notifications do not).
+    let requests = items
+        .iter()
+        .filter(|i| matches!(classify(i), Incoming::Request { .. }))
+        .count();
+    let _admission = match s
+        .dispatcher
+        .admit(tenant, u32::try_from(requests).unwrap_or(u32::MAX))
+    {
+        Ok(a) => a,
+        Err(e) => return over_capacity(None, &e),
+    };
+    let replies = join_all(
+        items
+            .iter()
+            .map(|item| respond(&s.dispatcher, tenant, item)),
+    )
+    .await;
+    let replies: Vec<Vec<u8>> = replies
+        .into_iter()
+        .flatten()
+        .map(Outgoing::into_vec)
+        .collect();
+    if replies.is_empty() {
+        return accepted();
+    }
+    let mut body = Vec::with_capacity(replies.iter().map(|r| r.len() + 1).sum::<usize>() + 2);
+    body.push(b'[');
+    for (i, r) in replies.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(r);
+    }
+    body.push(b']');
+    Reply::json(StatusCode::OK, body)
+}
