@@ -118,11 +118,7 @@ pub(super) async fn exchange(
 }
 
 /// A body of one message, classified once: its envelope is parsed nowhere else.
-async fn one_message(
-    s: &AgentState,
-    tenant: &Tenant,
-    message: Incoming<'_>,
-) -> Exchange {
+async fn one_message(s: &AgentState, tenant: &Tenant, message: Incoming<'_>) -> Exchange {
     if dispatch::session::is_initialize(&message) {
         return Exchange::Session;
     }

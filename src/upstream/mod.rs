@@ -4,13 +4,21 @@
 //! Supervisors (`stdio::run`, `http::run`) own the connection's lifecycle.
 
 mod backoff;
+mod call_error;
 pub mod http;
 pub(crate) mod http_pool;
 mod pending;
 pub mod pins;
+mod slots;
 pub mod stdio;
+mod wire;
 
-use std::borrow::Cow;
+pub use call_error::CallError;
+use slots::Slots;
+pub use wire::Params;
+use wire::empty_object;
+pub(crate) use wire::{decimal, encode_request, write_request, write_u64};
+
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -22,46 +30,6 @@ use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::protocol::capabilities::InitializeResult;
 use crate::protocol::{Capabilities, Catalog, Kind, Method, catalog};
-
-/// Why a call to an upstream did not produce a result.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
-    /// Not running, connection refused, restarting, or the connection died mid-call.
-    #[error("unavailable: {0}")]
-    Unavailable(Cow<'static, str>),
-    #[error("timed out")]
-    Timeout,
-    /// Bad framing, invalid JSON-RPC, an answer of the wrong shape.
-    #[error("protocol error: {0}")]
-    Protocol(Cow<'static, str>),
-    /// The upstream answered with its own error object (passed through unchanged).
-    #[error("the upstream returned an error")]
-    Remote(JsonBuf),
-    /// Every slot busy and the queue full: refused at once.
-    #[error("at its concurrency limit")]
-    OverCapacity,
-}
-
-impl CallError {
-    pub fn unavailable(why: impl Into<Cow<'static, str>>) -> Self {
-        CallError::Unavailable(why.into())
-    }
-
-    pub fn protocol(why: impl Into<Cow<'static, str>>) -> Self {
-        CallError::Protocol(why.into())
-    }
-
-    /// A closed-set label for metrics.
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            CallError::Unavailable(_) => "unavailable",
-            CallError::Timeout => "timeout",
-            CallError::Protocol(_) => "protocol_error",
-            CallError::Remote(_) => "upstream_error",
-            CallError::OverCapacity => "over_capacity",
-        }
-    }
-}
 
 /// One connection to an upstream: sends requests and notifications.
 pub trait Transport: Send + Sync + 'static {
@@ -83,119 +51,6 @@ pub trait Transport: Send + Sync + 'static {
     fn as_http(&self) -> Option<&http::HttpLink> {
         None
     }
-}
-
-/// The params of a request the gateway sends. Each form is valid JSON by
-/// construction, so nothing is parsed again to send it.
-#[derive(Clone, Copy, Debug)]
-pub enum Params<'a> {
-    /// Params as they are.
-    Json(Json<'a>),
-    /// `{"id": <tool id>, "arguments": <arguments>}`: an `mcp/executeTool`
-    /// forwarded with the upstream's own tool id, written straight into the
-    /// request (the arguments are the agent's, byte for byte).
-    Execute { tool: &'a str, arguments: Json<'a> },
-}
-
-impl<'a> From<&'a RawValue> for Params<'a> {
-    fn from(raw: &'a RawValue) -> Self {
-        Params::Json(raw.into())
-    }
-}
-
-impl<'a> From<Json<'a>> for Params<'a> {
-    fn from(raw: Json<'a>) -> Self {
-        Params::Json(raw)
-    }
-}
-
-impl Params<'_> {
-    pub(crate) fn len_hint(&self) -> usize {
-        match self {
-            Params::Json(raw) => raw.get().len(),
-            Params::Execute { tool, arguments } => tool.len() + arguments.get().len() + 24,
-        }
-    }
-
-    /// Appends the params' JSON text.
-    pub fn write(&self, out: &mut Vec<u8>) {
-        match self {
-            Params::Json(raw) => out.extend_from_slice(raw.get().as_bytes()),
-            Params::Execute { tool, arguments } => {
-                out.extend_from_slice(br#"{"id":"#);
-                write_json_string(out, tool);
-                out.extend_from_slice(br#","arguments":"#);
-                out.extend_from_slice(arguments.get().as_bytes());
-                out.push(b'}');
-            }
-        }
-    }
-
-    /// The params as one JSON text.
-    pub fn to_text(&self) -> String {
-        let mut out = Vec::with_capacity(self.len_hint());
-        self.write(&mut out);
-        String::from_utf8(out).unwrap_or_else(|_| unreachable!("JSON text is UTF-8"))
-    }
-}
-
-/// The JSON text of a request the gateway sends; ids are the gateway's own.
-pub(crate) fn encode_request(id: Option<u64>, method: &str, params: Params<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + method.len() + params.len_hint());
-    write_request(&mut out, id, method, params);
-    out
-}
-
-/// Appends the JSON text of a request (see [`encode_request`]).
-pub(crate) fn write_request(out: &mut Vec<u8>, id: Option<u64>, method: &str, params: Params<'_>) {
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","#);
-    if let Some(id) = id {
-        out.extend_from_slice(br#""id":"#);
-        write_u64(out, id);
-        out.push(b',');
-    }
-    out.extend_from_slice(br#""method":"#);
-    write_json_string(out, method);
-    out.extend_from_slice(br#","params":"#);
-    params.write(out);
-    out.push(b'}');
-}
-
-/// Appends `s` as a JSON string. Method names and most tool ids need no
-/// escaping and are written as they are, without a serializer.
-fn write_json_string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        // Serializing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
-}
-
-/// Appends `n` in decimal (ids are written on every call: no formatter needed).
-pub(crate) fn write_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(decimal(n, &mut [0; 20]));
-}
-
-/// `n` in decimal, written at the end of `digits`.
-pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &digits[i..]
-}
-
-fn empty_object() -> &'static RawValue {
-    // A literal that is valid JSON: the conversion cannot fail.
-    serde_json::from_str("{}").unwrap_or_else(|_| unreachable!())
 }
 
 /// Runs `f` when dropped.
@@ -265,38 +120,6 @@ pub struct Upstream {
     /// at once whether it is still there.
     suspect: tokio::sync::Notify,
     metrics: Metrics,
-}
-
-/// A concurrency limit with a bounded queue in front of it.
-struct Slots {
-    running: Arc<tokio::sync::Semaphore>,
-    waiting: std::sync::atomic::AtomicUsize,
-    max_waiting: usize,
-}
-
-impl Slots {
-    /// A slot now, or a place in the queue until `deadline`, or -32004 at once.
-    async fn enter(
-        &self,
-        deadline: tokio::time::Instant,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, CallError> {
-        use std::sync::atomic::Ordering::Relaxed;
-        if let Ok(slot) = self.running.clone().try_acquire_owned() {
-            return Ok(slot);
-        }
-        if self.waiting.fetch_add(1, Relaxed) >= self.max_waiting {
-            self.waiting.fetch_sub(1, Relaxed);
-            return Err(CallError::OverCapacity);
-        }
-        let _waiting = scopeguard(|| {
-            self.waiting.fetch_sub(1, Relaxed);
-        });
-        match tokio::time::timeout_at(deadline, self.running.clone().acquire_owned()).await {
-            Ok(Ok(slot)) => Ok(slot),
-            Ok(Err(_)) => Err(CallError::unavailable("shutting down")),
-            Err(_) => Err(CallError::Timeout),
-        }
-    }
 }
 
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
@@ -663,25 +486,5 @@ impl Upstream {
 
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_written_in_decimal() {
-        for n in [0, 7, 10, 1234567890, u64::MAX] {
-            let mut out = b"x".to_vec();
-            write_u64(&mut out, n);
-            assert_eq!(out, format!("x{n}").into_bytes());
-        }
-        let params: &RawValue = serde_json::from_str("{}").unwrap();
-        let request = encode_request(Some(42), "mcp/listTools", params.into());
-        assert_eq!(
-            request,
-            br#"{"jsonrpc":"2.0","id":42,"method":"mcp/listTools","params":{}}"#
-        );
     }
 }
