@@ -8,6 +8,29 @@ import time
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+class KeepAlive:
+    """One keep-alive HTTP/1.1 connection to the gateway: POSTs `body` to /mcp
+    with `key`, reads the whole answer, returns its status."""
+
+    def __init__(self, addr, key, body):
+        self.s = socket.create_connection(addr)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.req = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() +
+                    b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        self.buf = b""
+
+    def call(self):
+        self.s.sendall(self.req)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.s.recv(65536)
+        head, rest = self.buf.split(b"\r\n\r\n", 1)
+        length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
+        while len(rest) < length:
+            rest += self.s.recv(65536)
+        self.buf = rest[length:]
+        return int(head.split(b" ")[1])
+
+
 def free_port():
     """A port on 127.0.0.1 that was free a moment ago."""
     s = socket.socket()

@@ -24,7 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import cpu_seconds, rss_mib  # noqa: E402
+from common import KeepAlive, cpu_seconds, rss_mib  # noqa: E402
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
 QUIET_RPS = 100
@@ -57,26 +57,9 @@ def connect(addr):
     return s
 
 
-class Conn:
-    """One keep-alive connection: a stateless call, its whole answer read."""
-
-    def __init__(self, addr, key):
-        self.s = connect(addr)
-        body = CALL.encode()
-        self.req = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() +
-                    b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        self.buf = b""
-
-    def call(self):
-        self.s.sendall(self.req)
-        while b"\r\n\r\n" not in self.buf:
-            self.buf += self.s.recv(65536)
-        head, rest = self.buf.split(b"\r\n\r\n", 1)
-        length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
-        while len(rest) < length:
-            rest += self.s.recv(65536)
-        self.buf = rest[length:]
-        return int(head.split(b" ")[1])
+def Conn(addr, key):
+    """A keep-alive connection for `key`'s tool calls."""
+    return KeepAlive(addr, key, CALL.encode())
 
 
 def chunk(data):

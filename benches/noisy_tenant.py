@@ -17,6 +17,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import KeepAlive  # noqa: E402
+
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
 QUIET_RPS = 100
 NOISY_QUOTA = 200
@@ -36,26 +39,9 @@ BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
                    "params": {"id": "mcp://gateway/s/s/tools/echo:v1", "arguments": {"text": "hello"}}}).encode()
 
 
-class Conn:
-    """One keep-alive HTTP/1.1 connection: send a request, read its whole answer."""
-
-    def __init__(self, addr, key):
-        self.s = socket.create_connection(addr)
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.req = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() +
-                    b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
-        self.buf = b""
-
-    def call(self):
-        self.s.sendall(self.req)
-        while b"\r\n\r\n" not in self.buf:
-            self.buf += self.s.recv(65536)
-        head, rest = self.buf.split(b"\r\n\r\n", 1)
-        length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
-        while len(rest) < length:
-            rest += self.s.recv(65536)
-        self.buf = rest[length:]
-        return int(head.split(b" ")[1])
+def Conn(addr, key):
+    """A keep-alive connection for `key`'s tool calls."""
+    return KeepAlive(addr, key, BODY)
 
 
 def paced(conn, rps, seconds, latencies=None, statuses=None):

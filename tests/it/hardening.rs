@@ -470,6 +470,12 @@ mod http_health {
 
     use crate::support::*;
 
+    /// `mcp_gateway_upstream_up` of one upstream.
+    async fn up(gw: &Gateway, upstream: &str) -> Option<f64> {
+        let series = format!(r#"mcp_gateway_upstream_up{{upstream="{upstream}"}}"#);
+        metric(&gw.metrics().await, &series)
+    }
+
     async fn status_of(gw: &Gateway, upstream: &str) -> String {
         let (_, body) = gw.get_admin("/readyz").await;
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -512,11 +518,7 @@ mod http_health {
         assert_eq!(status, 503);
         // A listing does not wait for it: `within` would fail on a 60 s wait.
         assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
-        let m = gw.metrics().await;
-        assert_eq!(
-            metric(&m, r#"mcp_gateway_upstream_up{upstream="hang"}"#),
-            Some(0.0)
-        );
+        assert_eq!(up(&gw, "hang").await, Some(0.0));
         hold.abort();
         gw.stop().await;
     }
@@ -547,20 +549,12 @@ mod http_health {
         wait_status(&gw, "h", "down").await;
         assert_eq!(gw.get_admin("/readyz").await.0, 503);
         assert!(gw.list("ka", "mcp/listTools").await.is_empty());
-        let m = gw.metrics().await;
-        assert_eq!(
-            metric(&m, r#"mcp_gateway_upstream_up{upstream="h"}"#),
-            Some(0.0)
-        );
+        assert_eq!(up(&gw, "h").await, Some(0.0));
         // The same address again: it comes back by itself.
         let (_, again) = demo::http::start(server, addr).await.unwrap();
         wait_status(&gw, "h", "ready").await;
         assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
-        let m = gw.metrics().await;
-        assert_eq!(
-            metric(&m, r#"mcp_gateway_upstream_up{upstream="h"}"#),
-            Some(1.0)
-        );
+        assert_eq!(up(&gw, "h").await, Some(1.0));
         again.abort();
         gw.stop().await;
     }
