@@ -96,6 +96,7 @@ impl Core {
             spec.timeout,
             spec.required,
             spec.max_concurrency.map(|n| (n, spec.max_queue)),
+            spec.protocol.into(),
             self.metrics.clone(),
         );
         if let (true, Some(path)) = (spec.pin, &gateway.pins_file) {
@@ -120,13 +121,28 @@ impl Core {
                             .clone(),
                     }
                 };
-                let link = upstream::http::HttpLink::new(client, http, max_frame)
-                    .map_err(std::io::Error::other)?;
-                self.supervisors.spawn(upstream::http::run(
-                    up.clone(),
-                    Arc::new(link),
-                    stop.clone(),
-                ));
+                match spec.protocol {
+                    crate::config::Protocol::V1 => {
+                        let link = upstream::http::HttpLink::new(client, http, max_frame)
+                            .map_err(std::io::Error::other)?;
+                        self.supervisors.spawn(upstream::http::run(
+                            up.clone(),
+                            Arc::new(link),
+                            stop.clone(),
+                        ));
+                    }
+                    crate::config::Protocol::ModelContext => {
+                        let (link, events) =
+                            upstream::streamable::StreamableLink::new(client, http, max_frame)
+                                .map_err(std::io::Error::other)?;
+                        self.supervisors.spawn(upstream::streamable::run(
+                            up.clone(),
+                            link,
+                            events,
+                            stop.clone(),
+                        ));
+                    }
+                }
             }
         }
         self.dispatcher

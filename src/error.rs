@@ -133,6 +133,7 @@ impl GatewayError {
                     "Upstream protocol error",
                     Some(format!("upstream {upstream}: {why}")),
                 ),
+                CallError::Tool(text) => own(codes::TOOL_ERROR, "Tool error", Some(text.clone())),
                 CallError::OverCapacity => own(
                     codes::OVER_CAPACITY,
                     "Over capacity",
@@ -202,6 +203,7 @@ impl GatewayError {
                 CallError::Timeout => "upstream_timeout",
                 CallError::Protocol(_) => "upstream_protocol_error",
                 CallError::Remote(_) => "upstream_error",
+                CallError::Tool(_) => "tool_error",
                 CallError::OverCapacity => "over_capacity",
             },
             E::OverCapacity { .. } => "over_capacity",

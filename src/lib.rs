@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod modelcontext;
 pub mod protocol;
 pub mod redact;
 pub mod stdio_mode;

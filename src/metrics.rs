@@ -30,6 +30,7 @@ pub struct Metrics {
     pub upstream_protocol_errors: IntCounterVec,
     pub definitions_listed: IntGaugeVec,
     pub definitions_dropped: IntCounterVec,
+    pub definitions_unmapped: IntGaugeVec,
     pub sessions_open: IntGaugeVec,
     pub upstream_log_lines_dropped: IntCounterVec,
     pub requests_limited: IntCounterVec,
@@ -129,8 +130,14 @@ impl Metrics {
             definitions_dropped: counter(
                 &r,
                 "definitions_dropped_total",
-                "Definitions left out of listings because they break the spec's schemas.",
+                "Definitions left out of listings because they break the spec's schemas (or cannot be mapped).",
                 &["upstream", "kind"],
+            ),
+            definitions_unmapped: gauge(
+                &r,
+                "definitions_unmapped",
+                "Definitions of a Model Context Protocol upstream's last listing that MCP v1.0 cannot carry, by reason.",
+                &["upstream", "kind", "reason"],
             ),
             sessions_open: gauge(
                 &r,

@@ -103,11 +103,33 @@ pub struct HttpSpec {
     pub notifications: bool,
 }
 
+/// The protocol an upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// MCP v1.0 (`protocol: v1`, the default).
+    #[default]
+    V1,
+    /// The Model Context Protocol of modelcontextprotocol.io
+    /// (`protocol: modelcontextprotocol`).
+    ModelContext,
+}
+
+impl Protocol {
+    /// The config value, also a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::V1 => "v1",
+            Protocol::ModelContext => "modelcontextprotocol",
+        }
+    }
+}
+
 /// One configured upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamSpec {
     pub name: String,
     pub transport: TransportSpec,
+    pub protocol: Protocol,
     /// Calls past it fail with -32003. Default 30 s.
     pub timeout: Duration,
     /// Readiness waits for this upstream (default false: optional upstreams never fail readiness).

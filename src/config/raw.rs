@@ -56,6 +56,7 @@ pub struct RawUpstream {
     pub max_queue: Option<u64>,
     #[serde(default)]
     pub pin: bool,
+    pub protocol: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 
 use super::raw::{RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
 use super::{
-    Config, GatewaySettings, HttpSpec, Limits, Secrets, StdioSpec, TenantSpec, ToolGlobs,
+    Config, GatewaySettings, HttpSpec, Limits, Protocol, Secrets, StdioSpec, TenantSpec, ToolGlobs,
     TransportSpec, UpstreamSpec,
 };
 
@@ -264,6 +264,17 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
     let max_queue = raw.max_queue.map_or(concurrency.unwrap_or(0), |q| {
         usize::try_from(q).unwrap_or(usize::MAX)
     });
+    let protocol = match raw.protocol.as_deref() {
+        None | Some("v1") => Some(Protocol::V1),
+        Some("modelcontextprotocol") => Some(Protocol::ModelContext),
+        Some(other) => {
+            p.add(
+                format!("{at}.protocol"),
+                format!("unknown protocol {other:?}: v1 (the default) or modelcontextprotocol"),
+            );
+            None
+        }
+    };
     let transport = match (raw.stdio, raw.http) {
         (Some(s), None) => {
             if s.command.trim().is_empty() {
@@ -300,6 +311,7 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
     Some(UpstreamSpec {
         name: name.clone(),
         transport: transport?,
+        protocol: protocol?,
         timeout: timeout?,
         required: raw.required,
         max_concurrency: concurrency,

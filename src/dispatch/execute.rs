@@ -12,7 +12,7 @@ use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::instance::Instance;
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
-use crate::upstream::{CallError, Params, Status, Upstream};
+use crate::upstream::{CallError, Status, Upstream};
 
 /// Longest tool id written to the audit log (ids come from clients).
 const MAX_AUDITED_ID: usize = 512;
@@ -190,27 +190,20 @@ impl Dispatcher {
                 &id,
             )));
         }
-        if !up
-            .capabilities()
-            .is_some_and(|c| c.allows(Method::ExecuteTool))
-        {
+        if !up.capabilities().is_some_and(|c| c.can_execute()) {
             return Err(GatewayError::CapabilityMissing {
                 upstream: up.name.clone(),
                 method: Method::ExecuteTool,
             });
         }
 
-        let forwarded = Params::Execute {
-            tool: &entry.original_id,
-            arguments,
-        };
-        let result = up
-            .call(Method::ExecuteTool, forwarded)
-            .await
-            .map_err(|error| GatewayError::Upstream {
-                upstream: up.name.clone(),
-                error,
-            })?;
+        let result =
+            up.call_tool(&entry, arguments)
+                .await
+                .map_err(|error| GatewayError::Upstream {
+                    upstream: up.name.clone(),
+                    error,
+                })?;
         check_output(&up, &entry, &id, &result)?;
         Ok(result)
     }
@@ -297,6 +290,7 @@ fn check_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::Params;
 
     #[test]
     fn a_results_output_is_read_as_serde_reads_it() {

@@ -28,6 +28,8 @@ pub mod codes {
     pub const UPSTREAM_PROTOCOL: i64 = -32006;
     /// The tenant's policy does not allow this tool.
     pub const UNAUTHORIZED_TOOL: i64 = -32007;
+    /// The tool itself failed (a Model Context Protocol result with `isError`).
+    pub const TOOL_ERROR: i64 = -32008;
 }
 
 /// A JSON-RPC error object as the gateway writes it.

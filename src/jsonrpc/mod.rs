@@ -7,12 +7,14 @@
 
 pub mod codec;
 pub mod error;
+pub mod lines;
 pub mod message;
 pub mod scan;
 pub mod stream;
 
 pub use codec::{CodecError, ContentLengthCodec};
 pub use error::{ErrorObject, codes};
+pub use lines::LineCodec;
 pub use message::{
     Incoming, Reply, classify, classify_bytes, parse_upstream, write_error, write_reply,
     write_result_head,

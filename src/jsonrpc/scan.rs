@@ -67,6 +67,12 @@ impl JsonBuf {
     pub fn as_json(&self) -> Json<'_> {
         Json(&self.0)
     }
+
+    /// Text the gateway wrote itself from valid JSON values, without
+    /// whitespace around it (it is not parsed again).
+    pub(crate) fn from_written(text: String) -> Self {
+        JsonBuf(text.into_boxed_str())
+    }
 }
 
 impl From<Box<RawValue>> for JsonBuf {

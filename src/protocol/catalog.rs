@@ -11,10 +11,22 @@ use super::mcpid;
 use super::schema::{self, Validator};
 use crate::jsonrpc::Json;
 
+/// How a call reaches the tool in its upstream's protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// MCP v1.0: by its original mcpId.
+    ById,
+    /// The Model Context Protocol: by its `name`; `structured` when the tool
+    /// has an `outputSchema` of its own (its output is `structuredContent`).
+    ByName { name: String, structured: bool },
+}
+
 /// A tool the gateway can route to, with its compiled schemas.
 pub struct ToolEntry {
-    /// The id the upstream gave it (what a call is forwarded with).
+    /// The id the upstream gave it (MCP v1.0), or the one the gateway gave it
+    /// (see `modelcontext`).
     pub original_id: String,
+    pub route: Route,
     /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
     pub fingerprint: String,
     input: LazyValidator,
@@ -242,24 +254,57 @@ impl Catalog {
     }
 }
 
-/// Checks, namespaces and (for tools) compiles every definition of one listing result.
+/// One definition in the gateway's own shape (MCP v1.0's), before it is
+/// checked and namespaced: as an MCP v1.0 upstream listed it, or as the
+/// Model Context Protocol's mapping made it.
+pub struct Candidate {
+    pub definition: Value,
+    /// The definition a tool's fingerprint is taken of, when it is not
+    /// `definition` itself (the upstream's own, for a mapped one).
+    pub source: Option<Value>,
+    pub route: Route,
+}
+
+impl Candidate {
+    /// A definition as an MCP v1.0 upstream listed it.
+    pub fn native(definition: Value) -> Self {
+        Candidate {
+            definition,
+            source: None,
+            route: Route::ById,
+        }
+    }
+}
+
+/// Checks, namespaces and (for tools) compiles every definition of one
+/// MCP v1.0 listing result.
 pub fn build(gateway: &str, upstream: &str, kind: Kind, result: Json<'_>) -> Built {
-    let mut built = Built {
-        listing: Listing::default(),
-        tools: ToolMap::default(),
-        quarantined: HashMap::new(),
-        dropped: Vec::new(),
-    };
-    let items: Vec<Value> = match serde_json::from_str(result.get()) {
-        Ok(items) => items,
+    match serde_json::from_str::<Vec<Value>>(result.get()) {
+        Ok(items) => build_from(
+            gateway,
+            upstream,
+            kind,
+            items.into_iter().map(Candidate::native).collect(),
+        ),
         Err(_) => {
+            let mut built = build_from(gateway, upstream, kind, Vec::new());
             built.dropped.push(Dropped {
                 kind,
                 id: None,
                 reason: "the listing result is not an array".into(),
             });
-            return built;
+            built
         }
+    }
+}
+
+/// Checks, namespaces and (for tools) compiles every candidate of one kind.
+pub fn build_from(gateway: &str, upstream: &str, kind: Kind, items: Vec<Candidate>) -> Built {
+    let mut built = Built {
+        listing: Listing::default(),
+        tools: ToolMap::default(),
+        quarantined: HashMap::new(),
+        dropped: Vec::new(),
     };
     let mut seen = std::collections::HashSet::new();
     for item in items {
@@ -294,9 +339,14 @@ fn admit(
     gateway: &str,
     upstream: &str,
     kind: Kind,
-    item: Value,
+    item: Candidate,
     seen: &mut std::collections::HashSet<String>,
 ) -> Result<Admitted, Dropped> {
+    let Candidate {
+        definition: item,
+        source,
+        route,
+    } = item;
     let Value::Object(mut def) = item else {
         return Err(Dropped {
             kind,
@@ -318,8 +368,11 @@ fn admit(
     let namespaced = mcpid::namespace(gateway, upstream, &original);
     let tool = match kind {
         Kind::Tool => {
-            let print = fingerprint(&Value::Object(def.clone()));
-            Some(compile_tool(&def, &original, print).map_err(drop)?)
+            let print = match &source {
+                Some(source) => fingerprint(source),
+                None => fingerprint(&Value::Object(def.clone())),
+            };
+            Some(compile_tool(&def, &original, route, print).map_err(drop)?)
         }
         _ => None,
     };
@@ -331,6 +384,7 @@ fn admit(
 fn compile_tool(
     def: &Map<String, Value>,
     original: &str,
+    route: Route,
     fingerprint: String,
 ) -> Result<ToolEntry, String> {
     let compile = |field: &str| {
@@ -340,6 +394,7 @@ fn compile_tool(
     };
     Ok(ToolEntry {
         original_id: original.to_owned(),
+        route,
         fingerprint,
         input: compile("inputSchema")?,
         output: compile("outputSchema")?,

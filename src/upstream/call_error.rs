@@ -18,6 +18,10 @@ pub enum CallError {
     /// The upstream answered with its own error object (passed through unchanged).
     #[error("the upstream returned an error")]
     Remote(JsonBuf),
+    /// The tool itself failed (a Model Context Protocol result with
+    /// `isError: true`): the text of its content blocks.
+    #[error("the tool failed")]
+    Tool(String),
     /// Every slot busy and the queue full: refused at once.
     #[error("at its concurrency limit")]
     OverCapacity,
@@ -39,6 +43,7 @@ impl CallError {
             CallError::Timeout => "timeout",
             CallError::Protocol(_) => "protocol_error",
             CallError::Remote(_) => "upstream_error",
+            CallError::Tool(_) => "tool_error",
             CallError::OverCapacity => "over_capacity",
         }
     }

@@ -175,7 +175,7 @@ impl HttpLink {
 
 /// Finds the answer to request `id` in a body holding one message, or several
 /// newline-delimited ones (an upstream may answer `initialize` as a session).
-fn find_answer(body: &[u8], id: u64) -> Result<JsonBuf, CallError> {
+pub(super) fn find_answer(body: &[u8], id: u64) -> Result<JsonBuf, CallError> {
     let mut digits = [0; 20];
     let id_text = super::decimal(id, &mut digits);
     let answer = |message: Result<UpstreamMessage<'_>, Malformed<'_>>| match message {
@@ -248,7 +248,7 @@ const PROBE_EVERY: Duration = Duration::from_secs(5);
 /// How long a probe's connection may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest a handshake may take, whatever the call timeout.
-const MAX_HANDSHAKE: Duration = Duration::from_secs(10);
+pub(super) const MAX_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// Runs one HTTP upstream until `shutdown`: handshake (retried with backoff,
 /// each attempt under a deadline), then serve while it is reachable; once it
@@ -303,7 +303,7 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
             tokio::select! {
                 () = listener => {}
                 () = sweeper => {}
-                () = watch_health(&up, &link) => {}
+                () = watch_health(&up, &link.url) => {}
             }
         };
         tokio::select! {
@@ -321,13 +321,13 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
 
 /// Returns once the upstream cannot be reached: looked at every
 /// [`PROBE_EVERY`], and at once when a call found it unreachable.
-async fn watch_health(up: &Upstream, link: &HttpLink) {
+pub(super) async fn watch_health(up: &Upstream, url: &reqwest::Url) {
     loop {
         tokio::select! {
             () = up.suspected() => {}
             () = tokio::time::sleep(PROBE_EVERY) => {}
         }
-        if !reachable(&link.url).await {
+        if !reachable(url).await {
             return;
         }
     }

@@ -5,15 +5,19 @@
 
 mod backoff;
 mod call_error;
+mod dialect;
 pub mod http;
 pub(crate) mod http_pool;
+mod modelcontext;
 mod pending;
 pub mod pins;
 mod slots;
 pub mod stdio;
+pub mod streamable;
 mod wire;
 
 pub use call_error::CallError;
+pub use dialect::{Dialect, Op};
 use slots::Slots;
 pub use wire::Params;
 use wire::empty_object;
@@ -29,7 +33,8 @@ use tokio::sync::{broadcast, watch};
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::protocol::capabilities::InitializeResult;
-use crate::protocol::{Capabilities, Catalog, Kind, Method, catalog};
+use crate::protocol::catalog::Route;
+use crate::protocol::{Capabilities, Catalog, Kind, Method, ToolEntry, catalog};
 
 /// One connection to an upstream: sends requests and notifications.
 pub trait Transport: Send + Sync + 'static {
@@ -96,6 +101,10 @@ struct HotSeries {
 /// What the gateway knows of one configured upstream. Shared as `Arc<Upstream>`.
 pub struct Upstream {
     pub name: Arc<str>,
+    /// The protocol it speaks.
+    pub dialect: Dialect,
+    /// What only an upstream of the Model Context Protocol keeps.
+    mc: modelcontext::State,
     /// Readiness waits for it.
     pub required: bool,
     gateway_id: Arc<str>,
@@ -139,6 +148,7 @@ impl Upstream {
         timeout: Duration,
         required: bool,
         limit: Option<(usize, usize)>,
+        dialect: Dialect,
         metrics: Metrics,
     ) -> Arc<Self> {
         // Every series of a configured upstream exists from the start, at zero, so
@@ -159,8 +169,14 @@ impl Upstream {
                 .definitions_listed
                 .with_label_values(&[name, kind.as_str()]);
         }
+        if dialect == Dialect::ModelContext {
+            modelcontext::State::declare_series(&metrics, name);
+        }
+        let call_method = dialect.method(Op::CallTool);
         Arc::new(Self {
             name: name.into(),
+            dialect,
+            mc: modelcontext::State::default(),
             required,
             gateway_id: gateway_id.into(),
             timeout,
@@ -181,14 +197,12 @@ impl Upstream {
             calls: std::sync::atomic::AtomicUsize::new(0),
             hot: HotSeries {
                 in_flight: metrics.upstream_in_flight.with_label_values(&[name]),
-                execute_ok: metrics.upstream_calls.with_label_values(&[
-                    name,
-                    Method::ExecuteTool.as_str(),
-                    "ok",
-                ]),
+                execute_ok: metrics
+                    .upstream_calls
+                    .with_label_values(&[name, call_method, "ok"]),
                 execute_seconds: metrics
                     .upstream_seconds
-                    .with_label_values(&[name, Method::ExecuteTool.as_str()]),
+                    .with_label_values(&[name, call_method]),
             },
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
@@ -267,8 +281,33 @@ impl Upstream {
         }
     }
 
-    /// Calls `method` with the upstream's timeout, counting the outcome.
-    pub async fn call(&self, method: Method, params: Params<'_>) -> Result<JsonBuf, CallError> {
+    /// Calls the tool with these arguments (the agent's text, as sent): the
+    /// result in the gateway's own shape, an object whose `output` is the
+    /// tool's output, whatever the upstream's protocol.
+    pub async fn call_tool(
+        &self,
+        tool: &ToolEntry,
+        arguments: Json<'_>,
+    ) -> Result<JsonBuf, CallError> {
+        match &tool.route {
+            Route::ById => {
+                let params = Params::Execute {
+                    tool: &tool.original_id,
+                    arguments,
+                };
+                self.call(Op::CallTool, params).await
+            }
+            Route::ByName { name, structured } => {
+                let params = Params::CallTool { name, arguments };
+                let result = self.call(Op::CallTool, params).await?;
+                modelcontext::tool_result(&result, *structured)
+            }
+        }
+    }
+
+    /// Sends `op` with the upstream's timeout, counting the outcome.
+    pub async fn call(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
+        let method = self.dialect.method(op);
         let started = Instant::now();
         let in_flight = &self.hot.in_flight;
         in_flight.inc();
@@ -290,11 +329,8 @@ impl Upstream {
                 // Awaited in place: no boxed future to allocate (its future is
                 // small, so copying it with its callers' is cheap). It keeps
                 // the deadline itself, with a timer per pooled connection.
-                Some(http) => {
-                    http.call(method.as_str(), params, started, Some(deadline))
-                        .await
-                }
-                None => tokio::time::timeout_at(deadline, link.request(method.as_str(), params))
+                Some(http) => http.call(method, params, started, Some(deadline)).await,
+                None => tokio::time::timeout_at(deadline, link.request(method, params))
                     .await
                     .unwrap_or(Err(CallError::Timeout)),
             }
@@ -304,9 +340,9 @@ impl Upstream {
             self.suspect.notify_one();
         }
         let seconds = started.elapsed().as_secs_f64();
-        let labels = [&*self.name, method.as_str()];
-        match (&result, method) {
-            (Ok(_), Method::ExecuteTool) => {
+        let labels = [&*self.name, method];
+        match (&result, op) {
+            (Ok(_), Op::CallTool) => {
                 self.hot.execute_ok.inc();
                 self.hot.execute_seconds.observe(seconds);
             }
@@ -327,6 +363,24 @@ impl Upstream {
 
     /// Handshake over a new connection, then fill the catalog, then serve.
     pub async fn connect(&self, link: Arc<dyn Transport>) -> Result<(), CallError> {
+        let caps = match self.dialect {
+            Dialect::V1 => self.handshake_v1(&*link).await?,
+            Dialect::ModelContext => self.mc.handshake(self, &*link).await?,
+        };
+        write(&self.capabilities, Some(caps));
+        self.refresh_with(&*link, caps).await;
+        write(&self.link, Some(link));
+        self.status.send_replace(Status::Ready);
+        self.metrics
+            .upstream_up
+            .with_label_values(&[&self.name])
+            .set(1);
+        tracing::info!(upstream = %self.name, protocol = self.dialect.as_str(), capabilities = ?caps, "upstream ready");
+        Ok(())
+    }
+
+    /// MCP v1.0's handshake: `initialize` with the client's capabilities, then `initialized`.
+    async fn handshake_v1(&self, link: &dyn Transport) -> Result<Capabilities, CallError> {
         let params: &RawValue = serde_json::from_str(r#"{"clientCapabilities":{}}"#)
             .unwrap_or_else(|_| unreachable!("literal JSON"));
         let answer = tokio::time::timeout(self.timeout, link.request("initialize", params.into()))
@@ -335,17 +389,9 @@ impl Upstream {
         let init: InitializeResult = serde_json::from_str(answer.get()).map_err(|_| {
             CallError::protocol("initialize result has no valid capabilities object")
         })?;
-        link.notify("initialized", empty_object()).await?;
-        write(&self.capabilities, Some(init.capabilities));
-        self.refresh_with(&*link, init.capabilities).await;
-        write(&self.link, Some(link));
-        self.status.send_replace(Status::Ready);
-        self.metrics
-            .upstream_up
-            .with_label_values(&[&self.name])
-            .set(1);
-        tracing::info!(upstream = %self.name, capabilities = ?init.capabilities, "upstream ready");
-        Ok(())
+        link.notify(self.dialect.initialized(), empty_object())
+            .await?;
+        Ok(init.capabilities)
     }
 
     /// Returns when a call has found the upstream unreachable since the last time.
@@ -376,6 +422,12 @@ impl Upstream {
             if !caps.allows(method) {
                 continue;
             }
+            if self.dialect == Dialect::ModelContext {
+                if let Some(built) = self.mc.list(self, link, kind).await {
+                    self.admit_listing(kind, built, &mut fresh);
+                }
+                continue;
+            }
             let answer = tokio::time::timeout(
                 self.timeout,
                 link.request(method.as_str(), empty_object().into()),
@@ -392,19 +444,8 @@ impl Upstream {
                     continue;
                 }
             };
-            let mut built = catalog::build(&self.gateway_id, &self.name, kind, result.as_json());
-            if kind == Kind::Tool {
-                self.apply_pins(&mut built);
-            }
-            for d in &built.dropped {
-                tracing::warn!(upstream = %self.name, kind = kind.as_str(), id = d.id.as_deref().unwrap_or(""), reason = %d.reason, "definition left out of listings");
-            }
-            self.metrics
-                .definitions_dropped
-                .with_label_values(&[&self.name, kind.as_str()])
-                .inc_by(built.dropped.len() as u64);
-            // Moved into the catalog below, so sessions can say why a definition is missing.
-            fresh.push((kind, built));
+            let built = catalog::build(&self.gateway_id, &self.name, kind, result.as_json());
+            self.admit_listing(kind, built, &mut fresh);
         }
         let next = self.catalog().with(fresh);
         for kind in Kind::ALL {
@@ -414,6 +455,27 @@ impl Upstream {
                 .set(next.listing(kind).count as i64);
         }
         write(&self.catalog, next);
+    }
+
+    /// Pins, logs and counts a freshly built listing, and queues it for the catalog.
+    fn admit_listing(
+        &self,
+        kind: Kind,
+        mut built: catalog::Built,
+        fresh: &mut Vec<(Kind, catalog::Built)>,
+    ) {
+        if kind == Kind::Tool {
+            self.apply_pins(&mut built);
+        }
+        for d in &built.dropped {
+            tracing::warn!(upstream = %self.name, kind = kind.as_str(), id = d.id.as_deref().unwrap_or(""), reason = %d.reason, "definition left out of listings");
+        }
+        self.metrics
+            .definitions_dropped
+            .with_label_values(&[&self.name, kind.as_str()])
+            .inc_by(built.dropped.len() as u64);
+        // Moved into the catalog, so sessions can say why a definition is missing.
+        fresh.push((kind, built));
     }
 
     /// Quarantines the tools whose pinned definition changed. If the pins file
@@ -458,6 +520,9 @@ impl Upstream {
 
     /// Handles a notification the upstream sent.
     pub async fn on_notification(&self, method: &str, params: Option<Json<'_>>) {
+        if self.dialect == Dialect::ModelContext {
+            return self.mc.on_notification(self, method, params).await;
+        }
         if Method::parse(method) != Method::ResourceDidChange {
             tracing::debug!(upstream = %self.name, method, "ignored notification from upstream");
             return;
@@ -474,13 +539,22 @@ impl Upstream {
                 .inc();
             return;
         };
+        self.refresh_now().await;
+        self.announce_change(&changed.id);
+    }
+
+    /// Refreshes the catalog now (a notification said it changed).
+    async fn refresh_now(&self) {
         if let (Some(link), Some(caps)) = (read(&self.link), self.capabilities()) {
             let mut last = self.refresh_gate.lock().await;
             self.refresh_with(&*link, caps).await;
             *last = Some(Instant::now());
         }
-        let namespaced =
-            crate::protocol::mcpid::namespace(&self.gateway_id, &self.name, &changed.id);
+    }
+
+    /// Tells the tenants' sessions that the resource with this original id changed.
+    fn announce_change(&self, original: &str) {
+        let namespaced = crate::protocol::mcpid::namespace(&self.gateway_id, &self.name, original);
         let _ = self.changes.send(namespaced.into());
     }
 

@@ -4,7 +4,10 @@
 //! gives each request its own id (a counter per child, 1 for `initialize`), so
 //! agents' colliding ids never reach the child; the pending table maps answers
 //! back. When the child dies, every call in flight fails at once with
-//! -32001, and the supervisor starts it again after a backoff.
+//! -32001, and the supervisor starts it again after a backoff. MCP v1.0
+//! children speak Content-Length frames; children of the Model Context
+//! Protocol one message per line, and hear `notifications/cancelled` for a
+//! call the gateway stopped waiting for.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,11 +27,12 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::dialect::answer_server_request;
 use super::pending::Pending;
-use super::{CallError, Params, Transport, Upstream, encode_request};
+use super::{CallError, Dialect, Params, Transport, Upstream, encode_request};
 use crate::config::StdioSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
-use crate::jsonrpc::{ContentLengthCodec, ErrorObject, codes, write_error};
+use crate::jsonrpc::{CodecError, ContentLengthCodec, LineCodec};
 use crate::jsonrpc::{Json, JsonBuf};
 
 /// What a child gets for PATH: its environment is otherwise only what the config gives.
@@ -56,6 +60,28 @@ pub struct StdioLink {
     next_id: AtomicU64,
     /// Cancelled when the reader or writer stops: the connection is dead.
     dead: CancellationToken,
+    dialect: Dialect,
+}
+
+/// Tells a Model Context Protocol child that a call it was sent is no longer
+/// waited for (timed out, or its agent went away), unless disarmed first.
+struct CancelOnDrop<'a> {
+    outbox: &'a mpsc::Sender<Bytes>,
+    id: Option<u64>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            let params = crate::modelcontext::cancelled_params(id, "the gateway stopped waiting");
+            if let Ok(params) = serde_json::from_str::<&RawValue>(&params) {
+                let frame =
+                    encode_request(None, crate::modelcontext::method::CANCELLED, params.into());
+                // A full outbox loses the cancellation, never the caller's time.
+                let _ = self.outbox.try_send(Bytes::from(frame));
+            }
+        }
+    }
 }
 
 impl Transport for StdioLink {
@@ -72,9 +98,17 @@ impl Transport for StdioLink {
                 .send(frame)
                 .await
                 .map_err(|_| CallError::unavailable("connection closed"))?;
-            answer
+            // `initialize` is never cancelled (the protocol forbids it).
+            let cancellable = self.dialect == Dialect::ModelContext && method != "initialize";
+            let mut cancel = CancelOnDrop {
+                outbox: &self.outbox,
+                id: cancellable.then_some(id),
+            };
+            let answer = answer
                 .await
-                .unwrap_or_else(|_| Err(CallError::unavailable("connection closed")))
+                .unwrap_or_else(|_| Err(CallError::unavailable("connection closed")));
+            cancel.id = None;
+            answer
         })
     }
 
@@ -125,6 +159,7 @@ pub async fn run(
     max_frame: usize,
     shutdown: CancellationToken,
 ) {
+    let dialect = up.dialect;
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
     let mut first = true;
     loop {
@@ -137,7 +172,7 @@ pub async fn run(
         let started = Instant::now();
         match spawn(&spec) {
             Ok(child) => {
-                if serve_child(&up, child, max_frame, &shutdown).await == Ended::Shutdown {
+                if serve_child(&up, child, max_frame, dialect, &shutdown).await == Ended::Shutdown {
                     return;
                 }
             }
@@ -168,6 +203,7 @@ async fn serve_child(
     up: &Arc<Upstream>,
     mut child: Child,
     max_frame: usize,
+    dialect: Dialect,
     shutdown: &CancellationToken,
 ) -> Ended {
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -179,7 +215,7 @@ async fn serve_child(
     let pid = child.id().unwrap_or(0);
     tracing::info!(upstream = %up.name, pid, "upstream process started");
     let (events_tx, mut events) = mpsc::channel(64);
-    let (link, writer) = start_link(up, stdin, stdout, events_tx, max_frame);
+    let (link, writer) = start_link(up, stdin, stdout, events_tx, max_frame, dialect);
     let dropped = up
         .metrics()
         .upstream_log_lines_dropped
@@ -265,6 +301,7 @@ fn start_link(
     stdout: ChildStdout,
     events: mpsc::Sender<Event>,
     max_frame: usize,
+    dialect: Dialect,
 ) -> (Arc<StdioLink>, tokio::task::JoinHandle<()>) {
     let (outbox, rx) = mpsc::channel(OUTBOX);
     let link = Arc::new(StdioLink {
@@ -273,13 +310,20 @@ fn start_link(
         // 1 is the handshake's `initialize`, as the spec requires.
         next_id: AtomicU64::new(1),
         dead: CancellationToken::new(),
+        dialect,
     });
-    let writer = tokio::spawn(write_frames(stdin, rx, max_frame, link.dead.clone()));
+    let writer = tokio::spawn(write_frames(
+        stdin,
+        rx,
+        Framing::new(dialect, max_frame),
+        link.dead.clone(),
+    ));
     let reader = Reader {
         up: up.clone(),
         pending: link.pending.clone(),
         outbox,
         events,
+        dialect,
     };
     let dead = link.dead.clone();
     tokio::spawn(async move {
@@ -293,13 +337,61 @@ fn start_link(
     (link, writer)
 }
 
+/// The framing a child's dialect speaks on stdio.
+enum Framing {
+    ContentLength(ContentLengthCodec),
+    Lines(LineCodec),
+}
+
+impl Framing {
+    fn new(dialect: Dialect, max_frame: usize) -> Self {
+        match dialect {
+            Dialect::V1 => Framing::ContentLength(
+                ContentLengthCodec::new(max_frame).resynchronizing(MAX_GARBAGE),
+            ),
+            Dialect::ModelContext => Framing::Lines(LineCodec::new(max_frame)),
+        }
+    }
+
+    /// Garbage skipped since the last call (Content-Length frames resynchronise).
+    fn take_skipped(&mut self) -> u64 {
+        match self {
+            Framing::ContentLength(c) => c.take_skipped(),
+            Framing::Lines(_) => 0,
+        }
+    }
+}
+
+impl tokio_util::codec::Decoder for Framing {
+    type Item = Bytes;
+    type Error = CodecError;
+
+    fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Bytes>, CodecError> {
+        match self {
+            Framing::ContentLength(c) => c.decode(src),
+            Framing::Lines(c) => c.decode(src),
+        }
+    }
+}
+
+impl tokio_util::codec::Encoder<Bytes> for Framing {
+    type Error = CodecError;
+
+    fn encode(&mut self, body: Bytes, dst: &mut bytes::BytesMut) -> Result<(), CodecError> {
+        match self {
+            Framing::ContentLength(c) => c.encode(body, dst),
+            Framing::Lines(c) => c.encode(body, dst),
+        }
+    }
+}
+
 async fn write_frames(
     stdin: ChildStdin,
     mut rx: mpsc::Receiver<Bytes>,
-    max_frame: usize,
+    framing: Framing,
     dead: CancellationToken,
 ) {
-    let mut sink = FramedWrite::new(stdin, ContentLengthCodec::new(max_frame));
+    let mut sink = FramedWrite::new(stdin, framing);
     while let Some(frame) = rx.recv().await {
         // Coalesce what is already queued into one write.
         let mut ok = sink.feed(frame).await.is_ok();
@@ -321,12 +413,12 @@ struct Reader {
     pending: Arc<Pending>,
     outbox: mpsc::Sender<Bytes>,
     events: mpsc::Sender<Event>,
+    dialect: Dialect,
 }
 
 impl Reader {
     async fn run(&self, stdout: ChildStdout, max_frame: usize) -> &'static str {
-        let codec = ContentLengthCodec::new(max_frame).resynchronizing(MAX_GARBAGE);
-        let mut frames = FramedRead::new(stdout, codec);
+        let mut frames = FramedRead::new(stdout, Framing::new(self.dialect, max_frame));
         while let Some(frame) = frames.next().await {
             for _ in 0..frames.decoder_mut().take_skipped() {
                 self.protocol_error("non-protocol output on stdout skipped");
@@ -379,13 +471,8 @@ impl Reader {
                 }
             }
             Ok(UpstreamMessage::Request { id, method }) => {
-                tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request; the gateway serves none");
-                let mut out = Vec::new();
-                write_error(
-                    &mut out,
-                    Some(id),
-                    &ErrorObject::new(codes::METHOD_NOT_FOUND, "Method not found"),
-                );
+                tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request");
+                let out = answer_server_request(self.dialect, id, &method);
                 let _ = self.outbox.try_send(Bytes::from(out));
             }
             Err(broken) => {

@@ -15,6 +15,9 @@ pub enum Params<'a> {
     /// forwarded with the upstream's own tool id, written straight into the
     /// request (the arguments are the agent's, byte for byte).
     Execute { tool: &'a str, arguments: Json<'a> },
+    /// `{"name": <tool name>, "arguments": <arguments>}`: a `tools/call` of
+    /// the Model Context Protocol, written the same way.
+    CallTool { name: &'a str, arguments: Json<'a> },
 }
 
 impl<'a> From<&'a RawValue> for Params<'a> {
@@ -34,6 +37,7 @@ impl Params<'_> {
         match self {
             Params::Json(raw) => raw.get().len(),
             Params::Execute { tool, arguments } => tool.len() + arguments.get().len() + 24,
+            Params::CallTool { name, arguments } => name.len() + arguments.get().len() + 26,
         }
     }
 
@@ -44,6 +48,13 @@ impl Params<'_> {
             Params::Execute { tool, arguments } => {
                 out.extend_from_slice(br#"{"id":"#);
                 write_json_string(out, tool);
+                out.extend_from_slice(br#","arguments":"#);
+                out.extend_from_slice(arguments.get().as_bytes());
+                out.push(b'}');
+            }
+            Params::CallTool { name, arguments } => {
+                out.extend_from_slice(br#"{"name":"#);
+                write_json_string(out, name);
                 out.extend_from_slice(br#","arguments":"#);
                 out.extend_from_slice(arguments.get().as_bytes());
                 out.push(b'}');

@@ -1,0 +1,98 @@
+//! The seam between what the gateway asks of an upstream and how the
+//! upstream's protocol says it. `dispatch` and [`super::Upstream`]'s callers
+//! speak [`Op`]s (hand-shake, list a kind, call a tool, ...); a [`Dialect`]
+//! names each on the wire. MCP v1.0 is one dialect, the Model Context
+//! Protocol (`modelcontext`) the other.
+
+use crate::config::Protocol;
+use crate::modelcontext::method as mc;
+use crate::protocol::{Kind, Method};
+
+/// What the gateway asks of an upstream, whatever its protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Initialize,
+    List(Kind),
+    CallTool,
+    ReadResource,
+    GetPrompt,
+    ListTemplates,
+    Subscribe,
+}
+
+/// The protocol an upstream speaks on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// MCP v1.0: Content-Length frames on stdio, `mcp/...` methods, mcpIds.
+    V1,
+    /// The Model Context Protocol: newline-delimited JSON on stdio,
+    /// Streamable HTTP, `tools/...` methods, names.
+    ModelContext,
+}
+
+impl From<Protocol> for Dialect {
+    fn from(p: Protocol) -> Self {
+        match p {
+            Protocol::V1 => Dialect::V1,
+            Protocol::ModelContext => Dialect::ModelContext,
+        }
+    }
+}
+
+impl Dialect {
+    /// The method an operation is sent as (also the `method` label of the
+    /// upstream's metrics: a closed set per dialect); "other" where the
+    /// dialect has no such operation.
+    pub fn method(self, op: Op) -> &'static str {
+        match (self, op) {
+            (Dialect::V1, Op::Initialize) => Method::Initialize.as_str(),
+            (Dialect::V1, Op::List(kind)) => kind.list_method().as_str(),
+            (Dialect::V1, Op::CallTool) => Method::ExecuteTool.as_str(),
+            // MCP v1.0 carries contents in listings and has no templates or
+            // subscriptions: these are never sent to its upstreams.
+            (Dialect::V1, _) => Method::Other.as_str(),
+            (Dialect::ModelContext, Op::Initialize) => mc::INITIALIZE,
+            (Dialect::ModelContext, Op::List(kind)) => crate::modelcontext::list_method(kind).0,
+            (Dialect::ModelContext, Op::CallTool) => mc::CALL_TOOL,
+            (Dialect::ModelContext, Op::ReadResource) => mc::READ_RESOURCE,
+            (Dialect::ModelContext, Op::GetPrompt) => mc::GET_PROMPT,
+            (Dialect::ModelContext, Op::ListTemplates) => mc::LIST_TEMPLATES,
+            (Dialect::ModelContext, Op::Subscribe) => mc::SUBSCRIBE,
+        }
+    }
+
+    /// The notification that ends the handshake.
+    pub fn initialized(self) -> &'static str {
+        match self {
+            Dialect::V1 => Method::Initialized.as_str(),
+            Dialect::ModelContext => mc::INITIALIZED,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::V1 => Protocol::V1.as_str(),
+            Dialect::ModelContext => Protocol::ModelContext.as_str(),
+        }
+    }
+}
+
+/// The answer to a request a server sent the gateway: a Model Context
+/// Protocol `ping` gets `{}`; the gateway serves nothing else (it declares no
+/// client capabilities), so everything else is -32601.
+pub(crate) fn answer_server_request(
+    dialect: Dialect,
+    id: crate::jsonrpc::Json<'_>,
+    method: &str,
+) -> Vec<u8> {
+    use crate::jsonrpc::message::{Reply, write_reply};
+    use crate::jsonrpc::{ErrorObject, codes};
+    let mut out = Vec::new();
+    if dialect == Dialect::ModelContext && method == mc::PING {
+        write_reply(&mut out, Some(id), Reply::Result(b"{}"));
+    } else {
+        let err = ErrorObject::new(codes::METHOD_NOT_FOUND, "Method not found");
+        write_reply(&mut out, Some(id), Reply::Error(&err));
+    }
+    out
+}

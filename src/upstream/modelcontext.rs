@@ -1,0 +1,398 @@
+//! An upstream that speaks the Model Context Protocol: its handshake, its
+//! listings (drained across pages, resources read into their contents,
+//! prompts fetched), its notifications, and its tool results, each turned
+//! into the gateway's own shapes by `crate::modelcontext`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{CallError, Op, Transport, Upstream};
+use crate::jsonrpc::{Json, JsonBuf};
+use crate::metrics::Metrics;
+use crate::modelcontext::{self as mc, CallFailure, LeftOut, ResourceText, Unmapped, method};
+use crate::protocol::catalog::{self, Candidate, Dropped, Route};
+use crate::protocol::{Capabilities, Kind};
+
+/// Pages of one listing followed before the rest is left out.
+const MAX_PAGES: usize = 100;
+/// Definitions of one kind taken from one upstream.
+const MAX_DEFINITIONS: usize = 10_000;
+/// Resource reads and prompt fetches in flight at once, per upstream.
+const READS_AT_ONCE: usize = 4;
+/// The longest text of one resource carried into a listing.
+const MAX_RESOURCE_TEXT: usize = 1 << 20;
+/// The longest a resource read or prompt fetch may take, whatever the call timeout.
+const MAX_READ_TIME: Duration = Duration::from_secs(10);
+
+/// What the gateway keeps of one such upstream between refreshes.
+#[derive(Default)]
+pub(super) struct State {
+    /// The server takes `resources/subscribe`.
+    subscribe: AtomicBool,
+    /// Resource contents by uri, as last read (failed reads are not kept).
+    resources: Mutex<HashMap<String, Result<ResourceText, LeftOut>>>,
+    /// Uris subscribed to on the current connection.
+    subscribed: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Sends `op` with these params (JSON text) and waits at most `within`.
+async fn ask(
+    up: &Upstream,
+    link: &dyn Transport,
+    op: Op,
+    params: &str,
+    within: Duration,
+) -> Result<JsonBuf, CallError> {
+    let params: &RawValue = serde_json::from_str(params)
+        .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+    tokio::time::timeout(within, link.request(up.dialect.method(op), params.into()))
+        .await
+        .unwrap_or(Err(CallError::Timeout))
+}
+
+impl State {
+    /// Every series of the unmapped gauge, at zero from the start.
+    pub(super) fn declare_series(metrics: &Metrics, upstream: &str) {
+        for kind in Kind::ALL {
+            for reason in Unmapped::ALL.into_iter().filter(|r| r.applies_to(kind)) {
+                metrics.definitions_unmapped.with_label_values(&[
+                    upstream,
+                    kind.as_str(),
+                    reason.as_str(),
+                ]);
+            }
+        }
+    }
+
+    /// `initialize` offering the newest handshake-era revision, then
+    /// `notifications/initialized`.
+    pub(super) async fn handshake(
+        &self,
+        up: &Upstream,
+        link: &dyn Transport,
+    ) -> Result<Capabilities, CallError> {
+        let answer = ask(
+            up,
+            link,
+            Op::Initialize,
+            &mc::initialize_params(),
+            up.timeout(),
+        )
+        .await?;
+        let handshake = mc::read_initialize(answer.get()).map_err(CallError::protocol)?;
+        link.notify(up.dialect.initialized(), super::empty_object())
+            .await?;
+        self.subscribe.store(handshake.subscribe, Ordering::Release);
+        // A new connection holds no subscriptions.
+        lock(&self.subscribed).clear();
+        tracing::info!(upstream = %up.name, revision = %handshake.revision, "Model Context Protocol handshake done");
+        Ok(handshake.capabilities)
+    }
+
+    /// Every page of a listing, up to the bounds; what is past them is said in the second part.
+    async fn drain(
+        &self,
+        up: &Upstream,
+        link: &dyn Transport,
+        op: Op,
+        field: &str,
+    ) -> Result<(Vec<Value>, Option<LeftOut>), CallError> {
+        let over = |detail: String| LeftOut {
+            key: None,
+            reason: Unmapped::OverLimit,
+            detail,
+        };
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let answer = ask(
+                up,
+                link,
+                op,
+                &mc::page_params(cursor.as_deref()),
+                up.timeout(),
+            )
+            .await?;
+            let page = mc::read_page(field, answer.get()).map_err(CallError::protocol)?;
+            items.extend(page.items);
+            if items.len() > MAX_DEFINITIONS {
+                items.truncate(MAX_DEFINITIONS);
+                return Ok((
+                    items,
+                    Some(over(format!(
+                        "more than {MAX_DEFINITIONS} definitions; the rest is left out"
+                    ))),
+                ));
+            }
+            match page.next {
+                None => return Ok((items, None)),
+                Some(next) => cursor = Some(next),
+            }
+        }
+        Ok((
+            items,
+            Some(over(format!(
+                "more than {MAX_PAGES} pages; the rest is left out"
+            ))),
+        ))
+    }
+
+    /// One kind's listing as the gateway's catalog takes it; `None` when the
+    /// listing itself failed (the previous one is kept).
+    pub(super) async fn list(
+        &self,
+        up: &Upstream,
+        link: &dyn Transport,
+        kind: Kind,
+    ) -> Option<catalog::Built> {
+        let field = mc::list_method(kind).1;
+        let (items, over) = match self.drain(up, link, Op::List(kind), field).await {
+            Ok(drained) => drained,
+            Err(e) => {
+                tracing::warn!(upstream = %up.name, kind = kind.as_str(), error = %e, "listing failed; keeping the previous one");
+                return None;
+            }
+        };
+        let mut left: Vec<LeftOut> = over.into_iter().collect();
+        let mut candidates = Vec::new();
+        let objects = items.into_iter().filter_map(|item| match item {
+            Value::Object(def) => Some(def),
+            _ => None,
+        });
+        match kind {
+            Kind::Tool => {
+                for def in objects {
+                    match mc::tool(&def) {
+                        Ok(tool) => candidates.push(Candidate {
+                            definition: Value::Object(tool.definition),
+                            source: Some(Value::Object(def)),
+                            route: Route::ByName {
+                                name: tool.name,
+                                structured: tool.structured,
+                            },
+                        }),
+                        Err(l) => left.push(l),
+                    }
+                }
+            }
+            Kind::Resource => {
+                self.resources(up, link, objects.collect(), &mut candidates, &mut left)
+                    .await;
+                match self
+                    .drain(up, link, Op::ListTemplates, "resourceTemplates")
+                    .await
+                {
+                    Ok((templates, over)) => {
+                        left.extend(
+                            templates
+                                .iter()
+                                .filter_map(Value::as_object)
+                                .map(mc::template),
+                        );
+                        left.extend(over);
+                    }
+                    Err(e) => {
+                        tracing::debug!(upstream = %up.name, error = %e, "no resource templates listed")
+                    }
+                }
+            }
+            Kind::Prompt => {
+                self.prompts(up, link, objects.collect(), &mut candidates, &mut left)
+                    .await;
+            }
+        }
+        let mut built = catalog::build_from(&up.gateway_id, &up.name, kind, candidates);
+        let mut counts: HashMap<Unmapped, i64> = HashMap::new();
+        for l in &left {
+            *counts.entry(l.reason).or_default() += 1;
+            built.dropped.push(Dropped {
+                kind,
+                id: l.key.as_deref().map(|k| mc::original_id(kind, k)),
+                reason: format!("{} ({})", l.detail, l.reason.as_str()),
+            });
+        }
+        for reason in Unmapped::ALL.into_iter().filter(|r| r.applies_to(kind)) {
+            up.metrics()
+                .definitions_unmapped
+                .with_label_values(&[&up.name, kind.as_str(), reason.as_str()])
+                .set(counts.get(&reason).copied().unwrap_or(0));
+        }
+        Some(built)
+    }
+
+    /// Each listed resource with its text: from the cache, or read now (a
+    /// few at a time, each within its time limit and size cap).
+    async fn resources(
+        &self,
+        up: &Upstream,
+        link: &dyn Transport,
+        defs: Vec<serde_json::Map<String, Value>>,
+        candidates: &mut Vec<Candidate>,
+        left: &mut Vec<LeftOut>,
+    ) {
+        let within = up.timeout().min(MAX_READ_TIME);
+        let mut listed = Vec::new();
+        for def in defs {
+            match mc::resource_uri(&def) {
+                Ok(uri) => {
+                    let uri = uri.to_owned();
+                    listed.push((def, uri));
+                }
+                Err(l) => left.push(l),
+            }
+        }
+        let read = futures_util::stream::iter(listed)
+            .map(|(def, uri)| async move {
+                let cached = lock(&self.resources).get(&uri).cloned();
+                let text = match cached {
+                    Some(text) => text,
+                    None => {
+                        let params = mc::uri_params(&uri);
+                        match ask(up, link, Op::ReadResource, &params, within).await {
+                            Ok(answer) => {
+                                mc::read_resource_text(&uri, answer.get(), MAX_RESOURCE_TEXT)
+                            }
+                            Err(e) => Err(LeftOut {
+                                key: Some(uri.clone()),
+                                reason: Unmapped::ReadFailed,
+                                detail: format!("resources/read failed: {e}"),
+                            }),
+                        }
+                    }
+                };
+                (def, uri, text)
+            })
+            .buffered(READS_AT_ONCE)
+            .collect::<Vec<_>>()
+            .await;
+        let mut cache = HashMap::new();
+        let mut to_subscribe = Vec::new();
+        for (def, uri, text) in read {
+            match &text {
+                Ok(text) => candidates.push(Candidate::native(Value::Object(mc::resource(
+                    &def, &uri, text,
+                )))),
+                Err(l) => left.push(l.clone()),
+            }
+            if !matches!(&text, Err(l) if l.reason == Unmapped::ReadFailed) {
+                cache.insert(uri.clone(), text);
+            }
+            to_subscribe.push(uri);
+        }
+        // Only what is listed now stays cached.
+        *lock(&self.resources) = cache;
+        if self.subscribe.load(Ordering::Acquire) {
+            let fresh: Vec<String> = {
+                let mut subscribed = lock(&self.subscribed);
+                to_subscribe
+                    .into_iter()
+                    .filter(|uri| subscribed.insert(uri.clone()))
+                    .collect()
+            };
+            futures_util::stream::iter(fresh)
+                .for_each_concurrent(READS_AT_ONCE, |uri| async move {
+                    let params = mc::uri_params(&uri);
+                    if let Err(e) = ask(up, link, Op::Subscribe, &params, within).await {
+                        tracing::debug!(upstream = %up.name, uri, error = %e, "resources/subscribe failed");
+                        lock(&self.subscribed).remove(&uri);
+                    }
+                })
+                .await;
+        }
+    }
+
+    /// Each listed prompt that takes no required arguments, fetched.
+    async fn prompts(
+        &self,
+        up: &Upstream,
+        link: &dyn Transport,
+        defs: Vec<serde_json::Map<String, Value>>,
+        candidates: &mut Vec<Candidate>,
+        left: &mut Vec<LeftOut>,
+    ) {
+        let within = up.timeout().min(MAX_READ_TIME);
+        let mut fetchable = Vec::new();
+        for def in defs {
+            match mc::prompt_name(&def) {
+                Ok(name) => {
+                    let name = name.to_owned();
+                    fetchable.push((def, name));
+                }
+                Err(l) => left.push(l),
+            }
+        }
+        let fetched = futures_util::stream::iter(fetchable)
+            .map(|(def, name)| async move {
+                let params = mc::get_prompt_params(&name);
+                match ask(up, link, Op::GetPrompt, &params, within).await {
+                    Ok(answer) => mc::prompt(&def, &name, answer.get()),
+                    Err(e) => Err(LeftOut {
+                        key: Some(name.clone()),
+                        reason: Unmapped::ReadFailed,
+                        detail: format!("prompts/get failed: {e}"),
+                    }),
+                }
+            })
+            .buffered(READS_AT_ONCE)
+            .collect::<Vec<_>>()
+            .await;
+        for prompt in fetched {
+            match prompt {
+                Ok(def) => candidates.push(Candidate::native(Value::Object(def))),
+                Err(l) => left.push(l),
+            }
+        }
+    }
+
+    /// A notification from the server: a changed listing is listed again; an
+    /// updated resource is read again and announced to the tenants' sessions.
+    pub(super) async fn on_notification(
+        &self,
+        up: &Upstream,
+        method_name: &str,
+        params: Option<Json<'_>>,
+    ) {
+        match method_name {
+            method::TOOLS_CHANGED | method::RESOURCES_CHANGED | method::PROMPTS_CHANGED => {
+                up.refresh_now().await;
+            }
+            method::RESOURCE_UPDATED => {
+                let Some(uri) = mc::updated_uri(params.map(Json::get)) else {
+                    up.metrics()
+                        .upstream_protocol_errors
+                        .with_label_values(&[&up.name])
+                        .inc();
+                    return;
+                };
+                lock(&self.resources).remove(&uri);
+                up.refresh_now().await;
+                up.announce_change(&mc::original_id(Kind::Resource, &uri));
+            }
+            method::MESSAGE => {
+                tracing::debug!(target: "upstream_log", upstream = %up.name, message = params.map_or("", Json::get), "log message from upstream");
+            }
+            other => {
+                tracing::debug!(upstream = %up.name, method = other, "ignored notification from upstream");
+            }
+        }
+    }
+}
+
+/// A `tools/call` result as the gateway's result object (see `crate::modelcontext::tool_result`).
+pub(super) fn tool_result(result: &JsonBuf, structured: bool) -> Result<JsonBuf, CallError> {
+    match mc::tool_result(result.get(), structured) {
+        Ok(text) => Ok(JsonBuf::from_written(text)),
+        Err(CallFailure::Tool(text)) => Err(CallError::Tool(text)),
+        Err(CallFailure::Broken(why)) => Err(CallError::protocol(why)),
+    }
+}

@@ -1,0 +1,621 @@
+//! HTTP upstreams of the Model Context Protocol: its Streamable HTTP
+//! transport. Each message is a POST accepting JSON or an SSE stream; the
+//! server's `Mcp-Session-Id` is kept and echoed, `MCP-Protocol-Version` sent
+//! after the handshake; a session answered with 404 is initialised again and
+//! the request retried once (it was not executed); the GET stream carries
+//! the server's notifications where it offers one; DELETE ends the session
+//! on shutdown. Notifications that arrive on a call's stream are heard too.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::future::BoxFuture;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::dialect::answer_server_request;
+use super::{CallError, Dialect, Params, Transport, Upstream, encode_request};
+use crate::config::HttpSpec;
+use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
+use crate::jsonrpc::{Json, JsonBuf};
+use crate::modelcontext::{self as mc, method};
+
+const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+const REVISION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// Notifications heard on streams, queued for the supervisor.
+const EVENTS: usize = 256;
+/// How long the DELETE that ends the session may take at shutdown.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A notification the server sent: method and params.
+pub type Event = (String, Option<JsonBuf>);
+
+struct Shared {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    /// The configured headers, `Content-Type` and `Accept`.
+    headers: HeaderMap,
+    session: RwLock<Option<HeaderValue>>,
+    revision: RwLock<Option<HeaderValue>>,
+    next_id: AtomicU64,
+    max_bytes: usize,
+    events: mpsc::Sender<Event>,
+    /// One re-initialisation at a time.
+    reinit: tokio::sync::Mutex<()>,
+}
+
+/// A client for one Streamable HTTP upstream. Cheap to clone.
+#[derive(Clone)]
+pub struct StreamableLink(Arc<Shared>);
+
+/// Why an exchange produced no answer.
+enum Failure {
+    /// The server no longer knows the session (404 to a request that carried one).
+    Expired,
+    Call(CallError),
+}
+
+impl From<CallError> for Failure {
+    fn from(e: CallError) -> Self {
+        Failure::Call(e)
+    }
+}
+
+fn read<T: Clone>(lock: &RwLock<T>) -> T {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+fn write<T>(lock: &RwLock<T>, value: T) {
+    *lock
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
+}
+
+impl StreamableLink {
+    /// The link, and the notifications it will hear.
+    pub fn new(
+        client: reqwest::Client,
+        spec: &HttpSpec,
+        max_bytes: usize,
+    ) -> Result<(Self, mpsc::Receiver<Event>), String> {
+        let url = reqwest::Url::parse(&spec.url).map_err(|e| e.to_string())?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &spec.headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
+            let value = HeaderValue::from_str(v).map_err(|e| e.to_string())?;
+            headers.insert(name, value);
+        }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        let (events, rx) = mpsc::channel(EVENTS);
+        let link = StreamableLink(Arc::new(Shared {
+            client,
+            url,
+            headers,
+            session: RwLock::new(None),
+            revision: RwLock::new(None),
+            next_id: AtomicU64::new(2),
+            max_bytes,
+            events,
+            reinit: tokio::sync::Mutex::new(()),
+        }));
+        Ok((link, rx))
+    }
+
+    pub fn url(&self) -> &reqwest::Url {
+        &self.0.url
+    }
+
+    fn with_session(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if let Some(session) = read(&self.0.session) {
+            req = req.header(SESSION, session);
+        }
+        if let Some(revision) = read(&self.0.revision) {
+            req = req.header(REVISION, revision);
+        }
+        req
+    }
+
+    /// POSTs one request and reads its answer, from a JSON body or an SSE stream.
+    async fn exchange(&self, body: Vec<u8>, id: u64) -> Result<JsonBuf, Failure> {
+        let had_session = read(&self.0.session).is_some();
+        let req = self
+            .0
+            .client
+            .post(self.0.url.clone())
+            .headers(self.0.headers.clone())
+            .body(body);
+        let response = self
+            .with_session(req)
+            .send()
+            .await
+            .map_err(|_| CallError::unavailable("connection failed"))?;
+        match response.status() {
+            StatusCode::OK => {}
+            StatusCode::NOT_FOUND if had_session => return Err(Failure::Expired),
+            s if matches!(s.as_u16(), 502..=504) => {
+                return Err(CallError::unavailable(format!("HTTP {}", s.as_u16())).into());
+            }
+            s => {
+                return Err(
+                    CallError::protocol(format!("HTTP {} to a request", s.as_u16())).into(),
+                );
+            }
+        }
+        if let Some(session) = response.headers().get(SESSION) {
+            if id == 1 {
+                write(&self.0.session, Some(session.clone()));
+            }
+        }
+        if is_event_stream(response.headers()) {
+            let mut id_digits = [0; 20];
+            let id_text = super::decimal(id, &mut id_digits).to_vec();
+            let found = self
+                .read_stream(response, |message| match message {
+                    Ok(UpstreamMessage::Response { id, outcome })
+                        if id.get().as_bytes() == id_text =>
+                    {
+                        Some(
+                            outcome
+                                .map(Json::to_buf)
+                                .map_err(|e| CallError::Remote(e.to_buf())),
+                        )
+                    }
+                    Err(broken) if broken.id.is_some_and(|i| i.get().as_bytes() == id_text) => {
+                        Some(Err(CallError::protocol(broken.why)))
+                    }
+                    _ => None,
+                })
+                .await?;
+            return found
+                .unwrap_or_else(|| {
+                    Err(CallError::protocol(
+                        "the event stream ended without an answer",
+                    ))
+                })
+                .map_err(Failure::Call);
+        }
+        let body = read_body(response, self.0.max_bytes).await?;
+        super::http::find_answer(&body, id).map_err(Failure::Call)
+    }
+
+    /// Reads an SSE stream, handing each message to `answer` until it
+    /// returns something; notifications and requests of the server are heard
+    /// and answered on the way.
+    async fn read_stream<T>(
+        &self,
+        mut response: reqwest::Response,
+        mut answer: impl FnMut(
+            Result<UpstreamMessage<'_>, crate::jsonrpc::message::Malformed<'_>>,
+        ) -> Option<T>,
+    ) -> Result<Option<T>, CallError> {
+        let mut events = EventBuffer::default();
+        loop {
+            let chunk = response
+                .chunk()
+                .await
+                .map_err(|_| CallError::unavailable("the event stream broke"))?;
+            let Some(chunk) = chunk else { return Ok(None) };
+            events.push(&chunk);
+            while let Some(data) = events.next_data() {
+                let Ok(raw) = serde_json::from_slice::<&RawValue>(&data) else {
+                    tracing::debug!(url = %crate::redact::url(&self.0.url), "an event that is not JSON skipped");
+                    continue;
+                };
+                let message = parse_upstream(raw);
+                match &message {
+                    Ok(UpstreamMessage::Notification { method, params }) => {
+                        let event = (method.to_string(), params.map(Json::to_buf));
+                        if self.0.events.try_send(event).is_err() {
+                            tracing::warn!(url = %crate::redact::url(&self.0.url), "notification dropped: too many queued");
+                        }
+                    }
+                    Ok(UpstreamMessage::Request { id, method }) => {
+                        let reply = answer_server_request(Dialect::ModelContext, *id, method);
+                        let link = self.clone();
+                        tokio::spawn(async move { link.post_message(reply).await });
+                    }
+                    _ => {}
+                }
+                if let Some(found) = answer(message) {
+                    return Ok(Some(found));
+                }
+            }
+            if events.len() > self.0.max_bytes {
+                return Err(CallError::protocol("an event over the frame limit"));
+            }
+        }
+    }
+
+    /// POSTs a notification or a response: 202 (or 200, 204) expected.
+    async fn post_message(&self, body: Vec<u8>) -> Result<(), CallError> {
+        let req = self
+            .0
+            .client
+            .post(self.0.url.clone())
+            .headers(self.0.headers.clone())
+            .body(body);
+        let response = self
+            .with_session(req)
+            .send()
+            .await
+            .map_err(|_| CallError::unavailable("connection failed"))?;
+        match response.status().as_u16() {
+            200 | 202 | 204 => Ok(()),
+            code => Err(CallError::protocol(format!(
+                "HTTP {code} to a notification"
+            ))),
+        }
+    }
+
+    /// The session the server forgot (`stale`) is replaced by a new one, once
+    /// however many calls found it gone.
+    async fn reinitialize(&self, stale: Option<HeaderValue>) -> Result<(), CallError> {
+        let _one = self.0.reinit.lock().await;
+        if read(&self.0.session) != stale {
+            return Ok(());
+        }
+        tracing::info!(url = %crate::redact::url(&self.0.url), "the upstream ended the session; initialising again");
+        write(&self.0.session, None);
+        let params = mc::initialize_params();
+        let params: &RawValue = serde_json::from_str(&params)
+            .map_err(|_| CallError::protocol("initialize params are not JSON"))?;
+        let result = match self
+            .exchange(
+                encode_request(Some(1), method::INITIALIZE, params.into()),
+                1,
+            )
+            .await
+        {
+            Ok(result) => result,
+            Err(Failure::Expired) => return Err(CallError::unavailable("the session was refused")),
+            Err(Failure::Call(e)) => return Err(e),
+        };
+        self.learn_revision(&result)?;
+        let done = encode_request(None, method::INITIALIZED, super::empty_object().into());
+        self.post_message(done).await
+    }
+
+    fn learn_revision(&self, initialize: &JsonBuf) -> Result<(), CallError> {
+        let handshake = mc::read_initialize(initialize.get()).map_err(CallError::protocol)?;
+        let value = HeaderValue::from_str(&handshake.revision)
+            .map_err(|_| CallError::protocol("the revision is not a header value"))?;
+        write(&self.0.revision, Some(value));
+        Ok(())
+    }
+
+    /// Holds the GET stream open and hears the server's notifications on
+    /// it; returns at once when the server offers none (405).
+    async fn listen(&self, shutdown: &CancellationToken) {
+        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+        while !shutdown.is_cancelled() {
+            let started = std::time::Instant::now();
+            let req = self
+                .0
+                .client
+                .get(self.0.url.clone())
+                .headers(self.0.headers.clone())
+                .header(ACCEPT, "text/event-stream");
+            match self.with_session(req).send().await {
+                Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                    tracing::debug!(url = %crate::redact::url(&self.0.url), "the upstream offers no GET stream");
+                    return;
+                }
+                Ok(r) if r.status() == StatusCode::OK && is_event_stream(r.headers()) => {
+                    let ended = self.read_stream(r, |_| None::<()>).await;
+                    tracing::debug!(url = %crate::redact::url(&self.0.url), ended = ?ended.err(), "GET stream ended; opening it again");
+                }
+                Ok(r) => {
+                    tracing::debug!(url = %crate::redact::url(&self.0.url), status = r.status().as_u16(), "GET stream refused");
+                }
+                Err(_) => {}
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                backoff.reset();
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff.next_delay()) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Ends the session (DELETE), if there is one; a server that does not
+    /// let clients end sessions answers 405, which is fine.
+    pub async fn close(&self) {
+        let Some(session) = read(&self.0.session) else {
+            return;
+        };
+        let req = self
+            .0
+            .client
+            .delete(self.0.url.clone())
+            .headers(self.0.headers.clone())
+            .header(SESSION, session);
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, req.send()).await;
+        write(&self.0.session, None);
+    }
+
+    /// Tells the server that request `id` is no longer waited for.
+    fn cancel(&self, id: u64) {
+        let params = mc::cancelled_params(id, "the gateway stopped waiting");
+        let Ok(params) = serde_json::from_str::<&RawValue>(&params) else {
+            return;
+        };
+        let body = encode_request(None, method::CANCELLED, params.into());
+        let link = self.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = tokio::time::timeout(CLOSE_TIMEOUT, link.post_message(body)).await;
+            });
+        }
+    }
+}
+
+/// Cancels the request upstream when dropped before it is disarmed.
+struct CancelOnDrop<'a> {
+    link: &'a StreamableLink,
+    id: Option<u64>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.link.cancel(id);
+        }
+    }
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
+}
+
+async fn read_body(mut response: reqwest::Response, max: usize) -> Result<BytesMut, CallError> {
+    let mut out = BytesMut::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|_| CallError::unavailable("connection lost while reading the answer"))?
+    {
+        if out.len() + chunk.len() > max {
+            return Err(CallError::protocol("answer larger than the frame limit"));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// Server-sent events as they arrive: the `data` of each complete event
+/// (its `data:` lines joined by newlines; other fields and comments ignored).
+#[derive(Default)]
+struct EventBuffer {
+    buf: Vec<u8>,
+    /// Bytes at the front known to hold no complete event.
+    scanned: usize,
+}
+
+impl EventBuffer {
+    fn push(&mut self, chunk: &Bytes) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete event that carries data.
+    fn next_data(&mut self) -> Option<Vec<u8>> {
+        loop {
+            let end = self.event_end()?;
+            let event: Vec<u8> = self.buf.drain(..end.1).collect();
+            self.scanned = 0;
+            let mut data: Option<Vec<u8>> = None;
+            for line in event[..end.0].split(|&b| b == b'\n') {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if let Some(value) = line.strip_prefix(b"data") {
+                    let value = match value {
+                        [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
+                        [] => &[][..],
+                        _ => continue,
+                    };
+                    let data = data.get_or_insert_with(Vec::new);
+                    if !data.is_empty() {
+                        data.push(b'\n');
+                    }
+                    data.extend_from_slice(value);
+                }
+            }
+            if let Some(data) = data {
+                return Some(data);
+            }
+        }
+    }
+
+    /// Where the first event ends: (end of its text, end of its blank line).
+    fn event_end(&mut self) -> Option<(usize, usize)> {
+        let from = self.scanned.saturating_sub(3);
+        let tail = &self.buf[from..];
+        let mut i = 0;
+        while i < tail.len() {
+            if tail[i] == b'\n' {
+                if tail.get(i + 1) == Some(&b'\n') {
+                    return Some((from + i, from + i + 2));
+                }
+                if tail.get(i + 1) == Some(&b'\r') && tail.get(i + 2) == Some(&b'\n') {
+                    return Some((from + i, from + i + 3));
+                }
+            }
+            i += 1;
+        }
+        self.scanned = self.buf.len();
+        None
+    }
+}
+
+impl Transport for StreamableLink {
+    fn request<'a>(
+        &'a self,
+        method_name: &'a str,
+        params: Params<'a>,
+    ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
+        Box::pin(async move {
+            let initialize = method_name == method::INITIALIZE;
+            let id = if initialize {
+                if read(&self.0.session).is_some() {
+                    // A new handshake starts a new session.
+                    self.close().await;
+                }
+                1
+            } else {
+                self.0.next_id.fetch_add(1, Ordering::Relaxed)
+            };
+            let body = encode_request(Some(id), method_name, params);
+            let mut cancel = CancelOnDrop {
+                link: self,
+                id: (!initialize).then_some(id),
+            };
+            let stale = read(&self.0.session);
+            let answer = match self.exchange(body.clone(), id).await {
+                Err(Failure::Expired) if !initialize => {
+                    self.reinitialize(stale).await?;
+                    match self.exchange(body, id).await {
+                        Err(Failure::Expired) => {
+                            Err(CallError::unavailable("the session was refused"))
+                        }
+                        Err(Failure::Call(e)) => Err(e),
+                        Ok(answer) => Ok(answer),
+                    }
+                }
+                Err(Failure::Expired) => Err(CallError::unavailable("the session was refused")),
+                Err(Failure::Call(e)) => Err(e),
+                Ok(answer) => Ok(answer),
+            };
+            cancel.id = None;
+            let answer = answer?;
+            if initialize {
+                self.learn_revision(&answer)?;
+            }
+            Ok(answer)
+        })
+    }
+
+    fn notify<'a>(
+        &'a self,
+        method_name: &'a str,
+        params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(self.post_message(encode_request(None, method_name, params.into())))
+    }
+}
+
+/// Runs one Streamable HTTP upstream until `shutdown`: handshake (retried
+/// with backoff, each attempt under a deadline), then serve while it is
+/// reachable, hearing its notifications; at shutdown the session is ended.
+pub async fn run(
+    up: Arc<Upstream>,
+    link: StreamableLink,
+    mut events: mpsc::Receiver<Event>,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let handshake_deadline = up.timeout().min(super::http::MAX_HANDSHAKE);
+    let transport: Arc<dyn Transport> = Arc::new(link.clone());
+    let mut first = true;
+    loop {
+        loop {
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(handshake_deadline, up.connect(transport.clone())) => {
+                    r.unwrap_or(Err(CallError::Timeout))
+                }
+                _ = shutdown.cancelled() => {
+                    link.close().await;
+                    return;
+                }
+            };
+            match attempt {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(upstream = %up.name, url = %crate::redact::url(link.url()), error = %e, "handshake failed; retrying");
+                    up.disconnect();
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = shutdown.cancelled() => return,
+                    }
+                }
+            }
+        }
+        if !std::mem::take(&mut first) {
+            up.metrics()
+                .upstream_restarts
+                .with_label_values(&[&up.name])
+                .inc();
+        }
+        backoff.reset();
+        let serving = async {
+            let listener = async {
+                link.listen(&shutdown).await;
+                std::future::pending::<()>().await;
+            };
+            let hearing = async {
+                while let Some((method_name, params)) = events.recv().await {
+                    up.on_notification(&method_name, params.as_ref().map(JsonBuf::as_json))
+                        .await;
+                }
+            };
+            tokio::select! {
+                () = listener => {}
+                () = hearing => {}
+                () = super::http::watch_health(&up, link.url()) => {}
+            }
+        };
+        tokio::select! {
+            () = serving => {
+                tracing::warn!(upstream = %up.name, url = %crate::redact::url(link.url()), "upstream unreachable; down until a handshake succeeds again");
+                up.disconnect();
+            }
+            _ = shutdown.cancelled() => {
+                up.disconnect();
+                link.close().await;
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_read_as_they_arrive() {
+        let mut events = EventBuffer::default();
+        events.push(&Bytes::from_static(b"event: message\ndata: {\"a\":"));
+        assert_eq!(events.next_data(), None);
+        events.push(&Bytes::from_static(
+            b"1}\n\n: comment\n\nid: 7\r\ndata:[1,\r\ndata: 2]\r\n\r\ndata: x",
+        ));
+        assert_eq!(events.next_data().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(events.next_data().as_deref(), Some(&b"[1,\n2]"[..]));
+        assert_eq!(events.next_data(), None);
+        events.push(&Bytes::from_static(b"\n\n"));
+        assert_eq!(events.next_data().as_deref(), Some(&b"x"[..]));
+    }
+}
