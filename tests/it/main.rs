@@ -12,6 +12,7 @@ mod edge;
 mod fuzz_corpus;
 mod hardening;
 mod isolation;
+mod modelcontext;
 mod ops;
 mod raw_http;
 mod reload;

@@ -1,0 +1,524 @@
+//! Upstreams that speak the Model Context Protocol, fronted for MCP v1.0
+//! agents: real servers nobody on this project wrote (the reference server
+//! `@modelcontextprotocol/server-everything` over stdio and Streamable HTTP,
+//! `mcp-server-time` over stdio) and a small server of our own on the
+//! official Python SDK (`tests/fixtures/mcp_sdk_server.py`) over Streamable
+//! HTTP. `.ci/run` installs them at the versions `tests/fixtures/mcp-servers.txt` pins.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn venv() -> PathBuf {
+    root().join("target/mcp-venv")
+}
+
+fn everything_js() -> PathBuf {
+    root()
+        .join("target/mcp-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// The pinned servers, installed once if `.ci/run` has not done it.
+fn servers() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let pins = std::fs::read_to_string(root().join("tests/fixtures/mcp-servers.txt")).unwrap();
+        let pinned = |tool: &str| -> Vec<String> {
+            pins.lines()
+                .filter_map(|l| l.strip_prefix(tool))
+                .map(|p| p.trim().to_owned())
+                .collect()
+        };
+        if !venv().join("bin/mcp-server-time").exists() {
+            let made = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(venv())
+                .status()
+                .unwrap();
+            assert!(made.success(), "python3 -m venv failed (run .ci/run)");
+            let pip = Command::new(venv().join("bin/pip"))
+                .args(["install", "--quiet"])
+                .args(pinned("pip "))
+                .status()
+                .unwrap();
+            assert!(pip.success(), "pip install of the pinned servers failed");
+        }
+        if !everything_js().exists() {
+            let npm = Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(root().join("target/mcp-node"))
+                .args(pinned("npm "))
+                .status()
+                .unwrap();
+            assert!(npm.success(), "npm install of the pinned servers failed");
+        }
+    });
+}
+
+/// A server process this test started; killed (by its pid) when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` and waits for the line on `stderr` (or stdout) that names
+/// its port, after `marker`.
+fn start_server(mut cmd: Command, marker: &str, from_stderr: bool) -> Server {
+    if from_stderr {
+        cmd.stderr(Stdio::piped()).stdout(Stdio::null());
+    } else {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pipe: Box<dyn std::io::Read + Send> = if from_stderr {
+        Box::new(child.stderr.take().unwrap())
+    } else {
+        Box::new(child.stdout.take().unwrap())
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let marker = marker.to_owned();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if !sent {
+                if let Some(port) = line.strip_prefix(&marker) {
+                    let _ = tx.send(port.trim().to_owned());
+                    sent = true;
+                }
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server did not say its port");
+    Server {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+/// server-everything over Streamable HTTP on 127.0.0.1 (`port` 0: a free one).
+fn everything_http(port: u16) -> Server {
+    servers();
+    let mut cmd = Command::new("node");
+    cmd.arg("--require")
+        .arg(root().join("tests/fixtures/loopback.cjs"))
+        .arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
+    start_server(cmd, "LOOPBACK_PORT ", true)
+}
+
+/// Our Python SDK server over Streamable HTTP on a free port of 127.0.0.1.
+fn sdk_server() -> Server {
+    servers();
+    let mut cmd = Command::new(venv().join("bin/python"));
+    cmd.arg(root().join("tests/fixtures/mcp_sdk_server.py"));
+    start_server(cmd, "PORT ", false)
+}
+
+fn everything_stdio() -> String {
+    servers();
+    format!(
+        "{{stdio: {{command: node, args: [{:?}, stdio]}}, protocol: modelcontextprotocol}}",
+        everything_js().display().to_string()
+    )
+}
+
+fn time_stdio() -> String {
+    servers();
+    format!(
+        "{{stdio: {{command: {:?}, args: [--local-timezone, UTC]}}, protocol: modelcontextprotocol}}",
+        venv().join("bin/mcp-server-time").display().to_string()
+    )
+}
+
+fn http(url: &str) -> String {
+    format!("{{http: {{url: {url:?}}}, protocol: modelcontextprotocol, timeout_ms: 10000}}")
+}
+
+/// The output of a call, checked against the outputSchema the listing showed.
+fn checked_output(listing: &[Value], id: &str, answer: &Value) -> Value {
+    let def = listing
+        .iter()
+        .find(|d| d["mcpId"] == id)
+        .unwrap_or_else(|| panic!("{id} is not listed"));
+    let output = answer["result"]["output"].clone();
+    let validator = jsonschema::validator_for(&def["outputSchema"]).unwrap();
+    assert!(
+        validator.is_valid(&output),
+        "{id}: {output} breaks {}",
+        def["outputSchema"]
+    );
+    output
+}
+
+fn by_id<'a>(listing: &'a [Value], id: &str) -> Option<&'a Value> {
+    listing.iter().find(|d| d["mcpId"] == id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_servers_over_stdio_beside_an_mcp_v1_upstream() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  everything: {}\n  time: {}\ntenants:\n  a: {}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        everything_stdio(),
+        time_stdio(),
+        tenant("ka", &["s", "everything", "time"]),
+        tenant("kb", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "everything", "time"]).await;
+
+    let tools = gw.list("ka", "mcp/listTools").await;
+    assert!(by_id(&tools, "mcp://gw/s/s/tools/echo:v1").is_some());
+    let echo = by_id(&tools, "mcp://gw/everything/tool/echo").expect("echo listed");
+    assert_eq!(echo["name"], "echo");
+    assert_eq!(echo["description"], "Echoes back the input string");
+    assert_eq!(echo["inputSchema"]["required"], json!(["message"]));
+
+    // A tool without an outputSchema: its content blocks in the envelope.
+    let answer = gw
+        .execute(
+            "ka",
+            "mcp://gw/everything/tool/echo",
+            json!({"message": "hi"}),
+        )
+        .await;
+    let output = checked_output(&tools, "mcp://gw/everything/tool/echo", &answer);
+    assert_eq!(output["content"][0]["text"], "Echo: hi", "{answer}");
+    // An image block is carried, not dropped.
+    let answer = gw
+        .execute("ka", "mcp://gw/everything/tool/get-tiny-image", json!({}))
+        .await;
+    let output = checked_output(&tools, "mcp://gw/everything/tool/get-tiny-image", &answer);
+    let blocks = output["content"].as_array().unwrap();
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b["type"] == "image" && b["data"].is_string()),
+        "{output}"
+    );
+    // A tool with an outputSchema: its structuredContent.
+    let answer = gw
+        .execute(
+            "ka",
+            "mcp://gw/everything/tool/get-structured-content",
+            json!({"location": "Chicago"}),
+        )
+        .await;
+    let output = checked_output(
+        &tools,
+        "mcp://gw/everything/tool/get-structured-content",
+        &answer,
+    );
+    assert!(output["temperature"].is_number(), "{answer}");
+    let answer = gw
+        .execute(
+            "ka",
+            "mcp://gw/time/tool/get_current_time",
+            json!({"timezone": "UTC"}),
+        )
+        .await;
+    let output = checked_output(&tools, "mcp://gw/time/tool/get_current_time", &answer);
+    assert_eq!(output["timezone"], "UTC", "{answer}");
+    // Arguments are validated before anything is forwarded.
+    let bad = gw
+        .execute(
+            "ka",
+            "mcp://gw/everything/tool/get-sum",
+            json!({"a": "one", "b": 2}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let sum = gw
+        .execute(
+            "ka",
+            "mcp://gw/everything/tool/get-sum",
+            json!({"a": 1, "b": 2}),
+        )
+        .await;
+    let text = sum["result"]["output"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains('3'), "{sum}");
+
+    // Resources arrive with their text; prompts without required arguments too.
+    let resources = gw.list("ka", "mcp/listResources").await;
+    let doc = resources
+        .iter()
+        .find(|r| r["name"] == "architecture.md")
+        .expect("a static document is listed");
+    assert_eq!(doc["mediaType"], "text/markdown");
+    assert!(doc["content"].as_str().unwrap().contains("Architecture"));
+    assert_eq!(
+        doc["mcpId"],
+        "mcp://gw/everything/resource/demo%3A%2F%2Fresource%2Fstatic%2Fdocument%2Farchitecture.md"
+    );
+    let prompts = gw.list("ka", "mcp/listPrompts").await;
+    let simple =
+        by_id(&prompts, "mcp://gw/everything/prompt/simple-prompt").expect("simple-prompt");
+    assert_eq!(simple["role"], "user");
+    assert!(
+        simple["content"]
+            .as_str()
+            .unwrap()
+            .contains("simple prompt")
+    );
+    assert!(by_id(&prompts, "mcp://gw/everything/prompt/args-prompt").is_none());
+    let metrics = gw.metrics().await;
+    let unmapped = |kind: &str, reason: &str| {
+        metric(
+            &metrics,
+            &format!(
+                "mcp_gateway_definitions_unmapped{{kind=\"{kind}\",reason=\"{reason}\",upstream=\"everything\"}}"
+            ),
+        )
+        .unwrap_or_else(|| panic!("no series for {kind} {reason}"))
+    };
+    assert!(unmapped("prompt", "required_arguments") >= 1.0);
+    assert!(unmapped("resource", "template") >= 1.0);
+
+    // Tenants stay apart: b sees none of it and cannot call it.
+    let b_tools = gw.list("kb", "mcp/listTools").await;
+    assert!(
+        b_tools
+            .iter()
+            .all(|t| !t["mcpId"].as_str().unwrap().contains("/everything/"))
+    );
+    let denied = gw
+        .execute(
+            "kb",
+            "mcp://gw/everything/tool/echo",
+            json!({"message": "x"}),
+        )
+        .await;
+    assert_eq!(denied["error"]["code"], -32602, "{denied}");
+    gw.stop().await;
+}
+
+/// The pids of this process's children whose command line holds `marker`.
+fn children_with(marker: &str) -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The parent's pid is the second field after the command's ")".
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(me.as_str()) && String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_stdio_server_fails_its_calls_at_once_and_comes_back() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  everything: {}\ntenants:\n  a: {}\n",
+        everything_stdio(),
+        tenant("ka", &["everything"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["everything"]).await;
+    let pids = children_with("server-everything");
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    // A call that would take 30 s is in flight when the server dies.
+    let long = gw.execute(
+        "ka",
+        "mcp://gw/everything/tool/trigger-long-running-operation",
+        json!({"duration": 30, "steps": 3}),
+    );
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pids[0]),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    };
+    let started = Instant::now();
+    let (answer, ()) = tokio::join!(long, kill);
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // The supervisor starts it again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = gw
+            .execute(
+                "ka",
+                "mcp://gw/everything/tool/echo",
+                json!({"message": "back"}),
+            )
+            .await;
+        if answer["result"]["output"]["content"][0]["text"] == "Echo: back" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_server_over_streamable_http_fails_fast_and_comes_back() {
+    let server = everything_http(0);
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  everything: {}\ntenants:\n  a: {}\n",
+        http(&server.url),
+        tenant("ka", &["everything"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["everything"]).await;
+    let tools = gw.list("ka", "mcp/listTools").await;
+    let answer = gw
+        .execute(
+            "ka",
+            "mcp://gw/everything/tool/echo",
+            json!({"message": "over http"}),
+        )
+        .await;
+    let output = checked_output(&tools, "mcp://gw/everything/tool/echo", &answer);
+    assert_eq!(output["content"][0]["text"], "Echo: over http");
+    let resources = gw.list("ka", "mcp/listResources").await;
+    assert!(
+        resources.iter().any(|r| r["name"] == "features.md"),
+        "{resources:?}"
+    );
+
+    // Killed: calls fail at once, not at the timeout.
+    let port: u16 = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    drop(server);
+    let started = Instant::now();
+    let answer = gw
+        .execute(
+            "ka",
+            "mcp://gw/everything/tool/echo",
+            json!({"message": "x"}),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Back on the same address: the gateway finds it again (a new session).
+    let _again = everything_http(port);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let answer = gw
+            .execute(
+                "ka",
+                "mcp://gw/everything/tool/echo",
+                json!({"message": "back"}),
+            )
+            .await;
+        if answer["result"]["output"]["content"][0]["text"] == "Echo: back" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_server_over_streamable_http() {
+    let server = sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  sdk: {}\n  s: {}\ntenants:\n  a: {}\n",
+        http(&server.url),
+        stdio_upstream("s", &[]),
+        tenant("ka", &["sdk", "s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["sdk", "s"]).await;
+
+    // Both pages of the listing.
+    let tools = gw.list("ka", "mcp/listTools").await;
+    for name in ["add", "explode", "bump"] {
+        assert!(
+            by_id(&tools, &format!("mcp://gw/sdk/tool/{name}")).is_some(),
+            "{name}: {tools:?}"
+        );
+    }
+    let add = gw
+        .execute("ka", "mcp://gw/sdk/tool/add", json!({"a": 2, "b": 40}))
+        .await;
+    assert_eq!(
+        checked_output(&tools, "mcp://gw/sdk/tool/add", &add),
+        json!({"sum": 42})
+    );
+    // The tool's own failure.
+    let failed = gw
+        .execute("ka", "mcp://gw/sdk/tool/explode", json!({}))
+        .await;
+    assert_eq!(failed["error"]["code"], -32008, "{failed}");
+    assert_eq!(failed["error"]["data"], "the tool exploded");
+
+    // The text resource is listed with its contents; the blob is left out and counted.
+    let resources = gw.list("ka", "mcp/listResources").await;
+    let counter_id = "mcp://gw/sdk/resource/memo%3A%2F%2Fcounter";
+    assert_eq!(by_id(&resources, counter_id).unwrap()["content"], "count=0");
+    assert!(by_id(&resources, "mcp://gw/sdk/resource/memo%3A%2F%2Flogo").is_none());
+    let metrics = gw.metrics().await;
+    let binary = metric(
+        &metrics,
+        "mcp_gateway_definitions_unmapped{kind=\"resource\",reason=\"binary\",upstream=\"sdk\"}",
+    );
+    assert_eq!(binary, Some(1.0));
+    let prompts = gw.list("ka", "mcp/listPrompts").await;
+    assert_eq!(
+        by_id(&prompts, "mcp://gw/sdk/prompt/hello").unwrap()["content"],
+        "Hello, world!"
+    );
+    assert!(by_id(&prompts, "mcp://gw/sdk/prompt/greet").is_none());
+
+    // A resource that changes and says so reaches an open MCP v1.0 session.
+    let mut live = Live::ready(&gw, "ka", false).await;
+    let bumped = gw.execute("ka", "mcp://gw/sdk/tool/bump", json!({})).await;
+    assert!(bumped["result"].is_object(), "{bumped}");
+    let heard = live.next_answer().await;
+    assert_eq!(
+        heard,
+        json!({"jsonrpc": "2.0", "method": "mcp/resourceDidChange", "params": {"id": counter_id}})
+    );
+    let resources = gw.list("ka", "mcp/listResources").await;
+    assert_eq!(by_id(&resources, counter_id).unwrap()["content"], "count=1");
+    live.close().await;
+    gw.stop().await;
+}
