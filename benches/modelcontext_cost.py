@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The gateway's CPU per forwarded call through an upstream of the Model
+Context Protocol beside an MCP v1.0 one, over stdio and over HTTP.
+
+Each arm is a gateway process (release build, one worker, logs at warn) in
+front of one upstream: the demo upstream (MCP v1.0) or the reference server
+`@modelcontextprotocol/server-everything` (its `echo` tool), all on
+127.0.0.1. One keep-alive client calls the echo tool N times; what is
+reported is the gateway process's own CPU time (user + system, /proc) per
+call, so the upstreams' own cost is not in it. Arms are rotated over ROUNDS
+rounds and the median is reported.
+
+    cargo build --release   # and the servers .ci/run installs under target/
+    python3 benches/modelcontext_cost.py [N] [ROUNDS]
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import KeepAlive, cpu_seconds, free_port, wait_port  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
+EVERYTHING = os.path.join(ROOT, "target/mcp-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+LOOPBACK = os.path.join(ROOT, "tests/fixtures/loopback.cjs")
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+
+
+def body(tool_id, arguments):
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                       "params": {"id": tool_id, "arguments": arguments}}).encode()
+
+
+def start_gateway(tmp, name, upstream_yaml):
+    port = free_port()
+    cfg = os.path.join(tmp, f"{name}.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
+                f"upstreams:\n  up: {upstream_yaml}\n"
+                "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]}\n")
+    env = dict(os.environ, MCP_GATEWAY_LOG="warn")
+    p = subprocess.Popen([BIN, "serve", "--config", cfg, "--workers", "1"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return p, port
+
+
+def measure(port, request):
+    client = KeepAlive(("127.0.0.1", port), "bench-key", request)
+    deadline = time.time() + 30
+    while True:  # until the upstream is ready and the call answers
+        client.call()
+        if b'"result"' in client.buf or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    return client
+
+
+def main():
+    if not os.path.exists(EVERYTHING):
+        sys.exit("server-everything is not installed under target/mcp-node (run .ci/run)")
+    tmp = tempfile.mkdtemp(prefix="mcp-cost-")
+    procs = []
+    try:
+        up_port = free_port()
+        demo = subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--http", f"127.0.0.1:{up_port}"],
+                                stdout=subprocess.DEVNULL)
+        procs.append(demo)
+        ev_port = free_port()
+        everything = subprocess.Popen(["node", "--require", LOOPBACK, EVERYTHING, "streamableHttp"],
+                                      env=dict(os.environ, PORT=str(ev_port)),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(everything)
+        wait_port(up_port)
+        wait_port(ev_port)
+        v1 = body("mcp://gw/up/up/tools/echo:v1", {"text": "hello"})
+        mc = body("mcp://gw/up/tool/echo", {"message": "hello"})
+        arms = {
+            "v1 stdio": (f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}", v1),
+            "modelcontextprotocol stdio": (
+                f"{{stdio: {{command: node, args: [{EVERYTHING}, stdio]}}, protocol: modelcontextprotocol}}", mc),
+            "v1 http": (f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}}}", v1),
+            "modelcontextprotocol http": (
+                f"{{http: {{url: 'http://127.0.0.1:{ev_port}/mcp'}}, protocol: modelcontextprotocol}}", mc),
+        }
+        gateways = {}
+        for name, (yaml, request) in arms.items():
+            p, port = start_gateway(tmp, name.replace(" ", "-"), yaml)
+            procs.append(p)
+            gateways[name] = (p, measure(port, request))
+        results = {name: [] for name in arms}
+        for _ in range(ROUNDS):
+            for name, (p, client) in gateways.items():
+                before = cpu_seconds(p.pid)
+                for _ in range(N):
+                    client.call()
+                results[name].append((cpu_seconds(p.pid) - before) * 1e6 / N)
+        for name, figures in results.items():
+            print(f"{name:28} {statistics.median(figures):6.1f} µs of gateway CPU per call "
+                  f"(rounds: {', '.join(f'{f:.1f}' for f in figures)})")
+        for transport in ("stdio", "http"):
+            ratio = statistics.median(results[f"modelcontextprotocol {transport}"]) / \
+                statistics.median(results[f"v1 {transport}"])
+            print(f"{transport}: the Model Context Protocol path costs {ratio:.2f} times the MCP v1.0 path")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+if __name__ == "__main__":
+    main()
