@@ -222,7 +222,7 @@ fn listings(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("merge_cached", format!("{ups}x{tools}")),
             &(),
-            |b, ()| b.iter(|| black_box(dispatcher.list_parts(&tenant, Kind::Tool).len())),
+            |b, ()| b.iter(|| black_box(dispatcher.listing(&tenant, Kind::Tool).len())),
         );
         // Sessions and stdio frame each answer as one buffer: the parts joined.
         group.bench_with_input(

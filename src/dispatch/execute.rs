@@ -1,5 +1,8 @@
-//! `mcp/executeTool`: resolve the namespaced id, validate, forward, check the output.
+//! A tool call, whatever protocol the agent and the upstream speak: resolve
+//! the namespaced id, policy and quarantine, validate the arguments, call,
+//! check the output; the audit line. (MCP v1.0's `params` are read by `v1`.)
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -20,7 +23,7 @@ const MAX_AUDITED_ID: usize = 512;
 /// What the audit line of one `mcp/executeTool` records. Never the arguments
 /// themselves: only a keyed digest, so that equal calls can be matched while
 /// nobody who reads the log can confirm a guess of them.
-pub(super) struct Audit {
+pub struct Audit {
     /// Whether the log keeps audit lines (its level and filter say so).
     enabled: bool,
     tool: Option<String>,
@@ -29,7 +32,7 @@ pub(super) struct Audit {
 }
 
 impl Audit {
-    pub(super) fn new() -> Self {
+    pub fn new() -> Self {
         Audit {
             enabled: tracing::enabled!(target: "mcp_gateway::audit", tracing::Level::INFO),
             tool: None,
@@ -39,11 +42,11 @@ impl Audit {
     }
 
     /// Whether the audit line is written at all.
-    pub(super) fn enabled(&self) -> bool {
+    pub fn enabled(&self) -> bool {
         self.enabled
     }
 
-    pub(super) fn log(
+    pub fn log(
         &self,
         tenant: &Tenant,
         result: &Result<JsonBuf, GatewayError>,
@@ -142,24 +145,33 @@ fn invalid(why: &str) -> GatewayError {
     GatewayError::InvalidParams(why.into())
 }
 
+/// MCP v1.0's `mcp/executeTool` params: the tool's namespaced id (borrowed
+/// from the request unless it holds escapes) and its arguments (an object).
+pub(super) fn v1_params(
+    params: Option<Json<'_>>,
+) -> Result<(Cow<'_, str>, Json<'_>), GatewayError> {
+    let [id, arguments] = params.and_then(execute_params).ok_or_else(|| {
+        invalid("params must be an object {\"id\": string, \"arguments\": object}")
+    })?;
+    let id = id
+        .and_then(crate::jsonrpc::message::as_string)
+        .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
+    let arguments = arguments
+        .filter(|a| a.first_byte() == b'{')
+        .ok_or_else(|| invalid("params.arguments must be an object"))?;
+    Ok((id, arguments))
+}
+
 impl Dispatcher {
-    pub(super) async fn execute(
+    /// Calls the tool with this namespaced id for `tenant`: the gateway's
+    /// result object (its `output` checked against the tool's outputSchema).
+    pub async fn call_tool(
         &self,
         tenant: &Tenant,
-        params: Option<Json<'_>>,
+        id: Cow<'_, str>,
+        arguments: Json<'_>,
         audit: &mut Audit,
     ) -> Result<JsonBuf, GatewayError> {
-        let [id, arguments] = params.and_then(execute_params).ok_or_else(|| {
-            invalid("params must be an object {\"id\": string, \"arguments\": object}")
-        })?;
-        // Borrowed from the request unless it holds escapes.
-        let id = id
-            .and_then(crate::jsonrpc::message::as_string)
-            .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
-        let arguments = arguments
-            .filter(|a| a.first_byte() == b'{')
-            .ok_or_else(|| invalid("params.arguments must be an object"))?;
-
         // The audit line's fields cost a copy and a SHA-256: only when it is written.
         if audit.enabled {
             audit.tool = Some(id.chars().take(MAX_AUDITED_ID).collect());

@@ -1,11 +1,14 @@
 //! The RPC tier: what a tenant's request means, across its upstreams.
-//! `Dispatcher` merges capabilities and listings, routes `mcp/executeTool` by
-//! namespaced id, validates arguments and output, and answers whole messages
-//! (`respond`) for every transport toward agents.
+//! `Dispatcher` speaks neutral operations (what a tenant's upstreams offer,
+//! a merged listing of a kind, a tool call by namespaced id with validation
+//! and audit); an agent protocol is a face over them: MCP v1.0's is `v1`
+//! (method names, params and result shapes, its metric labels), and `rpc`
+//! answers whole messages (`respond`) for every transport toward agents.
 
 mod execute;
 mod rpc;
 pub mod session;
+mod v1;
 
 use std::collections::HashMap;
 
@@ -13,14 +16,13 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use dashmap::DashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::GatewayError;
-use crate::jsonrpc::{Json, JsonBuf};
+use crate::jsonrpc::JsonBuf;
 use crate::metrics::Metrics;
 use crate::protocol::{Capabilities, Kind, Method};
 use crate::tenant::{Admission, Refusal, Tenant};
@@ -264,70 +266,26 @@ impl Dispatcher {
             .fold(Capabilities::default(), Capabilities::union)
     }
 
-    /// Answers one request (not a notification) for `tenant`, counting it.
-    pub async fn request(
-        &self,
-        tenant: &Tenant,
-        method: &str,
-        params: Option<Json<'_>>,
-    ) -> Result<Payload, GatewayError> {
-        let started = Instant::now();
-        let m = Method::parse(method);
-        let result = match m {
-            Method::Initialize => {
-                self.wait_for_starting(tenant).await;
-                let caps = serde_json::to_string(&self.capabilities(tenant)).unwrap_or_default();
-                Ok(Payload::Text(format!(r#"{{"capabilities":{caps}}}"#)))
-            }
-            Method::ListTools | Method::ListResources | Method::ListPrompts => {
-                let kind = Kind::of_list_method(m).unwrap_or(Kind::Tool);
-                match list_params_ok(params) {
-                    Ok(()) => {
-                        self.wait_for_starting(tenant).await;
-                        Ok(Payload::Parts(self.list_parts(tenant, kind)))
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            Method::ExecuteTool => {
-                let mut audit = execute::Audit::new();
-                let result = self.execute(tenant, params, &mut audit).await;
-                if audit.enabled() {
-                    audit.log(tenant, &result, started.elapsed());
-                }
-                result.map(Payload::Raw)
-            }
-            Method::Initialized | Method::ResourceDidChange | Method::Other => {
-                Err(GatewayError::MethodNotFound)
-            }
-        };
-        let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
-        let metrics = &self.inner.metrics;
-        let series = || {
-            metrics
-                .requests
-                .with_label_values(&[&tenant.name, m.as_str(), outcome])
-        };
-        match (m, &result) {
-            (Method::ExecuteTool, Ok(_)) => tenant.executed.get_or_init(series).inc(),
-            _ => series().inc(),
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        match m {
-            Method::ExecuteTool => self.inner.execute_seconds.observe(seconds),
-            _ => metrics
-                .request_seconds
-                .with_label_values(&[m.as_str()])
-                .observe(seconds),
-        }
-        result
+    /// What the tenant's upstreams offer, once those still on their first
+    /// start have finished it (each within its own timeout).
+    pub async fn hello(&self, tenant: &Tenant) -> Capabilities {
+        self.wait_for_starting(tenant).await;
+        self.capabilities(tenant)
     }
 
-    /// The merged listing of one kind: every ready upstream's cached definitions,
-    /// as they were pre-serialized. A down upstream is left out; the listing
-    /// itself never fails. The parts share the catalogs' buffers: a listing
-    /// costs what writing its bytes costs, and nothing is copied to build it.
-    pub fn list_parts(&self, tenant: &Tenant, kind: Kind) -> Vec<Bytes> {
+    /// The merged listing of one kind, as [`Self::listing`], once the
+    /// tenant's upstreams still on their first start have finished it.
+    pub async fn listing_when_started(&self, tenant: &Tenant, kind: Kind) -> Vec<Bytes> {
+        self.wait_for_starting(tenant).await;
+        self.listing(tenant, kind)
+    }
+
+    /// The merged listing of one kind: every ready upstream's cached
+    /// definitions (in the gateway's own shape, pre-serialized), separated by
+    /// commas. A down upstream is left out; the listing itself never fails.
+    /// The parts share the catalogs' buffers: a listing costs what writing its
+    /// bytes costs, and nothing is copied to build it.
+    pub fn listing(&self, tenant: &Tenant, kind: Kind) -> Vec<Bytes> {
         let catalogs: Vec<_> = self
             .upstreams_of(tenant)
             .into_iter()
@@ -338,8 +296,7 @@ impl Dispatcher {
             })
             .map(|u| u.catalog())
             .collect();
-        let mut parts = Vec::with_capacity(2 * catalogs.len() + 1);
-        parts.push(Bytes::from_static(b"["));
+        let mut parts = Vec::with_capacity(2 * catalogs.len() + 2);
         let mut empty = true;
         let mut push = |parts: &mut Vec<Bytes>, part: Bytes| {
             if !empty {
@@ -368,23 +325,12 @@ impl Dispatcher {
                 }
             }
         }
-        parts.push(Bytes::from_static(b"]"));
         parts
     }
 
-    /// [`Self::list_parts`] as one string.
+    /// [`Self::listing`] as MCP v1.0 writes it (one JSON array), as one string.
     pub fn list(&self, tenant: &Tenant, kind: Kind) -> String {
         // Every part is a slice of JSON text at a value boundary.
-        String::from_utf8(rpc::join(&self.list_parts(tenant, kind))).unwrap_or_default()
-    }
-}
-
-/// Listing methods take `null` or `{}` (members are ignored, for forward compatibility).
-fn list_params_ok(params: Option<Json<'_>>) -> Result<(), GatewayError> {
-    match params.map(|p| p.get().as_bytes().first()) {
-        None | Some(Some(b'{')) | Some(Some(b'n')) => Ok(()),
-        _ => Err(GatewayError::InvalidParams(
-            "params must be null or an object".into(),
-        )),
+        String::from_utf8(rpc::join(&v1::array(self.listing(tenant, kind)))).unwrap_or_default()
     }
 }

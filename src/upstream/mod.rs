@@ -14,6 +14,7 @@ pub mod pins;
 mod slots;
 pub mod stdio;
 pub mod streamable;
+mod v1;
 mod wire;
 
 pub use call_error::CallError;
@@ -32,9 +33,8 @@ use tokio::sync::{broadcast, watch};
 
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
-use crate::protocol::capabilities::InitializeResult;
 use crate::protocol::catalog::Route;
-use crate::protocol::{Capabilities, Catalog, Kind, Method, ToolEntry, catalog};
+use crate::protocol::{Capabilities, Catalog, Kind, ToolEntry, catalog};
 
 /// One connection to an upstream: sends requests and notifications.
 pub trait Transport: Send + Sync + 'static {
@@ -169,9 +169,9 @@ impl Upstream {
                 .definitions_listed
                 .with_label_values(&[name, kind.as_str()]);
         }
-        if dialect == Dialect::ModelContext {
-            modelcontext::State::declare_series(&metrics, name);
-        }
+        // At zero for MCP v1.0 upstreams too (their definitions need no
+        // mapping), so that every upstream has the same series.
+        modelcontext::State::declare_series(&metrics, name);
         let call_method = dialect.method(Op::CallTool);
         Arc::new(Self {
             name: name.into(),
@@ -364,7 +364,7 @@ impl Upstream {
     /// Handshake over a new connection, then fill the catalog, then serve.
     pub async fn connect(&self, link: Arc<dyn Transport>) -> Result<(), CallError> {
         let caps = match self.dialect {
-            Dialect::V1 => self.handshake_v1(&*link).await?,
+            Dialect::V1 => v1::handshake(self, &*link).await?,
             Dialect::ModelContext => self.mc.handshake(self, &*link).await?,
         };
         write(&self.capabilities, Some(caps));
@@ -377,21 +377,6 @@ impl Upstream {
             .set(1);
         tracing::info!(upstream = %self.name, protocol = self.dialect.as_str(), capabilities = ?caps, "upstream ready");
         Ok(())
-    }
-
-    /// MCP v1.0's handshake: `initialize` with the client's capabilities, then `initialized`.
-    async fn handshake_v1(&self, link: &dyn Transport) -> Result<Capabilities, CallError> {
-        let params: &RawValue = serde_json::from_str(r#"{"clientCapabilities":{}}"#)
-            .unwrap_or_else(|_| unreachable!("literal JSON"));
-        let answer = tokio::time::timeout(self.timeout, link.request("initialize", params.into()))
-            .await
-            .map_err(|_| CallError::Timeout)??;
-        let init: InitializeResult = serde_json::from_str(answer.get()).map_err(|_| {
-            CallError::protocol("initialize result has no valid capabilities object")
-        })?;
-        link.notify(self.dialect.initialized(), empty_object())
-            .await?;
-        Ok(init.capabilities)
     }
 
     /// Returns when a call has found the upstream unreachable since the last time.
@@ -428,24 +413,9 @@ impl Upstream {
                 }
                 continue;
             }
-            let answer = tokio::time::timeout(
-                self.timeout,
-                link.request(method.as_str(), empty_object().into()),
-            )
-            .await;
-            let result = match answer {
-                Ok(Ok(result)) => result,
-                Ok(Err(e)) => {
-                    tracing::warn!(upstream = %self.name, method = method.as_str(), error = %e, "listing failed; keeping the previous one");
-                    continue;
-                }
-                Err(_) => {
-                    tracing::warn!(upstream = %self.name, method = method.as_str(), "listing timed out; keeping the previous one");
-                    continue;
-                }
-            };
-            let built = catalog::build(&self.gateway_id, &self.name, kind, result.as_json());
-            self.admit_listing(kind, built, &mut fresh);
+            if let Some(built) = v1::list(self, link, kind).await {
+                self.admit_listing(kind, built, &mut fresh);
+            }
         }
         let next = self.catalog().with(fresh);
         for kind in Kind::ALL {
@@ -523,24 +493,7 @@ impl Upstream {
         if self.dialect == Dialect::ModelContext {
             return self.mc.on_notification(self, method, params).await;
         }
-        if Method::parse(method) != Method::ResourceDidChange {
-            tracing::debug!(upstream = %self.name, method, "ignored notification from upstream");
-            return;
-        }
-        #[derive(serde::Deserialize)]
-        struct Changed {
-            id: String,
-        }
-        let Some(changed) = params.and_then(|p| serde_json::from_str::<Changed>(p.get()).ok())
-        else {
-            self.metrics
-                .upstream_protocol_errors
-                .with_label_values(&[&self.name])
-                .inc();
-            return;
-        };
-        self.refresh_now().await;
-        self.announce_change(&changed.id);
+        v1::on_notification(self, method, params).await;
     }
 
     /// Refreshes the catalog now (a notification said it changed).
