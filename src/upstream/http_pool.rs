@@ -136,6 +136,33 @@ impl Pool {
         max_bytes: usize,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
+        self.post_until(
+            now,
+            deadline,
+            encode,
+            len_hint,
+            max_bytes,
+            |_| false,
+            answer,
+        )
+        .await
+    }
+
+    /// [`Self::post`], where a chunked answer is read only until `enough`
+    /// says what has arrived of its body holds what the caller needs (an
+    /// event stream the server keeps open after the answer): then the
+    /// connection is closed instead of kept.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn post_until<T>(
+        &self,
+        now: Instant,
+        deadline: Option<tokio::time::Instant>,
+        encode: impl FnOnce(&mut Vec<u8>),
+        len_hint: usize,
+        max_bytes: usize,
+        enough: impl Fn(&[u8]) -> bool,
+        answer: impl FnOnce(StatusCode, &[u8]) -> T,
+    ) -> Result<T, CallError> {
         let (mut conn, reused) = match self.take(now) {
             Some(conn) => (conn, true),
             None => {
@@ -175,7 +202,7 @@ impl Pool {
                     .write_all(&write[start..])
                     .await
                     .map_err(|_| CallError::unavailable(LOST_WHILE_SENDING))?;
-                read_response(stream, buf, max_bytes).await
+                read_response_until(stream, buf, max_bytes, &enough).await
             });
             let timer = deadline.map(|at| {
                 timer.as_mut().reset(at);
@@ -380,6 +407,16 @@ async fn read_response<R: AsyncRead + Unpin>(
     buf: &mut BytesMut,
     max_bytes: usize,
 ) -> Result<Answer, CallError> {
+    read_response_until(io, buf, max_bytes, &|_| false).await
+}
+
+/// [`read_response`], stopping a chunked body early once `enough` holds for it.
+async fn read_response_until<R: AsyncRead + Unpin>(
+    io: &mut R,
+    buf: &mut BytesMut,
+    max_bytes: usize,
+    enough: &impl Fn(&[u8]) -> bool,
+) -> Result<Answer, CallError> {
     loop {
         let (status, framing, keep_alive, head_len) = loop {
             if let Some(head) = parse_response(buf)? {
@@ -417,7 +454,18 @@ async fn read_response<R: AsyncRead + Unpin>(
                 }
                 Body::Buffered(n)
             }
-            Framing::Chunked => Body::Owned(read_chunked(io, buf, max_bytes).await?),
+            Framing::Chunked => {
+                let (body, whole) = read_chunked(io, buf, max_bytes, enough).await?;
+                if !whole {
+                    // The rest of the body is never read: the connection is not kept.
+                    return Ok(Answer {
+                        status,
+                        body: Body::Owned(body),
+                        keep_alive: false,
+                    });
+                }
+                Body::Owned(body)
+            }
             Framing::Close => {
                 while fill(io, buf).await? {
                     if buf.len() > max_bytes {
@@ -538,12 +586,21 @@ async fn line_end<R: AsyncRead + Unpin>(
     }
 }
 
-/// Reads a chunked body: `size[;ext]\r\n data \r\n` ... `0\r\n` trailers `\r\n`.
+/// How long the end of an event stream is waited for once its answer is in.
+const STREAM_END_GRACE: Duration = Duration::from_millis(20);
+
+fn never(_: &[u8]) -> bool {
+    false
+}
+
+/// Reads a chunked body: `size[;ext]\r\n data \r\n` ... `0\r\n` trailers `\r\n`;
+/// or, once `enough` holds for what has arrived, that much (`false`: not whole).
 async fn read_chunked<R: AsyncRead + Unpin>(
     io: &mut R,
     buf: &mut BytesMut,
     max_bytes: usize,
-) -> Result<BytesMut, CallError> {
+    enough: &impl Fn(&[u8]) -> bool,
+) -> Result<(BytesMut, bool), CallError> {
     let mut body = BytesMut::new();
     loop {
         let end = line_end(io, buf, 1024, "a chunk size line is too long").await?;
@@ -574,13 +631,24 @@ async fn read_chunked<R: AsyncRead + Unpin>(
             return Err(protocol("a chunk does not end with CRLF"));
         }
         buf.advance(size + 2);
+        if enough(&body) {
+            // The rest, usually already on its way (a server ends the stream
+            // after the answer), is read and dropped if it comes at once: then
+            // the connection is kept.
+            let rest = Box::pin(read_chunked(io, buf, max_bytes, &never));
+            let whole = matches!(
+                tokio::time::timeout(STREAM_END_GRACE, rest).await,
+                Ok(Ok((_, true)))
+            );
+            return Ok((body, whole));
+        }
     }
     // Trailers, ignored, up to the empty line.
     loop {
         let end = line_end(io, buf, MAX_HEAD, "the answer's trailers are too large").await?;
         buf.advance(end + 2);
         if end == 0 {
-            return Ok(body);
+            return Ok((body, true));
         }
     }
 }

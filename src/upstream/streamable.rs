@@ -6,7 +6,7 @@
 //! the server's notifications where it offers one; DELETE ends the session
 //! on shutdown. Notifications that arrive on a call's stream are heard too.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::dialect::answer_server_request;
-use super::{CallError, Dialect, Params, Transport, Upstream, encode_request};
+use super::http_pool::Pool;
+use super::{CallError, Dialect, Params, Transport, Upstream, encode_request, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
 use crate::jsonrpc::{Json, JsonBuf};
@@ -48,6 +49,8 @@ struct Shared {
     events: mpsc::Sender<Event>,
     /// One re-initialisation at a time.
     reinit: tokio::sync::Mutex<()>,
+    /// Plain http:// calls of the current session (see `http_pool`).
+    fast: RwLock<Option<Arc<Pool>>>,
 }
 
 /// A client for one Streamable HTTP upstream. Cheap to clone.
@@ -109,12 +112,130 @@ impl StreamableLink {
             max_bytes,
             events,
             reinit: tokio::sync::Mutex::new(()),
+            fast: RwLock::new(None),
         }));
         Ok((link, rx))
     }
 
     pub fn url(&self) -> &reqwest::Url {
         &self.0.url
+    }
+
+    /// Builds the pool of plain http:// calls for the session now in force
+    /// (its headers are written once per pool); none for https:// or
+    /// without a session.
+    fn rebuild_fast(&self) {
+        let session = read(&self.0.session);
+        let pool = session.and_then(|session| {
+            let mut headers = self.0.headers.clone();
+            headers.insert(SESSION, session);
+            if let Some(revision) = read(&self.0.revision) {
+                headers.insert(REVISION, revision);
+            }
+            Pool::new(&self.0.url, &headers).map(Arc::new)
+        });
+        write(&self.0.fast, pool);
+    }
+
+    /// One request and its answer: through the plain-http pool when there
+    /// is one (a session over http://), through reqwest otherwise.
+    async fn exchange_any(
+        &self,
+        method_name: &str,
+        params: Params<'_>,
+        id: u64,
+    ) -> Result<JsonBuf, Failure> {
+        let Some(pool) = read(&self.0.fast) else {
+            return self
+                .exchange(encode_request(Some(id), method_name, params), id)
+                .await;
+        };
+        let mut digits = [0; 20];
+        let id_text: &[u8] = super::decimal(id, &mut digits);
+        let scanned = AtomicUsize::new(0);
+        pool.post_until(
+            std::time::Instant::now(),
+            None,
+            |out| write_request(out, Some(id), method_name, params),
+            64 + params.len_hint(),
+            self.0.max_bytes,
+            |body| holds_answer(body, &scanned, id_text),
+            |status, body| self.read_answer(status, body, id, id_text),
+        )
+        .await
+        .map_err(Failure::Call)?
+    }
+
+    /// A whole answer read by the pool: a JSON body, or an event stream.
+    fn read_answer(
+        &self,
+        status: StatusCode,
+        body: &[u8],
+        id: u64,
+        id_text: &[u8],
+    ) -> Result<JsonBuf, Failure> {
+        match status.as_u16() {
+            200 => {}
+            // The pool exists only for a session.
+            404 => return Err(Failure::Expired),
+            code @ 502..=504 => return Err(CallError::unavailable(format!("HTTP {code}")).into()),
+            code => return Err(CallError::protocol(format!("HTTP {code} to a request")).into()),
+        }
+        if matches!(
+            body.iter().find(|b| !b.is_ascii_whitespace()),
+            Some(b'{' | b'[')
+        ) {
+            return super::http::find_answer(body, id).map_err(Failure::Call);
+        }
+        let mut found = None;
+        for data in events_from(body, 0).0 {
+            if let Some(answer) = self.hear(&data, id_text) {
+                found.get_or_insert(answer);
+            }
+        }
+        found
+            .unwrap_or_else(|| {
+                Err(CallError::protocol(
+                    "the event stream ended without an answer",
+                ))
+            })
+            .map_err(Failure::Call)
+    }
+
+    /// One message of an event stream: a notification is queued for the
+    /// supervisor, a request of the server answered; the response to
+    /// `id_text` is returned.
+    fn hear(&self, data: &[u8], id_text: &[u8]) -> Option<Result<JsonBuf, CallError>> {
+        let Ok(raw) = serde_json::from_slice::<&RawValue>(data) else {
+            tracing::debug!(url = %crate::redact::url(&self.0.url), "an event that is not JSON skipped");
+            return None;
+        };
+        match parse_upstream(raw) {
+            Ok(UpstreamMessage::Notification { method, params }) => {
+                let event = (method.to_string(), params.map(Json::to_buf));
+                if self.0.events.try_send(event).is_err() {
+                    tracing::warn!(url = %crate::redact::url(&self.0.url), "notification dropped: too many queued");
+                }
+                None
+            }
+            Ok(UpstreamMessage::Request { id, method }) => {
+                let reply = answer_server_request(Dialect::ModelContext, id, &method);
+                let link = self.clone();
+                tokio::spawn(async move { link.post_message(reply).await });
+                None
+            }
+            Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => {
+                Some(
+                    outcome
+                        .map(Json::to_buf)
+                        .map_err(|e| CallError::Remote(e.to_buf())),
+                )
+            }
+            Err(broken) if broken.id.is_some_and(|i| i.get().as_bytes() == id_text) => {
+                Some(Err(CallError::protocol(broken.why)))
+            }
+            _ => None,
+        }
     }
 
     fn with_session(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -162,21 +283,7 @@ impl StreamableLink {
             let mut id_digits = [0; 20];
             let id_text = super::decimal(id, &mut id_digits).to_vec();
             let found = self
-                .read_stream(response, |message| match message {
-                    Ok(UpstreamMessage::Response { id, outcome })
-                        if id.get().as_bytes() == id_text =>
-                    {
-                        Some(
-                            outcome
-                                .map(Json::to_buf)
-                                .map_err(|e| CallError::Remote(e.to_buf())),
-                        )
-                    }
-                    Err(broken) if broken.id.is_some_and(|i| i.get().as_bytes() == id_text) => {
-                        Some(Err(CallError::protocol(broken.why)))
-                    }
-                    _ => None,
-                })
+                .read_stream(response, |data| self.hear(data, &id_text))
                 .await?;
             return found
                 .unwrap_or_else(|| {
@@ -190,15 +297,12 @@ impl StreamableLink {
         super::http::find_answer(&body, id).map_err(Failure::Call)
     }
 
-    /// Reads an SSE stream, handing each message to `answer` until it
-    /// returns something; notifications and requests of the server are heard
-    /// and answered on the way.
+    /// Reads an SSE stream, handing each event's data to `answer` until it
+    /// returns something.
     async fn read_stream<T>(
         &self,
         mut response: reqwest::Response,
-        mut answer: impl FnMut(
-            Result<UpstreamMessage<'_>, crate::jsonrpc::message::Malformed<'_>>,
-        ) -> Option<T>,
+        mut answer: impl FnMut(&[u8]) -> Option<T>,
     ) -> Result<Option<T>, CallError> {
         let mut events = EventBuffer::default();
         loop {
@@ -208,27 +312,8 @@ impl StreamableLink {
                 .map_err(|_| CallError::unavailable("the event stream broke"))?;
             let Some(chunk) = chunk else { return Ok(None) };
             events.push(&chunk);
-            while let Some(data) = events.next_data() {
-                let Ok(raw) = serde_json::from_slice::<&RawValue>(&data) else {
-                    tracing::debug!(url = %crate::redact::url(&self.0.url), "an event that is not JSON skipped");
-                    continue;
-                };
-                let message = parse_upstream(raw);
-                match &message {
-                    Ok(UpstreamMessage::Notification { method, params }) => {
-                        let event = (method.to_string(), params.map(Json::to_buf));
-                        if self.0.events.try_send(event).is_err() {
-                            tracing::warn!(url = %crate::redact::url(&self.0.url), "notification dropped: too many queued");
-                        }
-                    }
-                    Ok(UpstreamMessage::Request { id, method }) => {
-                        let reply = answer_server_request(Dialect::ModelContext, *id, method);
-                        let link = self.clone();
-                        tokio::spawn(async move { link.post_message(reply).await });
-                    }
-                    _ => {}
-                }
-                if let Some(found) = answer(message) {
+            for data in events.take_data() {
+                if let Some(found) = answer(&data) {
                     return Ok(Some(found));
                 }
             }
@@ -268,6 +353,7 @@ impl StreamableLink {
         }
         tracing::info!(url = %crate::redact::url(&self.0.url), "the upstream ended the session; initialising again");
         write(&self.0.session, None);
+        write(&self.0.fast, None);
         let params = mc::initialize_params();
         let params: &RawValue = serde_json::from_str(&params)
             .map_err(|_| CallError::protocol("initialize params are not JSON"))?;
@@ -292,6 +378,7 @@ impl StreamableLink {
         let value = HeaderValue::from_str(&handshake.revision)
             .map_err(|_| CallError::protocol("the revision is not a header value"))?;
         write(&self.0.revision, Some(value));
+        self.rebuild_fast();
         Ok(())
     }
 
@@ -313,7 +400,7 @@ impl StreamableLink {
                     return;
                 }
                 Ok(r) if r.status() == StatusCode::OK && is_event_stream(r.headers()) => {
-                    let ended = self.read_stream(r, |_| None::<()>).await;
+                    let ended = self.read_stream(r, |data| self.hear(data, b"")).await;
                     tracing::debug!(url = %crate::redact::url(&self.0.url), ended = ?ended.err(), "GET stream ended; opening it again");
                 }
                 Ok(r) => {
@@ -345,6 +432,7 @@ impl StreamableLink {
             .header(SESSION, session);
         let _ = tokio::time::timeout(CLOSE_TIMEOUT, req.send()).await;
         write(&self.0.session, None);
+        write(&self.0.fast, None);
     }
 
     /// Tells the server that request `id` is no longer waited for.
@@ -403,13 +491,61 @@ async fn read_body(mut response: reqwest::Response, max: usize) -> Result<BytesM
     Ok(out)
 }
 
-/// Server-sent events as they arrive: the `data` of each complete event
-/// (its `data:` lines joined by newlines; other fields and comments ignored).
+/// Where the first complete event at or after `from` ends: (end of its
+/// text, end of the blank line after it).
+fn event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let mut i = from;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            if buf.get(i + 1) == Some(&b'\n') {
+                return Some((i, i + 2));
+            }
+            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
+                return Some((i, i + 3));
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The data of one event: its `data:` lines joined by newlines (other
+/// fields and comments ignored); `None` when it has none.
+fn event_data(event: &[u8]) -> Option<Vec<u8>> {
+    let mut data: Option<Vec<u8>> = None;
+    for line in event.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(value) = line.strip_prefix(b"data") {
+            let value = match value {
+                [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
+                [] => &[][..],
+                _ => continue,
+            };
+            let data = data.get_or_insert_with(Vec::new);
+            if !data.is_empty() {
+                data.push(b'\n');
+            }
+            data.extend_from_slice(value);
+        }
+    }
+    data
+}
+
+/// The data of every complete event of `buf` from `from` on, and where the
+/// incomplete rest starts.
+fn events_from(buf: &[u8], mut from: usize) -> (Vec<Vec<u8>>, usize) {
+    let mut all = Vec::new();
+    while let Some((text, end)) = event_end(buf, from) {
+        all.extend(event_data(&buf[from..text]));
+        from = end;
+    }
+    (all, from)
+}
+
+/// Server-sent events as they arrive: the `data` of each complete event.
 #[derive(Default)]
 struct EventBuffer {
     buf: Vec<u8>,
-    /// Bytes at the front known to hold no complete event.
-    scanned: usize,
 }
 
 impl EventBuffer {
@@ -421,53 +557,24 @@ impl EventBuffer {
         self.buf.len()
     }
 
-    /// The next complete event that carries data.
-    fn next_data(&mut self) -> Option<Vec<u8>> {
-        loop {
-            let end = self.event_end()?;
-            let event: Vec<u8> = self.buf.drain(..end.1).collect();
-            self.scanned = 0;
-            let mut data: Option<Vec<u8>> = None;
-            for line in event[..end.0].split(|&b| b == b'\n') {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                if let Some(value) = line.strip_prefix(b"data") {
-                    let value = match value {
-                        [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
-                        [] => &[][..],
-                        _ => continue,
-                    };
-                    let data = data.get_or_insert_with(Vec::new);
-                    if !data.is_empty() {
-                        data.push(b'\n');
-                    }
-                    data.extend_from_slice(value);
-                }
-            }
-            if let Some(data) = data {
-                return Some(data);
-            }
-        }
+    /// The data of the complete events received so far, taken out.
+    fn take_data(&mut self) -> Vec<Vec<u8>> {
+        let (all, rest) = events_from(&self.buf, 0);
+        self.buf.drain(..rest);
+        all
     }
+}
 
-    /// Where the first event ends: (end of its text, end of its blank line).
-    fn event_end(&mut self) -> Option<(usize, usize)> {
-        let from = self.scanned.saturating_sub(3);
-        let tail = &self.buf[from..];
-        let mut i = 0;
-        while i < tail.len() {
-            if tail[i] == b'\n' {
-                if tail.get(i + 1) == Some(&b'\n') {
-                    return Some((from + i, from + i + 2));
-                }
-                if tail.get(i + 1) == Some(&b'\r') && tail.get(i + 2) == Some(&b'\n') {
-                    return Some((from + i, from + i + 3));
-                }
-            }
-            i += 1;
-        }
-        self.scanned = self.buf.len();
-        None
-    }
+/// Whether the events of `body` from `scanned` on hold the response to
+/// `id_text`; `scanned` moves past the complete events looked at.
+fn holds_answer(body: &[u8], scanned: &AtomicUsize, id_text: &[u8]) -> bool {
+    let (events, rest) = events_from(body, scanned.load(Ordering::Relaxed));
+    scanned.store(rest, Ordering::Relaxed);
+    events.iter().any(|data| {
+        serde_json::from_slice::<&RawValue>(data).is_ok_and(|raw| {
+            matches!(parse_upstream(raw), Ok(UpstreamMessage::Response { id, .. }) if id.get().as_bytes() == id_text)
+        })
+    })
 }
 
 impl Transport for StreamableLink {
@@ -487,16 +594,15 @@ impl Transport for StreamableLink {
             } else {
                 self.0.next_id.fetch_add(1, Ordering::Relaxed)
             };
-            let body = encode_request(Some(id), method_name, params);
             let mut cancel = CancelOnDrop {
                 link: self,
                 id: (!initialize).then_some(id),
             };
             let stale = read(&self.0.session);
-            let answer = match self.exchange(body.clone(), id).await {
+            let answer = match self.exchange_any(method_name, params, id).await {
                 Err(Failure::Expired) if !initialize => {
                     self.reinitialize(stale).await?;
-                    match self.exchange(body, id).await {
+                    match self.exchange_any(method_name, params, id).await {
                         Err(Failure::Expired) => {
                             Err(CallError::unavailable("the session was refused"))
                         }
@@ -608,14 +714,30 @@ mod tests {
     fn events_are_read_as_they_arrive() {
         let mut events = EventBuffer::default();
         events.push(&Bytes::from_static(b"event: message\ndata: {\"a\":"));
-        assert_eq!(events.next_data(), None);
+        assert!(events.take_data().is_empty());
         events.push(&Bytes::from_static(
             b"1}\n\n: comment\n\nid: 7\r\ndata:[1,\r\ndata: 2]\r\n\r\ndata: x",
         ));
-        assert_eq!(events.next_data().as_deref(), Some(&b"{\"a\":1}"[..]));
-        assert_eq!(events.next_data().as_deref(), Some(&b"[1,\n2]"[..]));
-        assert_eq!(events.next_data(), None);
+        assert_eq!(
+            events.take_data(),
+            vec![b"{\"a\":1}".to_vec(), b"[1,\n2]".to_vec()]
+        );
+        assert!(events.take_data().is_empty());
         events.push(&Bytes::from_static(b"\n\n"));
-        assert_eq!(events.next_data().as_deref(), Some(&b"x"[..]));
+        assert_eq!(events.take_data(), vec![b"x".to_vec()]);
+    }
+
+    #[test]
+    fn an_answer_is_found_in_a_stream_as_it_grows() {
+        let scanned = AtomicUsize::new(0);
+        let mut body =
+            b"id: 1\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n\n"
+                .to_vec();
+        assert!(!holds_answer(&body, &scanned, b"7"));
+        body.extend_from_slice(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}");
+        assert!(!holds_answer(&body, &scanned, b"7"), "not complete yet");
+        body.extend_from_slice(b"\n\n");
+        assert!(!holds_answer(&body, &AtomicUsize::new(0), b"8"));
+        assert!(holds_answer(&body, &scanned, b"7"));
     }
 }
