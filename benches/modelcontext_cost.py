@@ -10,9 +10,18 @@ reported is the gateway process's own CPU time (user + system, /proc) per
 call, so the upstreams' own cost is not in it. Arms are rotated over ROUNDS
 rounds and the median is reported.
 
+CPU time also holds what the upstream's pace costs the gateway (a slower
+upstream leaves the runtime idle between calls: more parking and waking per
+call, and server-everything answers in an event stream of several writes).
+With INSTRUCTIONS=1 each gateway runs under valgrind's callgrind instead and
+the user-space instructions per call are reported: the gateway's own work,
+whatever the upstream's pace (valgrind must be installed).
+
     cargo build --release   # and the servers .ci/run installs under target/
     python3 benches/modelcontext_cost.py [N] [ROUNDS]
 """
+import glob
+import http.client
 import json
 import os
 import statistics
@@ -37,29 +46,39 @@ def body(tool_id, arguments):
                        "params": {"id": tool_id, "arguments": arguments}}).encode()
 
 
+INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
+
+
 def start_gateway(tmp, name, upstream_yaml):
     port = free_port()
+    prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(tmp, name)}.cg"] \
+        if INSTRUCTIONS else []
     cfg = os.path.join(tmp, f"{name}.yaml")
     with open(cfg, "w") as f:
         f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
                 f"upstreams:\n  up: {upstream_yaml}\n"
                 "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]}\n")
     env = dict(os.environ, MCP_GATEWAY_LOG="warn")
-    p = subprocess.Popen([BIN, "serve", "--config", cfg, "--workers", "1"], env=env,
+    p = subprocess.Popen([*prefix, BIN, "serve", "--config", cfg, "--workers", "1"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port)
+    wait_port(port, timeout=120 if INSTRUCTIONS else 30)
     return p, port
 
 
-def measure(port, request):
-    client = KeepAlive(("127.0.0.1", port), "bench-key", request)
-    deadline = time.time() + 30
-    while True:  # until the upstream is ready and the call answers
-        client.call()
-        if b'"result"' in client.buf or time.time() > deadline:
-            break
-        time.sleep(0.1)
-    return client
+def ready_client(port, request):
+    """A keep-alive client, once a call through the gateway answers with a result."""
+    deadline = time.time() + (120 if INSTRUCTIONS else 30)
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/mcp", request, {"Authorization": "Bearer bench-key",
+                                               "Content-Type": "application/json"})
+        answer = conn.getresponse().read()
+        conn.close()
+        if b'"result"' in answer:
+            return KeepAlive(("127.0.0.1", port), "bench-key", request)
+        if time.time() > deadline:
+            raise RuntimeError(f"no result through the gateway: {answer[:300]!r}")
+        time.sleep(0.2)
 
 
 def main():
@@ -93,8 +112,27 @@ def main():
         for name, (yaml, request) in arms.items():
             p, port = start_gateway(tmp, name.replace(" ", "-"), yaml)
             procs.append(p)
-            gateways[name] = (p, measure(port, request))
+            gateways[name] = (p, ready_client(port, request))
         results = {name: [] for name in arms}
+        if INSTRUCTIONS:
+            for name, (p, client) in gateways.items():
+                for _ in range(200):
+                    client.call()
+                out = os.path.join(tmp, name.replace(" ", "-")) + ".cg"
+                subprocess.run(["callgrind_control", "-z", str(p.pid)], capture_output=True, check=True)
+                for _ in range(N):
+                    client.call()
+                subprocess.run(["callgrind_control", "-d", str(p.pid)], capture_output=True, check=True)
+                time.sleep(1)
+                dumps = glob.glob(out + ".*")
+                with open(max(dumps, key=os.path.getmtime)) as f:
+                    total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+                print(f"{name:28} {total / N:9,.0f} user-space instructions per call")
+                results[name].append(total / N)
+            for transport in ("stdio", "http"):
+                ratio = results[f"modelcontextprotocol {transport}"][0] / results[f"v1 {transport}"][0]
+                print(f"{transport}: the Model Context Protocol path runs {ratio:.2f} times the instructions of the MCP v1.0 path")
+            return
         for _ in range(ROUNDS):
             for name, (p, client) in gateways.items():
                 before = cpu_seconds(p.pid)

@@ -132,6 +132,8 @@ pub struct Upstream {
 }
 
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+/// The least time a child gets to answer `initialize`.
+const HANDSHAKE_AT_LEAST: Duration = Duration::from_secs(10);
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
     lock.read().unwrap_or_else(PoisonError::into_inner).clone()
@@ -250,6 +252,14 @@ impl Upstream {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// How long the answer to `initialize` is waited for: the call timeout,
+    /// but at least [`HANDSHAKE_AT_LEAST`], since a child answers it only
+    /// once it has started (an interpreter loading its SDK takes seconds).
+    /// HTTP supervisors bound the whole handshake themselves.
+    pub fn handshake_timeout(&self) -> Duration {
+        self.timeout.max(HANDSHAKE_AT_LEAST)
     }
 
     /// Namespaced ids of resources the upstream said changed (`mcp/resourceDidChange`).

@@ -86,7 +86,7 @@ impl State {
             link,
             Op::Initialize,
             &mc::initialize_params(),
-            up.timeout(),
+            up.handshake_timeout(),
         )
         .await?;
         let handshake = mc::read_initialize(answer.get()).map_err(CallError::protocol)?;

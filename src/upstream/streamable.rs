@@ -6,6 +6,7 @@
 //! the server's notifications where it offers one; DELETE ends the session
 //! on shutdown. Notifications that arrive on a call's stream are heard too.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -151,16 +152,20 @@ impl StreamableLink {
                 .await;
         };
         let mut digits = [0; 20];
-        let id_text: &[u8] = super::decimal(id, &mut digits);
-        let scanned = AtomicUsize::new(0);
+        let scan = StreamScan {
+            link: self,
+            id_text: super::decimal(id, &mut digits),
+            scanned: AtomicUsize::new(0),
+            answer: std::sync::Mutex::new(None),
+        };
         pool.post_until(
             std::time::Instant::now(),
             None,
             |out| write_request(out, Some(id), method_name, params),
             64 + params.len_hint(),
             self.0.max_bytes,
-            |body| holds_answer(body, &scanned, id_text),
-            |status, body| self.read_answer(status, body, id, id_text),
+            |body| scan.holds_answer(body),
+            |status, body| self.read_answer(status, body, id, &scan),
         )
         .await
         .map_err(Failure::Call)?
@@ -172,7 +177,7 @@ impl StreamableLink {
         status: StatusCode,
         body: &[u8],
         id: u64,
-        id_text: &[u8],
+        scan: &StreamScan<'_>,
     ) -> Result<JsonBuf, Failure> {
         match status.as_u16() {
             200 => {}
@@ -187,13 +192,9 @@ impl StreamableLink {
         ) {
             return super::http::find_answer(body, id).map_err(Failure::Call);
         }
-        let mut found = None;
-        for data in events_from(body, 0).0 {
-            if let Some(answer) = self.hear(&data, id_text) {
-                found.get_or_insert(answer);
-            }
-        }
-        found
+        // Events that came in one piece with the end of the body.
+        scan.holds_answer(body);
+        scan.take_answer()
             .unwrap_or_else(|| {
                 Err(CallError::protocol(
                     "the event stream ended without an answer",
@@ -206,11 +207,22 @@ impl StreamableLink {
     /// supervisor, a request of the server answered; the response to
     /// `id_text` is returned.
     fn hear(&self, data: &[u8], id_text: &[u8]) -> Option<Result<JsonBuf, CallError>> {
-        let Ok(raw) = serde_json::from_slice::<&RawValue>(data) else {
+        let skipped = || {
             tracing::debug!(url = %crate::redact::url(&self.0.url), "an event that is not JSON skipped");
-            return None;
+            None
         };
-        match parse_upstream(raw) {
+        let Ok(text) = std::str::from_utf8(data) else {
+            return skipped();
+        };
+        // One pass for the usual event (one object); serde for the rest.
+        let message = match crate::jsonrpc::message::parse_upstream_text(text) {
+            Some(message) => message,
+            None => match serde_json::from_str::<&RawValue>(text) {
+                Ok(raw) => parse_upstream(raw),
+                Err(_) => return skipped(),
+            },
+        };
+        match message {
             Ok(UpstreamMessage::Notification { method, params }) => {
                 let event = (method.to_string(), params.map(Json::to_buf));
                 if self.0.events.try_send(event).is_err() {
@@ -510,9 +522,10 @@ fn event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
 }
 
 /// The data of one event: its `data:` lines joined by newlines (other
-/// fields and comments ignored); `None` when it has none.
-fn event_data(event: &[u8]) -> Option<Vec<u8>> {
-    let mut data: Option<Vec<u8>> = None;
+/// fields and comments ignored; one line is borrowed as it is); `None` when
+/// it has none.
+fn event_data(event: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let mut data: Option<Cow<'_, [u8]>> = None;
     for line in event.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if let Some(value) = line.strip_prefix(b"data") {
@@ -521,25 +534,30 @@ fn event_data(event: &[u8]) -> Option<Vec<u8>> {
                 [] => &[][..],
                 _ => continue,
             };
-            let data = data.get_or_insert_with(Vec::new);
-            if !data.is_empty() {
-                data.push(b'\n');
-            }
-            data.extend_from_slice(value);
+            data = Some(match data {
+                None => Cow::Borrowed(value),
+                Some(before) => {
+                    let mut joined = before.into_owned();
+                    joined.push(b'\n');
+                    joined.extend_from_slice(value);
+                    Cow::Owned(joined)
+                }
+            });
         }
     }
     data
 }
 
-/// The data of every complete event of `buf` from `from` on, and where the
-/// incomplete rest starts.
-fn events_from(buf: &[u8], mut from: usize) -> (Vec<Vec<u8>>, usize) {
-    let mut all = Vec::new();
+/// Hands the data of every complete event of `buf` from `from` on to `each`;
+/// returns where the incomplete rest starts.
+fn each_event(buf: &[u8], mut from: usize, mut each: impl FnMut(&[u8])) -> usize {
     while let Some((text, end)) = event_end(buf, from) {
-        all.extend(event_data(&buf[from..text]));
+        if let Some(data) = event_data(&buf[from..text]) {
+            each(&data);
+        }
         from = end;
     }
-    (all, from)
+    from
 }
 
 /// Server-sent events as they arrive: the `data` of each complete event.
@@ -559,22 +577,46 @@ impl EventBuffer {
 
     /// The data of the complete events received so far, taken out.
     fn take_data(&mut self) -> Vec<Vec<u8>> {
-        let (all, rest) = events_from(&self.buf, 0);
+        let mut all = Vec::new();
+        let rest = each_event(&self.buf, 0, |data| all.push(data.to_vec()));
         self.buf.drain(..rest);
         all
     }
 }
 
-/// Whether the events of `body` from `scanned` on hold the response to
-/// `id_text`; `scanned` moves past the complete events looked at.
-fn holds_answer(body: &[u8], scanned: &AtomicUsize, id_text: &[u8]) -> bool {
-    let (events, rest) = events_from(body, scanned.load(Ordering::Relaxed));
-    scanned.store(rest, Ordering::Relaxed);
-    events.iter().any(|data| {
-        serde_json::from_slice::<&RawValue>(data).is_ok_and(|raw| {
-            matches!(parse_upstream(raw), Ok(UpstreamMessage::Response { id, .. }) if id.get().as_bytes() == id_text)
-        })
-    })
+/// An event stream read by the pool as it arrives: each complete event is
+/// heard once, and the answer to the call kept when it comes.
+struct StreamScan<'a> {
+    link: &'a StreamableLink,
+    id_text: &'a [u8],
+    /// Where the events not yet heard start.
+    scanned: AtomicUsize,
+    answer: std::sync::Mutex<Option<Result<JsonBuf, CallError>>>,
+}
+
+impl StreamScan<'_> {
+    /// Hears the complete events of `body` not heard yet; whether the answer is in.
+    fn holds_answer(&self, body: &[u8]) -> bool {
+        let mut answer = self
+            .answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let from = self.scanned.load(Ordering::Relaxed);
+        let rest = each_event(body, from, |data| {
+            if let Some(found) = self.link.hear(data, self.id_text) {
+                answer.get_or_insert(found);
+            }
+        });
+        self.scanned.store(rest, Ordering::Relaxed);
+        answer.is_some()
+    }
+
+    fn take_answer(&self) -> Option<Result<JsonBuf, CallError>> {
+        self.answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
 }
 
 impl Transport for StreamableLink {
@@ -729,15 +771,37 @@ mod tests {
 
     #[test]
     fn an_answer_is_found_in_a_stream_as_it_grows() {
-        let scanned = AtomicUsize::new(0);
+        let client = super::super::http::client().unwrap();
+        let spec = HttpSpec {
+            url: "http://127.0.0.1:1/mcp".into(),
+            headers: Default::default(),
+            notifications: false,
+        };
+        let (link, mut heard) = StreamableLink::new(client, &spec, 1 << 20).unwrap();
+        let scan = |id: &'static [u8]| StreamScan {
+            link: &link,
+            id_text: id,
+            scanned: AtomicUsize::new(0),
+            answer: std::sync::Mutex::new(None),
+        };
+        let seven = scan(b"7");
         let mut body =
             b"id: 1\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n\n"
                 .to_vec();
-        assert!(!holds_answer(&body, &scanned, b"7"));
+        assert!(!seven.holds_answer(&body));
+        assert_eq!(heard.try_recv().unwrap().0, "n");
         body.extend_from_slice(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}");
-        assert!(!holds_answer(&body, &scanned, b"7"), "not complete yet");
+        assert!(!seven.holds_answer(&body), "not complete yet");
         body.extend_from_slice(b"\n\n");
-        assert!(!holds_answer(&body, &AtomicUsize::new(0), b"8"));
-        assert!(holds_answer(&body, &scanned, b"7"));
+        assert!(!scan(b"8").holds_answer(&body));
+        assert!(seven.holds_answer(&body));
+        assert_eq!(seven.take_answer().unwrap().unwrap().get(), "{}");
+        // Each event was heard once.
+        assert_eq!(
+            heard.try_recv().unwrap().0,
+            "n",
+            "the other scan heard it too"
+        );
+        assert!(heard.try_recv().is_err());
     }
 }

@@ -17,7 +17,7 @@ pub(super) async fn handshake(
     let params: &RawValue = serde_json::from_str(r#"{"clientCapabilities":{}}"#)
         .unwrap_or_else(|_| unreachable!("literal JSON"));
     let method = up.dialect.method(Op::Initialize);
-    let answer = tokio::time::timeout(up.timeout(), link.request(method, params.into()))
+    let answer = tokio::time::timeout(up.handshake_timeout(), link.request(method, params.into()))
         .await
         .map_err(|_| CallError::Timeout)??;
     let init: InitializeResult = serde_json::from_str(answer.get())

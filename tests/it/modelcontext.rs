@@ -522,3 +522,119 @@ async fn a_python_sdk_server_over_streamable_http() {
     live.close().await;
     gw.stop().await;
 }
+
+fn sdk_stdio() -> String {
+    servers();
+    format!(
+        "{{stdio: {{command: {:?}, args: [{:?}, stdio]}}, protocol: modelcontextprotocol, timeout_ms: 1000}}",
+        venv().join("bin/python").display().to_string(),
+        root()
+            .join("tests/fixtures/mcp_sdk_server.py")
+            .display()
+            .to_string()
+    )
+}
+
+/// How many calls the SDK server saw cancelled, once it is at least `at_least`.
+async fn cancelled_at_least(gw: &Gateway, upstream: &str, at_least: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = gw
+            .execute(
+                "ka",
+                &format!("mcp://gw/{upstream}/tool/cancelled"),
+                json!({}),
+            )
+            .await;
+        let text = answer["result"]["output"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_owned();
+        let n: u64 = text.parse().unwrap();
+        if n >= at_least || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_is_cancelled_upstream_over_either_transport() {
+    let server = sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  web: {}\n  local: {}\ntenants:\n  a: {}\n",
+        http(&server.url).replace("timeout_ms: 10000", "timeout_ms: 1000"),
+        sdk_stdio(),
+        tenant("ka", &["web", "local"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["web", "local"]).await;
+    for upstream in ["web", "local"] {
+        let started = Instant::now();
+        let answer = gw
+            .execute("ka", &format!("mcp://gw/{upstream}/tool/wait"), json!({}))
+            .await;
+        assert_eq!(answer["error"]["code"], -32003, "{upstream}: {answer}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // The server heard notifications/cancelled and stopped the handler.
+        assert_eq!(cancelled_at_least(&gw, upstream, 1).await, 1, "{upstream}");
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinning_and_policies_hold_for_these_upstreams() {
+    let server = sdk_server();
+    let dir = tempfile::tempdir().unwrap();
+    let pins = dir.path().join("pins.json");
+    let yaml = format!(
+        "gateway: {{id: gw, pins_file: {:?}}}\nupstreams:\n  sdk: {}\ntenants:\n  a: {}\n  b: {{api_keys: [kb], upstreams: [sdk], tools: {{deny: [\"*/tool/explode\"]}}}}\n",
+        pins.display().to_string(),
+        http(&server.url).replace("timeout_ms: 10000}", "timeout_ms: 10000, pin: true}"),
+        tenant("ka", &["sdk"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["sdk"]).await;
+    // Pinned on first sight, by the definition the server wrote.
+    let pinned: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
+    let print = pinned["sdk"]["mcp://tool/add"]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(print.starts_with("sha256:"), "{pinned}");
+
+    // A tenant's policy hides and refuses a tool of this upstream like any other.
+    let b_tools = gw.list("kb", "mcp/listTools").await;
+    assert!(by_id(&b_tools, "mcp://gw/sdk/tool/explode").is_none());
+    assert!(by_id(&b_tools, "mcp://gw/sdk/tool/add").is_some());
+    let denied = gw
+        .execute("kb", "mcp://gw/sdk/tool/explode", json!({}))
+        .await;
+    assert_eq!(denied["error"]["code"], -32007, "{denied}");
+
+    // The server changes a pinned tool and says so: quarantined until approved.
+    let evolved = gw
+        .execute("ka", "mcp://gw/sdk/tool/evolve", json!({}))
+        .await;
+    assert!(evolved["result"].is_object(), "{evolved}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let add = gw
+            .execute("ka", "mcp://gw/sdk/tool/add", json!({"a": 1, "b": 1}))
+            .await;
+        if add["error"]["code"] == -32007 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never quarantined: {add}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tools = gw.list("ka", "mcp/listTools").await;
+    assert!(by_id(&tools, "mcp://gw/sdk/tool/add").is_none());
+    let pinned: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
+    assert_eq!(pinned["sdk"]["mcp://tool/add"]["fingerprint"], print);
+    assert!(
+        pinned["sdk"]["mcp://tool/add"]["pending"].is_string(),
+        "{pinned}"
+    );
+    gw.stop().await;
+}
