@@ -16,6 +16,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::jsonrpc::Json;
+use crate::jsonrpc::scan;
 use crate::protocol::capabilities::ExecutionProvider;
 use crate::protocol::{Capabilities, Kind};
 
@@ -364,23 +366,59 @@ pub fn content_text(content: &str) -> String {
 /// `{"content": [...]}` otherwise. Either is written from the answer's text
 /// without re-encoding. Whether it satisfies the listed schema is for the
 /// caller to check, as for every upstream.
-pub fn tool_result(result: &str, structured: bool) -> Result<String, CallFailure> {
-    let r: CallResult<'_> = serde_json::from_str(result)
-        .map_err(|e| CallFailure::Broken(format!("the tools/call result cannot be read: {e}")))?;
-    let content = r
-        .content
-        .filter(|c| c.get().starts_with('['))
+pub fn tool_result(result: Json<'_>, structured: bool) -> Result<String, CallFailure> {
+    // One pass over the (valid) text for the usual result; serde where the
+    // scan declines (a member named twice, an escaped key), which also says why.
+    let (content, structured_content, is_error) =
+        match scan::members_of(result, ["content", "structuredContent", "isError"]) {
+            Some([content, structured_content, is_error]) => (
+                content.map(Json::get),
+                structured_content.map(Json::get),
+                match is_error.map(Json::get) {
+                    None | Some("null") => None,
+                    Some("true") => Some(true),
+                    Some("false") => Some(false),
+                    Some(_) => {
+                        return Err(CallFailure::Broken(
+                            "the tools/call result's isError is not a boolean".into(),
+                        ));
+                    }
+                },
+            ),
+            None => {
+                let r: CallResult<'_> = serde_json::from_str(result.get()).map_err(|e| {
+                    CallFailure::Broken(format!("the tools/call result cannot be read: {e}"))
+                })?;
+                (
+                    r.content.map(RawValue::get),
+                    r.structured_content.map(RawValue::get),
+                    r.is_error,
+                )
+            }
+        };
+    let content = content
+        .filter(|c| c.starts_with('['))
         .ok_or_else(|| CallFailure::Broken("the tools/call result has no content array".into()))?;
-    if r.is_error == Some(true) {
-        return Err(CallFailure::Tool(content_text(content.get())));
+    if is_error == Some(true) {
+        return Err(CallFailure::Tool(content_text(content)));
     }
     if structured {
-        return Ok(match r.structured_content {
-            Some(s) if s.get() != "null" => format!(r#"{{"output":{}}}"#, s.get()),
+        return Ok(match structured_content {
+            Some(s) if s != "null" => {
+                let mut out = String::with_capacity(s.len() + 11);
+                out.push_str(r#"{"output":"#);
+                out.push_str(s);
+                out.push('}');
+                out
+            }
             _ => "{}".into(),
         });
     }
-    Ok(format!(r#"{{"output":{{"content":{}}}}}"#, content.get()))
+    let mut out = String::with_capacity(content.len() + 24);
+    out.push_str(r#"{"output":{"content":"#);
+    out.push_str(content);
+    out.push_str("}}");
+    Ok(out)
 }
 
 /// A resource of `resources/list`: its uri, or why it cannot be mapped.
@@ -648,6 +686,11 @@ mod tests {
         assert!(tool(&obj(json!({"inputSchema":{}}))).is_err());
     }
 
+    fn tool_result(text: &str, structured: bool) -> Result<String, CallFailure> {
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        super::tool_result(raw.into(), structured)
+    }
+
     #[test]
     fn results_become_outputs_and_tool_errors() {
         let content = r#"{"content":[{"type":"text","text":"hi"},{"type":"image","data":"AA==","mimeType":"image/png"}]}"#;
@@ -678,6 +721,15 @@ mod tests {
             tool_result(r#"{"content":[],"content":[]}"#, false),
             Err(CallFailure::Broken(_))
         ));
+        assert!(matches!(
+            tool_result(r#"{"content":[],"isError":"yes"}"#, false),
+            Err(CallFailure::Broken(_))
+        ));
+        // Escaped keys are read as serde reads them.
+        assert_eq!(
+            tool_result(r#"{"cont\u0065nt":[],"isError":true}"#, false),
+            Err(CallFailure::Tool(String::new()))
+        );
     }
 
     #[test]

@@ -390,7 +390,7 @@ impl State {
 
 /// A `tools/call` result as the gateway's result object (see `crate::modelcontext::tool_result`).
 pub(super) fn tool_result(result: &JsonBuf, structured: bool) -> Result<JsonBuf, CallError> {
-    match mc::tool_result(result.get(), structured) {
+    match mc::tool_result(result.as_json(), structured) {
         Ok(text) => Ok(JsonBuf::from_written(text)),
         Err(CallFailure::Tool(text)) => Err(CallError::Tool(text)),
         Err(CallFailure::Broken(why)) => Err(CallError::protocol(why)),
