@@ -19,14 +19,20 @@ class KeepAlive:
                     b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         self.buf = b""
 
+    def recv(self):
+        data = self.s.recv(65536)
+        if not data:
+            raise ConnectionError("the gateway closed the connection")
+        return data
+
     def call(self):
         self.s.sendall(self.req)
         while b"\r\n\r\n" not in self.buf:
-            self.buf += self.s.recv(65536)
+            self.buf += self.recv()
         head, rest = self.buf.split(b"\r\n\r\n", 1)
         length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
         while len(rest) < length:
-            rest += self.s.recv(65536)
+            rest += self.recv()
         self.buf = rest[length:]
         return int(head.split(b" ")[1])
 

@@ -638,3 +638,35 @@ async fn pinning_and_policies_hold_for_these_upstreams() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_server_forgot_is_opened_again_and_the_call_retried() {
+    let server = sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  sdk: {}\ntenants:\n  a: {}\n",
+        http(&server.url),
+        tenant("ka", &["sdk"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["sdk"]).await;
+    let sessions = |answer: Value| answer["result"]["output"]["content"][0]["text"].clone();
+    let one = gw
+        .execute("ka", "mcp://gw/sdk/tool/sessions", json!({}))
+        .await;
+    assert_eq!(sessions(one), "1");
+    let forgot = gw
+        .execute("ka", "mcp://gw/sdk/tool/forget", json!({}))
+        .await;
+    assert!(forgot["result"].is_object(), "{forgot}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The server answers the old session 404: a new one, and the call goes through.
+    let add = gw
+        .execute("ka", "mcp://gw/sdk/tool/add", json!({"a": 1, "b": 2}))
+        .await;
+    assert_eq!(add["result"]["output"], json!({"sum": 3}), "{add}");
+    let two = gw
+        .execute("ka", "mcp://gw/sdk/tool/sessions", json!({}))
+        .await;
+    assert_eq!(sessions(two), "2");
+    gw.stop().await;
+}
