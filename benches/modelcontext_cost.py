@@ -4,7 +4,9 @@ Context Protocol beside an MCP v1.0 one, over stdio and over HTTP.
 
 Each arm is a gateway process (release build, one worker, logs at warn) in
 front of one upstream: the demo upstream (MCP v1.0) or the reference server
-`@modelcontextprotocol/server-everything` (its `echo` tool), all on
+`@modelcontextprotocol/server-everything` (its `echo` tool), and, for
+Streamable HTTP answering JSON rather than event streams, the Python SDK
+server of the tests (`tests/fixtures/mcp_sdk_server.py json`), all on
 127.0.0.1. One keep-alive client calls the echo tool N times; what is
 reported is the gateway process's own CPU time (user + system, /proc) per
 call, so the upstreams' own cost is not in it. Arms are rotated over ROUNDS
@@ -47,6 +49,9 @@ def body(tool_id, arguments):
 
 
 INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
+# Each Model Context Protocol arm beside the MCP v1.0 arm of its transport.
+PAIRS = [("modelcontextprotocol stdio", "v1 stdio"), ("modelcontextprotocol http", "v1 http"),
+         ("modelcontextprotocol http, JSON answers", "v1 http")]
 
 
 def start_gateway(tmp, name, upstream_yaml):
@@ -96,8 +101,14 @@ def main():
                                       env=dict(os.environ, PORT=str(ev_port)),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(everything)
+        sdk = subprocess.Popen([os.path.join(ROOT, "target/mcp-venv/bin/python"),
+                                os.path.join(ROOT, "tests/fixtures/mcp_sdk_server.py"), "json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(sdk)
+        sdk_port = int(sdk.stdout.readline().split()[1])
         wait_port(up_port)
         wait_port(ev_port)
+        wait_port(sdk_port)
         v1 = body("mcp://gw/up/up/tools/echo:v1", {"text": "hello"})
         mc = body("mcp://gw/up/tool/echo", {"message": "hello"})
         arms = {
@@ -107,6 +118,9 @@ def main():
             "v1 http": (f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}}}", v1),
             "modelcontextprotocol http": (
                 f"{{http: {{url: 'http://127.0.0.1:{ev_port}/mcp'}}, protocol: modelcontextprotocol}}", mc),
+            "modelcontextprotocol http, JSON answers": (
+                f"{{http: {{url: 'http://127.0.0.1:{sdk_port}/mcp'}}, protocol: modelcontextprotocol}}",
+                body("mcp://gw/up/tool/echo", {"text": "hello"})),
         }
         gateways = {}
         for name, (yaml, request) in arms.items():
@@ -128,11 +142,11 @@ def main():
                 dumps = glob.glob(out + ".*")
                 with open(max(dumps, key=os.path.getmtime)) as f:
                     total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
-                print(f"{name:28} {total / N:9,.0f} user-space instructions per call")
+                print(f"{name:40} {total / N:9,.0f} user-space instructions per call")
                 results[name].append(total / N)
-            for transport in ("stdio", "http"):
-                ratio = results[f"modelcontextprotocol {transport}"][0] / results[f"v1 {transport}"][0]
-                print(f"{transport}: the Model Context Protocol path runs {ratio:.2f} times the instructions of the MCP v1.0 path")
+            for arm, base in PAIRS:
+                ratio = results[arm][0] / results[base][0]
+                print(f"{arm}: {ratio:.2f} times the instructions of {base}")
             return
         for _ in range(ROUNDS):
             for name, (p, port, request, _) in gateways.items():
@@ -146,12 +160,11 @@ def main():
                 results[name].append((cpu_seconds(p.pid) - before) * 1e6 / N)
                 client.s.close()
         for name, figures in results.items():
-            print(f"{name:28} {statistics.median(figures):6.1f} µs of gateway CPU per call "
+            print(f"{name:40} {statistics.median(figures):6.1f} µs of gateway CPU per call "
                   f"(rounds: {', '.join(f'{f:.1f}' for f in figures)})")
-        for transport in ("stdio", "http"):
-            ratio = statistics.median(results[f"modelcontextprotocol {transport}"]) / \
-                statistics.median(results[f"v1 {transport}"])
-            print(f"{transport}: the Model Context Protocol path costs {ratio:.2f} times the MCP v1.0 path")
+        for arm, base in PAIRS:
+            ratio = statistics.median(results[arm]) / statistics.median(results[base])
+            print(f"{arm}: {ratio:.2f} times the CPU of {base}")
     finally:
         for p in procs:
             p.terminate()

@@ -56,6 +56,10 @@ pub trait Transport: Send + Sync + 'static {
     fn as_http(&self) -> Option<&http::HttpLink> {
         None
     }
+    /// The link as a Streamable HTTP one, awaited in place the same way.
+    fn as_streamable(&self) -> Option<&streamable::StreamableLink> {
+        None
+    }
 }
 
 /// Runs `f` when dropped.
@@ -335,15 +339,21 @@ impl Upstream {
                 None => None,
             };
             let link = self.ready_link().await?;
-            match link.as_http() {
-                // Awaited in place: no boxed future to allocate (its future is
-                // small, so copying it with its callers' is cheap). It keeps
-                // the deadline itself, with a timer per pooled connection.
-                Some(http) => http.call(method, params, started, Some(deadline)).await,
-                None => tokio::time::timeout_at(deadline, link.request(method, params))
-                    .await
-                    .unwrap_or(Err(CallError::Timeout)),
+            // HTTP links are awaited in place: no boxed future to allocate
+            // (their futures are small, so copying them with their callers'
+            // is cheap). They keep the deadline themselves, with a timer per
+            // pooled connection.
+            if let Some(http) = link.as_http() {
+                return http.call(method, params, started, Some(deadline)).await;
             }
+            if let Some(streamable) = link.as_streamable() {
+                return streamable
+                    .call(method, params, started, Some(deadline))
+                    .await;
+            }
+            tokio::time::timeout_at(deadline, link.request(method, params))
+                .await
+                .unwrap_or(Err(CallError::Timeout))
         }
         .await;
         if let Err(CallError::Unavailable(_)) = &result {

@@ -145,11 +145,17 @@ impl StreamableLink {
         method_name: &str,
         params: Params<'_>,
         id: u64,
+        started: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, Failure> {
         let Some(pool) = read(&self.0.fast) else {
-            return self
-                .exchange(encode_request(Some(id), method_name, params), id)
-                .await;
+            let exchange = self.exchange(encode_request(Some(id), method_name, params), id);
+            return match deadline {
+                Some(at) => tokio::time::timeout_at(at, exchange)
+                    .await
+                    .unwrap_or(Err(Failure::Call(CallError::Timeout))),
+                None => exchange.await,
+            };
         };
         let mut digits = [0; 20];
         let scan = StreamScan {
@@ -159,8 +165,8 @@ impl StreamableLink {
             answer: std::sync::Mutex::new(None),
         };
         pool.post_until(
-            std::time::Instant::now(),
-            None,
+            started,
+            deadline,
             |out| write_request(out, Some(id), method_name, params),
             64 + params.len_hint(),
             self.0.max_bytes,
@@ -619,50 +625,76 @@ impl StreamScan<'_> {
     }
 }
 
+impl StreamableLink {
+    /// Sends a request and reads its answer, within `deadline` if there is
+    /// one (`CallError::Timeout` past it, and the server is told the call is
+    /// cancelled). `started` is when the call started.
+    pub(crate) async fn call(
+        &self,
+        method_name: &str,
+        params: Params<'_>,
+        started: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<JsonBuf, CallError> {
+        let initialize = method_name == method::INITIALIZE;
+        let id = if initialize {
+            if read(&self.0.session).is_some() {
+                // A new handshake starts a new session.
+                self.close().await;
+            }
+            1
+        } else {
+            self.0.next_id.fetch_add(1, Ordering::Relaxed)
+        };
+        let mut cancel = CancelOnDrop {
+            link: self,
+            id: (!initialize).then_some(id),
+        };
+        let stale = read(&self.0.session);
+        let first = self
+            .exchange_any(method_name, params, id, started, deadline)
+            .await;
+        let answer = match first {
+            Err(Failure::Expired) if !initialize => {
+                self.reinitialize(stale).await?;
+                let again = self
+                    .exchange_any(method_name, params, id, started, deadline)
+                    .await;
+                match again {
+                    Err(Failure::Expired) => Err(CallError::unavailable("the session was refused")),
+                    Err(Failure::Call(e)) => Err(e),
+                    Ok(answer) => Ok(answer),
+                }
+            }
+            Err(Failure::Expired) => Err(CallError::unavailable("the session was refused")),
+            Err(Failure::Call(e)) => Err(e),
+            Ok(answer) => Ok(answer),
+        };
+        // A call that timed out is still running upstream: it is cancelled
+        // (when `cancel` is dropped); one that ended otherwise is not.
+        if !matches!(answer, Err(CallError::Timeout)) {
+            cancel.id = None;
+        }
+        let answer = answer?;
+        if initialize {
+            self.learn_revision(&answer)?;
+        }
+        Ok(answer)
+    }
+}
+
 impl Transport for StreamableLink {
     fn request<'a>(
         &'a self,
         method_name: &'a str,
         params: Params<'a>,
     ) -> BoxFuture<'a, Result<JsonBuf, CallError>> {
-        Box::pin(async move {
-            let initialize = method_name == method::INITIALIZE;
-            let id = if initialize {
-                if read(&self.0.session).is_some() {
-                    // A new handshake starts a new session.
-                    self.close().await;
-                }
-                1
-            } else {
-                self.0.next_id.fetch_add(1, Ordering::Relaxed)
-            };
-            let mut cancel = CancelOnDrop {
-                link: self,
-                id: (!initialize).then_some(id),
-            };
-            let stale = read(&self.0.session);
-            let answer = match self.exchange_any(method_name, params, id).await {
-                Err(Failure::Expired) if !initialize => {
-                    self.reinitialize(stale).await?;
-                    match self.exchange_any(method_name, params, id).await {
-                        Err(Failure::Expired) => {
-                            Err(CallError::unavailable("the session was refused"))
-                        }
-                        Err(Failure::Call(e)) => Err(e),
-                        Ok(answer) => Ok(answer),
-                    }
-                }
-                Err(Failure::Expired) => Err(CallError::unavailable("the session was refused")),
-                Err(Failure::Call(e)) => Err(e),
-                Ok(answer) => Ok(answer),
-            };
-            cancel.id = None;
-            let answer = answer?;
-            if initialize {
-                self.learn_revision(&answer)?;
-            }
-            Ok(answer)
-        })
+        // No deadline here: the caller sets it.
+        Box::pin(self.call(method_name, params, std::time::Instant::now(), None))
+    }
+
+    fn as_streamable(&self) -> Option<&StreamableLink> {
+        Some(self)
     }
 
     fn notify<'a>(
