@@ -266,20 +266,24 @@ impl StreamableLink {
         req
     }
 
-    /// POSTs one request and reads its answer, from a JSON body or an SSE stream.
-    async fn exchange(&self, body: Vec<u8>, id: u64) -> Result<JsonBuf, Failure> {
-        let had_session = read(&self.0.session).is_some();
+    /// POSTs `body` through reqwest with the session's headers.
+    async fn send_post(&self, body: Vec<u8>) -> Result<reqwest::Response, CallError> {
         let req = self
             .0
             .client
             .post(self.0.url.clone())
             .headers(self.0.headers.clone())
             .body(body);
-        let response = self
-            .with_session(req)
+        self.with_session(req)
             .send()
             .await
-            .map_err(|_| CallError::unavailable("connection failed"))?;
+            .map_err(|_| CallError::unavailable("connection failed"))
+    }
+
+    /// POSTs one request and reads its answer, from a JSON body or an SSE stream.
+    async fn exchange(&self, body: Vec<u8>, id: u64) -> Result<JsonBuf, Failure> {
+        let had_session = read(&self.0.session).is_some();
+        let response = self.send_post(body).await?;
         match response.status() {
             StatusCode::OK => {}
             StatusCode::NOT_FOUND if had_session => return Err(Failure::Expired),
@@ -343,17 +347,7 @@ impl StreamableLink {
 
     /// POSTs a notification or a response: 202 (or 200, 204) expected.
     async fn post_message(&self, body: Vec<u8>) -> Result<(), CallError> {
-        let req = self
-            .0
-            .client
-            .post(self.0.url.clone())
-            .headers(self.0.headers.clone())
-            .body(body);
-        let response = self
-            .with_session(req)
-            .send()
-            .await
-            .map_err(|_| CallError::unavailable("connection failed"))?;
+        let response = self.send_post(body).await?;
         match response.status().as_u16() {
             200 | 202 | 204 => Ok(()),
             code => Err(CallError::protocol(format!(

@@ -171,6 +171,25 @@ fn checked_output(listing: &[Value], id: &str, answer: &Value) -> Value {
     output
 }
 
+/// Waits (at most `within`) until server-everything's echo answers through the gateway again.
+async fn echoes_again(gw: &Gateway, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = gw
+            .execute(
+                "ka",
+                "mcp://gw/everything/tool/echo",
+                json!({"message": "back"}),
+            )
+            .await;
+        if answer["result"]["output"]["content"][0]["text"] == "Echo: back" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn by_id<'a>(listing: &'a [Value], id: &str) -> Option<&'a Value> {
     listing.iter().find(|d| d["mcpId"] == id)
 }
@@ -372,21 +391,7 @@ async fn a_killed_stdio_server_fails_its_calls_at_once_and_comes_back() {
         started.elapsed()
     );
     // The supervisor starts it again.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let answer = gw
-            .execute(
-                "ka",
-                "mcp://gw/everything/tool/echo",
-                json!({"message": "back"}),
-            )
-            .await;
-        if answer["result"]["output"]["content"][0]["text"] == "Echo: back" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{answer}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    echoes_again(&gw, Duration::from_secs(20)).await;
     gw.stop().await;
 }
 
@@ -438,21 +443,7 @@ async fn the_reference_server_over_streamable_http_fails_fast_and_comes_back() {
     assert!(started.elapsed() < Duration::from_secs(5));
     // Back on the same address: the gateway finds it again (a new session).
     let _again = everything_http(port);
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let answer = gw
-            .execute(
-                "ka",
-                "mcp://gw/everything/tool/echo",
-                json!({"message": "back"}),
-            )
-            .await;
-        if answer["result"]["output"]["content"][0]["text"] == "Echo: back" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{answer}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    echoes_again(&gw, Duration::from_secs(40)).await;
     gw.stop().await;
 }
 
