@@ -58,6 +58,9 @@ pub enum GatewayError {
     /// The session has as many calls in flight as it may.
     #[error("too many calls in flight in this session")]
     SessionBusy { limit: usize },
+    /// A `resources/read` of a uri the tenant does not see (the Model Context Protocol's face).
+    #[error("resource not found")]
+    ResourceNotFound(String),
 }
 
 /// An error as it goes on the wire.
@@ -177,6 +180,11 @@ impl GatewayError {
                     "the tenant has {limit} connections open, its limit; retry on one of them"
                 )),
             ),
+            E::ResourceNotFound(uri) => own(
+                codes::RESOURCE_NOT_FOUND,
+                "Resource not found",
+                Some(format!("Unknown resource: {uri}")),
+            ),
             E::SessionBusy { limit } => own(
                 codes::OVER_CAPACITY,
                 "Over capacity",
@@ -209,6 +217,7 @@ impl GatewayError {
             E::OverCapacity { .. } => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",
             E::Revoked => "unauthorized",
+            E::ResourceNotFound(_) => "invalid_params",
             E::TooManySessions { .. } | E::TooManyConnections { .. } | E::SessionBusy { .. } => {
                 "over_capacity"
             }

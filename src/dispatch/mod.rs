@@ -6,6 +6,7 @@
 //! answers whole messages (`respond`) for every transport toward agents.
 
 mod execute;
+pub mod mcp;
 mod rpc;
 pub mod session;
 mod v1;

@@ -68,7 +68,9 @@ pub async fn respond_classified(
         Incoming::Request { id, method, params } => {
             // Only a traced exchange reports how long it took.
             let started = trace.then(Instant::now);
-            let result = if Method::parse(&method) == Method::Initialize && id.get() != "1" {
+            let result = if super::mcp::speaks(&method, params) {
+                dispatcher.request_mcp(tenant, &method, params).await
+            } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
                 Err(GatewayError::InitializeId)
             } else {
                 dispatcher.request(tenant, &method, params).await

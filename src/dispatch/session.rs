@@ -27,7 +27,9 @@ pub fn starts_session(first: &RawValue) -> bool {
 
 /// Whether a classified message is the request that opens a session.
 pub fn is_initialize(message: &Incoming<'_>) -> bool {
-    matches!(message, Incoming::Request { method, .. } if Method::parse(method) == Method::Initialize)
+    // The Model Context Protocol's `initialize` opens none: its face is stateless.
+    matches!(message, Incoming::Request { method, params, .. }
+        if Method::parse(method) == Method::Initialize && !super::mcp::speaks(method, *params))
 }
 
 /// Whether a body that is not one JSON value holds several messages, one per

@@ -11,6 +11,8 @@
 //! then makes it `mcp://{gateway.id}/{upstream}/{kind}/{key}`: a pure function
 //! of the upstream, the kind and the name or uri, unique across kinds.
 
+pub mod names;
+
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::value::RawValue;

@@ -661,3 +661,137 @@ async fn a_session_the_server_forgot_is_opened_again_and_the_call_retried() {
     assert_eq!(sessions(two), "2");
     gw.stop().await;
 }
+
+/// Runs the Python SDK's client (`tests/fixtures/mcp_sdk_client.py`) against
+/// the gateway with `steps`; the negotiated revision, then one answer per step.
+async fn sdk_client(gw: &Gateway, key: &str, mode: &str, steps: Value) -> (String, Vec<Value>) {
+    servers();
+    let url = gw.url.clone();
+    let key = key.to_owned();
+    let mode = mode.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(venv().join("bin/python"))
+            .arg(root().join("tests/fixtures/mcp_sdk_client.py"))
+            .args([&url, &key, &mode])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(steps.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    });
+    let out = within(out).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the SDK client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let hello = lines.next().unwrap();
+    (
+        hello["protocolVersion"].as_str().unwrap().to_owned(),
+        lines.collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_uses_upstreams_of_both_protocols_through_one_url() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  time: {}\ntenants:\n  a: {}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        time_stdio(),
+        tenant("ka", &["s", "time"]),
+        tenant("kb", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "time"]).await;
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let steps = json!([
+        {"op": "tools"},
+        {"op": "call", "name": echo, "arguments": {"text": "hi"}},
+        {"op": "call", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}},
+        {"op": "call", "name": echo, "arguments": {"text": 5}},
+        {"op": "call", "name": "nope__nothing", "arguments": {}},
+        {"op": "resources"},
+        {"op": "read", "uri": "mcp://gw/s/s/resources/motd"},
+        {"op": "prompts"},
+    ]);
+    for mode in ["legacy", "auto"] {
+        let (revision, answers) = sdk_client(&gw, "ka", mode, steps.clone()).await;
+        assert_eq!(revision, "2025-11-25", "{mode}");
+        let tools = answers[0]["tools"].as_array().unwrap();
+        let listed = tools
+            .iter()
+            .find(|t| t["name"] == echo)
+            .expect("echo listed");
+        assert_eq!(
+            listed["_meta"]["dev.mcp-gateway/mcpId"],
+            "mcp://gw/s/s/tools/echo:v1"
+        );
+        assert_eq!(listed["title"], "echo");
+        assert!(tools.iter().any(|t| t["name"] == "time__get_current_time"));
+        for t in tools {
+            let name = t["name"].as_str().unwrap();
+            assert!(mcp_gateway::modelcontext::names::is_valid(name), "{name}");
+        }
+        assert_eq!(
+            answers[1]["structuredContent"],
+            json!({"text": "hi"}),
+            "{mode}"
+        );
+        assert_eq!(answers[2]["structuredContent"]["timezone"], "UTC", "{mode}");
+        // Arguments the schema refuses are the tool's error, said in text.
+        assert_eq!(answers[3]["isError"], true, "{}", answers[3]);
+        assert!(
+            answers[3]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("/text")
+        );
+        assert_eq!(answers[4]["error"]["code"], -32602, "{}", answers[4]);
+        let resources = answers[5]["resources"].as_array().unwrap();
+        assert!(
+            resources
+                .iter()
+                .any(|r| r["uri"] == "mcp://gw/s/s/resources/motd")
+        );
+        assert_eq!(
+            answers[6]["contents"][0]["text"],
+            "Hello from s, version 1."
+        );
+        assert!(
+            answers[7]["prompts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["title"] == "greeting")
+        );
+    }
+    // Another tenant's tool is a tool that does not exist.
+    let (_, answers) = sdk_client(
+        &gw,
+        "kb",
+        "legacy",
+        json!([{"op": "tools"}, {"op": "call", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]),
+    )
+    .await;
+    assert!(
+        answers[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| !t["name"].as_str().unwrap().starts_with("time"))
+    );
+    assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
+    gw.stop().await;
+}
