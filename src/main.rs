@@ -58,7 +58,8 @@ enum Command {
         #[arg(long, env = "MCP_GATEWAY_WORKERS")]
         workers: Option<usize>,
     },
-    /// Serve one tenant to one local agent over stdin/stdout (Content-Length framed).
+    /// Serve one tenant to one local agent over stdin/stdout (MCP v1.0 in Content-Length
+    /// frames, or newline-delimited JSON when the first byte is `{`: the Model Context Protocol).
     Stdio {
         #[arg(long, short)]
         config: PathBuf,

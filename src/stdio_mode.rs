@@ -1,18 +1,61 @@
 //! `mcp-gateway stdio`: the gateway for one local agent over its own stdin and
-//! stdout, Content-Length framed, exactly as a single MCP server would be.
-//! Nothing but frames goes to stdout (logs go to stderr); the handshake is
-//! enforced; notifications are forwarded; it exits when stdin closes.
+//! stdout, exactly as a single server would be. The first byte of stdin says
+//! the protocol: `{` is a client of the Model Context Protocol, spoken to in
+//! newline-delimited JSON; anything else MCP v1.0, Content-Length framed.
+//! Nothing but messages goes to stdout (logs go to stderr); MCP v1.0's
+//! handshake is enforced and its notifications forwarded; it exits when
+//! stdin closes.
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::codec::{Decoder, Encoder, FramedRead, FramedWrite};
 
 use crate::app::Core;
 use crate::config::Config;
 use crate::dispatch::session::Session;
-use crate::jsonrpc::ContentLengthCodec;
+use crate::jsonrpc::{CodecError, ContentLengthCodec, LineCodec};
+
+/// The framing the agent's first byte chose.
+enum Framing {
+    ContentLength(ContentLengthCodec),
+    Lines(LineCodec),
+}
+
+impl Decoder for Framing {
+    type Item = Bytes;
+    type Error = CodecError;
+
+    fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Bytes>, CodecError> {
+        match self {
+            Framing::ContentLength(c) => c.decode(src),
+            Framing::Lines(c) => c.decode(src),
+        }
+    }
+}
+
+impl Encoder<Bytes> for Framing {
+    type Error = CodecError;
+
+    fn encode(&mut self, body: Bytes, dst: &mut bytes::BytesMut) -> Result<(), CodecError> {
+        match self {
+            Framing::ContentLength(c) => c.encode(body, dst),
+            Framing::Lines(c) => c.encode(body, dst),
+        }
+    }
+}
+
+impl Framing {
+    fn new(lines: bool, max_frame: usize) -> Self {
+        if lines {
+            Framing::Lines(LineCodec::new(max_frame))
+        } else {
+            Framing::ContentLength(ContentLengthCodec::new(max_frame))
+        }
+    }
+}
 
 /// Serves one session for `tenant` on stdin/stdout until stdin closes.
 pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
@@ -23,12 +66,17 @@ pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
         return Err(format!("no tenant named '{tenant}' in the configuration"));
     };
     let max_frame = config.gateway.limits.max_frame_bytes;
+    // The first byte, read before anything is framed, and then read again.
+    let mut stdin = crate::stdio_pipes::stdin();
+    let mut first = [0u8; 1];
+    let read = stdin.read(&mut first).await.unwrap_or(0);
+    let lines = read == 1 && first[0] == b'{';
+    let stdin: Box<dyn AsyncRead + Unpin + Send> =
+        Box::new(std::io::Cursor::new(first[..read].to_vec()).chain(stdin));
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     let writer = tokio::spawn(async move {
-        let mut out = FramedWrite::new(
-            crate::stdio_pipes::stdout(),
-            ContentLengthCodec::new(max_frame),
-        );
+        let mut out =
+            FramedWrite::new(crate::stdio_pipes::stdout(), Framing::new(lines, max_frame));
         while let Some(message) = rx.recv().await {
             if out.send(Bytes::from(message)).await.is_err() {
                 return;
@@ -37,10 +85,7 @@ pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
     });
     let mut session = Session::new(core.dispatcher.clone(), tenant, tx)
         .with_max_in_flight(config.gateway.limits.max_session_in_flight);
-    let mut input = FramedRead::new(
-        crate::stdio_pipes::stdin(),
-        ContentLengthCodec::new(max_frame),
-    );
+    let mut input = FramedRead::new(stdin, Framing::new(lines, max_frame));
     let mut result = Ok(());
     while let Some(frame) = input.next().await {
         let body = match frame {

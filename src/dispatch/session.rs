@@ -70,7 +70,10 @@ impl Handshake {
             Incoming::Request { id, method, params } => {
                 let mut out = Vec::new();
                 match Method::parse(&method) {
-                    Method::Initialize if id.get() != "1" => {
+                    // The Model Context Protocol's `initialize` takes any id.
+                    Method::Initialize
+                        if id.get() != "1" && !super::mcp::speaks(&method, params) =>
+                    {
                         write_gateway_error(&mut out, Some(id), &GatewayError::InitializeId)
                     }
                     Method::Initialize if self.initialized => write_error(

@@ -665,14 +665,20 @@ async fn a_session_the_server_forgot_is_opened_again_and_the_call_retried() {
 /// Runs the Python SDK's client (`tests/fixtures/mcp_sdk_client.py`) against
 /// the gateway with `steps`; the negotiated revision, then one answer per step.
 async fn sdk_client(gw: &Gateway, key: &str, mode: &str, steps: Value) -> (String, Vec<Value>) {
+    sdk_client_with(
+        vec![mode.into(), "http".into(), gw.url.clone(), key.into()],
+        steps,
+    )
+    .await
+}
+
+/// The same, with the client's own arguments (a transport and its settings).
+async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>) {
     servers();
-    let url = gw.url.clone();
-    let key = key.to_owned();
-    let mode = mode.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         let mut child = Command::new(venv().join("bin/python"))
             .arg(root().join("tests/fixtures/mcp_sdk_client.py"))
-            .args([&url, &key, &mode])
+            .args(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -794,4 +800,55 @@ async fn the_python_sdk_client_uses_upstreams_of_both_protocols_through_one_url(
     );
     assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
     gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_spawns_the_stdio_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  time: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", &[]),
+            time_stdio(),
+            tenant("ka", &["s", "time"]),
+        ),
+    )
+    .unwrap();
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let steps = json!([
+        {"op": "tools"},
+        {"op": "call", "name": echo, "arguments": {"text": "over stdio"}},
+        {"op": "call", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}},
+        {"op": "read", "uri": "mcp://gw/s/s/resources/motd"},
+    ]);
+    for mode in ["legacy", "auto"] {
+        let args = vec![
+            mode.to_owned(),
+            "stdio".to_owned(),
+            BIN.to_owned(),
+            config.display().to_string(),
+            "a".to_owned(),
+        ];
+        let (revision, answers) = sdk_client_with(args, steps.clone()).await;
+        assert_eq!(revision, "2025-11-25", "{mode}");
+        assert!(
+            answers[0]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == echo)
+        );
+        assert_eq!(
+            answers[1]["structuredContent"],
+            json!({"text": "over stdio"}),
+            "{mode}"
+        );
+        assert_eq!(answers[2]["structuredContent"]["timezone"], "UTC", "{mode}");
+        assert_eq!(
+            answers[3]["contents"][0]["text"],
+            "Hello from s, version 1."
+        );
+    }
 }
