@@ -184,6 +184,10 @@ impl Core {
                 "gateway.shutdown_timeout_ms",
                 config.gateway.shutdown_timeout != self.settings.shutdown_timeout,
             ),
+            (
+                "gateway.allowed_origins",
+                config.gateway.allowed_origins != self.settings.allowed_origins,
+            ),
         ]
         .into_iter()
         .filter_map(|(name, changed)| changed.then_some(name))
@@ -399,6 +403,7 @@ pub fn start_on(
         max_connections_per_tenant: limits.max_connections_per_tenant,
         connections: Default::default(),
         metrics: core.metrics.clone(),
+        allowed_origins: config.gateway.allowed_origins.clone(),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),

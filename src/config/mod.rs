@@ -29,6 +29,9 @@ pub struct GatewaySettings {
     /// When set, `/metrics` and `/readyz`'s detail need it as a bearer token
     /// (probes keep `/healthz` and `/readyz`'s status). Read at start.
     pub admin_token: Option<KeyDigest>,
+    /// Origins (`scheme://host[:port]`) whose requests are served; a request
+    /// with any other `Origin` header gets 403. Empty by default. Read at start.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Every limit, named, with its default.

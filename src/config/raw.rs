@@ -26,6 +26,8 @@ pub struct RawGateway {
     pub reload_poll_ms: Option<u64>,
     pub admin_token: Option<String>,
     #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    #[serde(default)]
     pub limits: RawLimits,
 }
 

@@ -153,6 +153,25 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         .admin_token
         .as_deref()
         .and_then(|t| key_digest(t, secrets, "gateway.admin_token", p));
+    let mut allowed_origins = Vec::new();
+    for (i, origin) in raw.allowed_origins.into_iter().enumerate() {
+        match reqwest::Url::parse(&origin) {
+            Ok(url)
+                if matches!(url.scheme(), "http" | "https")
+                    && url.host_str().is_some()
+                    && url.path() == "/"
+                    && !origin.ends_with('/')
+                    && url.query().is_none()
+                    && url.username().is_empty() =>
+            {
+                allowed_origins.push(origin.to_ascii_lowercase());
+            }
+            _ => p.add(
+                format!("gateway.allowed_origins[{i}]"),
+                "is not an origin: scheme://host[:port], http or https, no path",
+            ),
+        }
+    }
     let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
     let pins_file = raw.pins_file.map(PathBuf::from);
     let reload_poll = match raw.reload_poll_ms {
@@ -169,6 +188,7 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         reload_poll,
         limits: limits?,
         admin_token,
+        allowed_origins,
     })
     .filter(|_| id_ok)
 }

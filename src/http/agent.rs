@@ -38,6 +38,8 @@ pub struct AgentState {
     pub max_connections_per_tenant: usize,
     pub connections: Places,
     pub metrics: Metrics,
+    /// Origins whose requests are served (see `GatewaySettings::allowed_origins`).
+    pub allowed_origins: Vec<String>,
 }
 
 /// [`AgentState`] with what the edge derives from it once.
@@ -95,6 +97,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
         Box::pin(async move {
             Ok(if !one_host(&request) {
                 bad_host().into_response()
+            } else if !edge.origin_allowed(request.headers()) {
+                edge.count(StatusCode::FORBIDDEN);
+                forbidden_origin().into_response()
             } else if request.uri().path() != "/mcp" {
                 not_found().into_response()
             } else if request.method() != axum::http::Method::POST {
@@ -104,6 +109,30 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
             })
         })
     }
+}
+
+impl Edge {
+    /// A request without `Origin` is served; one with an `Origin` only when it
+    /// is one of `gateway.allowed_origins` (a browser page on another origin
+    /// must not reach a gateway on localhost: DNS rebinding).
+    fn origin_allowed(&self, headers: &axum::http::HeaderMap) -> bool {
+        let mut origins = headers.get_all(header::ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => true,
+            (Some(origin), None) => origin.to_str().is_ok_and(|o| {
+                let o = o.trim().to_ascii_lowercase();
+                self.allowed_origins.iter().any(|a| *a == o)
+            }),
+            (Some(_), Some(_)) => false,
+        }
+    }
+}
+
+fn forbidden_origin() -> Reply {
+    error(
+        StatusCode::FORBIDDEN,
+        ErrorObject::invalid_request("the request's Origin is not one of gateway.allowed_origins"),
+    )
 }
 
 /// An HTTP/1.1 request names exactly one Host; none or several is 400

@@ -375,6 +375,8 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
         } else if name.eq_ignore_ascii_case(b"transfer-encoding")
             || name.eq_ignore_ascii_case(b"expect")
             || name.eq_ignore_ascii_case(b"upgrade")
+            // Checked against gateway.allowed_origins on hyper's path.
+            || name.eq_ignore_ascii_case(b"origin")
         {
             return Parsed::Other;
         }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::*;
+use mcp_gateway::config::Config;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -851,4 +852,49 @@ async fn the_python_sdk_client_spawns_the_stdio_mode() {
             "Hello from s, version 1."
         );
     }
+}
+
+#[tokio::test]
+async fn an_origin_not_allowed_is_refused_and_no_origin_is_served() {
+    let yaml = format!(
+        "gateway: {{id: gw, allowed_origins: [\"http://localhost:6274\"]}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let post = |origin: Option<&'static str>| {
+        let mut req = gw
+            .client
+            .post(&gw.url)
+            .bearer_auth("ka")
+            .header("content-type", "application/json")
+            .body(ping);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send()
+    };
+    for (origin, status) in [
+        (None, 200),
+        (Some("http://localhost:6274"), 200),
+        (Some("HTTP://LOCALHOST:6274"), 200),
+        (Some("http://evil.example"), 403),
+        (Some("http://localhost:6275"), 403),
+        (Some("null"), 403),
+    ] {
+        let r = within(post(origin)).await.unwrap();
+        assert_eq!(r.status(), status, "{origin:?}");
+    }
+    gw.stop().await;
+    let bad = Config::from_yaml(
+        "gateway: {allowed_origins: [\"http://x/path\", \"localhost\"]}\n",
+        &mcp_gateway::config::SystemSecrets::default(),
+    );
+    let err = bad.err().expect("refused").to_string();
+    assert!(
+        err.contains("gateway.allowed_origins[0]") && err.contains("gateway.allowed_origins[1]"),
+        "{err}"
+    );
 }
