@@ -121,7 +121,7 @@ impl Edge {
             (None, _) => true,
             (Some(origin), None) => origin.to_str().is_ok_and(|o| {
                 let o = o.trim().to_ascii_lowercase();
-                self.allowed_origins.iter().any(|a| *a == o)
+                self.allowed_origins.contains(&o)
             }),
             (Some(_), Some(_)) => false,
         }
