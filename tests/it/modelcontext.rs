@@ -892,7 +892,7 @@ async fn an_origin_not_allowed_is_refused_and_no_origin_is_served() {
         "gateway: {allowed_origins: [\"http://x/path\", \"localhost\"]}\n",
         &mcp_gateway::config::SystemSecrets::default(),
     );
-    let err = bad.err().expect("refused").to_string();
+    let err = bad.expect_err("refused").to_string();
     assert!(
         err.contains("gateway.allowed_origins[0]") && err.contains("gateway.allowed_origins[1]"),
         "{err}"
