@@ -898,3 +898,82 @@ async fn an_origin_not_allowed_is_refused_and_no_origin_is_served() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_client_uses_upstreams_of_both_protocols() {
+    servers();
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  time: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        time_stdio(),
+        tenant("ka", &["s", "time"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "time"]).await;
+    // ES modules resolve packages from their own directory: the client runs
+    // from beside the installed SDK.
+    let script = root().join("target/mcp-node/mcp_ts_client.mjs");
+    std::fs::copy(root().join("tests/fixtures/mcp_ts_client.mjs"), &script).unwrap();
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let steps = json!([
+        {"op": "tools"},
+        {"op": "call", "name": echo, "arguments": {"text": "from ts"}},
+        {"op": "call", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}},
+        {"op": "read", "uri": "mcp://gw/s/s/resources/motd"},
+        {"op": "prompts"},
+        {"op": "call", "name": "nope__nothing", "arguments": {}},
+    ]);
+    let url = gw.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("node")
+            .arg(&script)
+            .args([&url, "ka"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(steps.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    });
+    let out = within(out).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers[0]["protocolVersion"], "2025-11-25");
+    assert!(
+        answers[1]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == echo)
+    );
+    assert_eq!(answers[2]["structuredContent"], json!({"text": "from ts"}));
+    assert_eq!(answers[3]["structuredContent"]["timezone"], "UTC");
+    assert_eq!(
+        answers[4]["contents"][0]["text"],
+        "Hello from s, version 1."
+    );
+    assert!(
+        answers[5]["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["title"] == "greeting")
+    );
+    assert_eq!(answers[6]["error"]["code"], -32602, "{}", answers[6]);
+    gw.stop().await;
+}
