@@ -977,3 +977,47 @@ async fn the_typescript_sdk_client_uses_upstreams_of_both_protocols() {
     assert_eq!(answers[6]["error"]["code"], -32602, "{}", answers[6]);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_replica_serves_a_client_without_a_new_handshake() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"]),
+    );
+    let (first, second) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    first.wait_ready(&["s"]).await;
+    second.wait_ready(&["s"]).await;
+    let init = first
+        .rpc(
+            "ka",
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
+    // The next request goes to the other replica, which never saw the handshake.
+    let call = second
+        .rpc(
+            "ka",
+            "tools/call",
+            json!({"name": echo, "arguments": {"text": "elsewhere"}}),
+        )
+        .await;
+    assert_eq!(
+        call["result"]["structuredContent"],
+        json!({"text": "elsewhere"}),
+        "{call}"
+    );
+    // An MCP v1.0 initialize is still MCP v1.0's (id 1 or -32600).
+    let (_, v1) = first
+        .post(
+            "ka",
+            r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"clientCapabilities":{}}}"#,
+        )
+        .await;
+    assert!(v1.contains("-32600"), "{v1}");
+    first.stop().await;
+    second.stop().await;
+}
