@@ -19,6 +19,8 @@ pub struct Metrics {
     registry: Registry,
     /// Agent requests by tenant, method, outcome.
     pub requests: IntCounterVec,
+    /// Agent requests by the protocol they came in (closed set: v1, modelcontextprotocol).
+    pub requests_by_protocol: IntCounterVec,
     pub request_seconds: HistogramVec,
     /// HTTP responses on the agent listener by status code (closed set).
     pub http_responses: IntCounterVec,
@@ -78,6 +80,12 @@ impl Metrics {
                 "requests_total",
                 "Agent JSON-RPC requests by tenant, method and outcome.",
                 &["tenant", "method", "outcome"],
+            ),
+            requests_by_protocol: counter(
+                &r,
+                "requests_by_protocol_total",
+                "Agent JSON-RPC requests by the protocol they came in: v1 (MCP v1.0) or modelcontextprotocol.",
+                &["protocol"],
             ),
             request_seconds: histogram(
                 &r,

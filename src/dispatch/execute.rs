@@ -26,15 +26,18 @@ const MAX_AUDITED_ID: usize = 512;
 pub struct Audit {
     /// Whether the log keeps audit lines (its level and filter say so).
     enabled: bool,
+    /// The protocol the call came in.
+    protocol: &'static str,
     tool: Option<String>,
     upstream: Option<Arc<str>>,
     args_hmac: Option<String>,
 }
 
 impl Audit {
-    pub fn new() -> Self {
+    pub fn new(protocol: &'static str) -> Self {
         Audit {
             enabled: tracing::enabled!(target: "mcp_gateway::audit", tracing::Level::INFO),
+            protocol,
             tool: None,
             upstream: None,
             args_hmac: None,
@@ -61,6 +64,7 @@ impl Audit {
             outcome,
             duration_ms = took.as_secs_f64() * 1000.0,
             args_hmac = self.args_hmac.as_deref().unwrap_or(""),
+            protocol = self.protocol,
             "tool call"
         );
     }

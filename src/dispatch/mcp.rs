@@ -316,7 +316,7 @@ impl Dispatcher {
                         .and_then(|s| s.get("type"))
                         .and_then(Value::as_str)
                         == Some("object");
-                let mut audit = execute::Audit::new();
+                let mut audit = execute::Audit::new(super::PROTOCOL_MCP);
                 let result = self
                     .call_tool(tenant, Cow::Borrowed(id.as_str()), arguments, &mut audit)
                     .await;

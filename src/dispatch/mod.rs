@@ -31,6 +31,10 @@ use crate::upstream::{Status, Upstream};
 
 pub use rpc::{Outgoing, respond, respond_classified, respond_traced, write_gateway_error};
 
+/// The protocols an agent's request may come in (labels of metrics and audit lines).
+pub const PROTOCOL_V1: &str = "v1";
+pub const PROTOCOL_MCP: &str = "modelcontextprotocol";
+
 /// Change notifications a slow session may fall behind by before it misses some.
 const CHANGES_BACKLOG: usize = 256;
 
@@ -59,6 +63,8 @@ struct Inner {
     metrics: Metrics,
     /// `request_seconds` of `mcp/executeTool`, resolved once: every tool call observes it.
     execute_seconds: prometheus::Histogram,
+    /// `requests_by_protocol` of each protocol, resolved once.
+    by_protocol: [prometheus::IntCounter; 2],
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -85,6 +91,8 @@ impl Dispatcher {
                 execute_seconds: metrics
                     .request_seconds
                     .with_label_values(&[Method::ExecuteTool.as_str()]),
+                by_protocol: [PROTOCOL_V1, PROTOCOL_MCP]
+                    .map(|p| metrics.requests_by_protocol.with_label_values(&[p])),
                 metrics,
             }),
         };

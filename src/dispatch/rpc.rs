@@ -68,7 +68,9 @@ pub async fn respond_classified(
         Incoming::Request { id, method, params } => {
             // Only a traced exchange reports how long it took.
             let started = trace.then(Instant::now);
-            let result = if super::mcp::speaks(&method, params) {
+            let mcp = super::mcp::speaks(&method, params);
+            dispatcher.inner.by_protocol[usize::from(mcp)].inc();
+            let result = if mcp {
                 dispatcher.request_mcp(tenant, &method, params).await
             } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
                 Err(GatewayError::InitializeId)

@@ -58,7 +58,7 @@ impl Dispatcher {
                 }
             }
             Method::ExecuteTool => {
-                let mut audit = execute::Audit::new();
+                let mut audit = execute::Audit::new(super::PROTOCOL_V1);
                 let result = match execute::v1_params(params) {
                     Ok((id, arguments)) => self.call_tool(tenant, id, arguments, &mut audit).await,
                     Err(e) => Err(e),

@@ -284,6 +284,7 @@ fn every_tool_call_leaves_an_audit_line_without_its_arguments() {
     assert_eq!(ok["tenant"], "demo");
     assert_eq!(ok["tool"], "mcp://gateway/s/s/tools/echo:v1");
     assert_eq!(ok["upstream"], "s");
+    assert_eq!(ok["protocol"], "v1");
     assert!(ok["duration_ms"].as_f64().unwrap() >= 0.0);
     // A keyed digest of the arguments' JSON text as sent: equal calls can be
     // matched, never read, and a guess cannot be confirmed by hashing it.

@@ -784,6 +784,16 @@ async fn the_python_sdk_client_uses_upstreams_of_both_protocols_through_one_url(
                 .any(|p| p["title"] == "greeting")
         );
     }
+    let metrics = gw.metrics().await;
+    let by = |p: &str| {
+        metric(
+            &metrics,
+            &format!("mcp_gateway_requests_by_protocol_total{{protocol=\"{p}\"}}"),
+        )
+        .unwrap()
+    };
+    assert!(by("modelcontextprotocol") >= 16.0, "{metrics}");
+    assert_eq!(by("v1"), 0.0);
     // Another tenant's tool is a tool that does not exist.
     let (_, answers) = sdk_client(
         &gw,
