@@ -1031,3 +1031,33 @@ async fn a_second_replica_serves_a_client_without_a_new_handshake() {
     first.stop().await;
     second.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_over_its_tenants_rate_is_answered_429_with_retry_after() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1, burst: 1}}}}\n",
+        stdio_upstream("s", &[]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": echo, "arguments": {"text": "x"}}}).to_string();
+    let (first, body) = gw.post("ka", &call).await;
+    assert_eq!(first, 200, "{body}");
+    let r = within(
+        gw.client
+            .post(&gw.url)
+            .bearer_auth("ka")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(call)
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+    let body: Value = serde_json::from_str(&within(r.text()).await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], -32004, "{body}");
+    gw.stop().await;
+}
