@@ -346,11 +346,15 @@ mod tests {
     /// The shortest prefix on which serde can decide. serde reads a number
     /// that the input's end cuts short (`[1.`, `[-`, `[2e+`) as an invalid
     /// number rather than as the end of the input: the scan waits for the
-    /// byte after it, so those prefixes are not where serde decides.
+    /// byte after it, so those prefixes are not where serde decides. A
+    /// number that no digit could mend (`[-.`) is decided where it breaks.
     fn serde_decided_at(text: &[u8]) -> Option<usize> {
         (1..=text.len()).find(|&n| {
             let p = &text[..n];
-            serde_decides(p) && !(b"-+.eE".contains(&p[n - 1]) && cut_number(p))
+            let cut_short = b"-+.eE".contains(&p[n - 1])
+                && cut_number(p)
+                && !serde_decides(&[p, b"0"].concat());
+            serde_decides(p) && !cut_short
         })
     }
 
@@ -439,6 +443,15 @@ mod tests {
             assert_eq!(scan.scan(&text), Scan::Incomplete);
         }
         assert_eq!(scan.pos, text.len());
+    }
+
+    #[test]
+    fn a_number_no_digit_could_mend_is_decided_where_it_breaks() {
+        // Found by the property below: `-.` is invalid whatever follows.
+        agree(b"[\n-.7lE] .n]\"e ]\\\"\\");
+        agree(b"[1.e]");
+        assert_eq!(decided_at(b"[-.", 1), Some(3));
+        assert_eq!(decided_at(b"[1.", 1), None);
     }
 
     proptest::proptest! {
