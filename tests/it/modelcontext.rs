@@ -676,10 +676,22 @@ async fn sdk_client(gw: &Gateway, key: &str, mode: &str, steps: Value) -> (Strin
 /// The same, with the client's own arguments (a transport and its settings).
 async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>) {
     servers();
+    let mut client = Command::new(venv().join("bin/python"));
+    client
+        .arg(root().join("tests/fixtures/mcp_sdk_client.py"))
+        .args(&args);
+    let mut lines = run_client(client, steps).await.into_iter();
+    let hello = lines.next().unwrap();
+    (
+        hello["protocolVersion"].as_str().unwrap().to_owned(),
+        lines.collect(),
+    )
+}
+
+/// Runs a client process with `steps` on its stdin; the JSON lines it printed.
+async fn run_client(mut client: Command, steps: Value) -> Vec<Value> {
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(venv().join("bin/python"))
-            .arg(root().join("tests/fixtures/mcp_sdk_client.py"))
-            .args(&args)
+        let mut child = client
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -698,17 +710,13 @@ async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the SDK client failed: {stdout}\n{}",
+        "the client failed: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut lines = stdout
+    stdout
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap());
-    let hello = lines.next().unwrap();
-    (
-        hello["protocolVersion"].as_str().unwrap().to_owned(),
-        lines.collect(),
-    )
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -933,36 +941,9 @@ async fn the_typescript_sdk_client_uses_upstreams_of_both_protocols() {
         {"op": "prompts"},
         {"op": "call", "name": "nope__nothing", "arguments": {}},
     ]);
-    let url = gw.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new("node")
-            .arg(&script)
-            .args([&url, "ka"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(steps.to_string().as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    });
-    let out = within(out).await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answers: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut client = Command::new("node");
+    client.arg(&script).args([gw.url.as_str(), "ka"]);
+    let answers = run_client(client, steps).await;
     assert_eq!(answers[0]["protocolVersion"], "2025-11-25");
     assert!(
         answers[1]["tools"]
