@@ -389,6 +389,7 @@ pub fn start_on(
     let core = Arc::new(Core::start(&config)?);
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
+    let shutdown = CancellationToken::new();
     let agent_app = agent::service(AgentState {
         dispatcher: dispatcher.clone(),
         keys: core.keys(),
@@ -404,6 +405,7 @@ pub fn start_on(
         connections: Default::default(),
         metrics: core.metrics.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
+        shutdown: shutdown.clone(),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),
@@ -416,7 +418,6 @@ pub fn start_on(
         drain_deadline: config.gateway.shutdown_timeout,
     };
 
-    let shutdown = CancellationToken::new();
     let admin_stop = CancellationToken::new();
     let admin_opts = ServeOptions {
         drain_deadline: Duration::from_secs(1),

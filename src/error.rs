@@ -61,6 +61,10 @@ pub enum GatewayError {
     /// A `resources/read` of a uri the tenant does not see (the Model Context Protocol's face).
     #[error("resource not found")]
     ResourceNotFound(String),
+    /// An error a revision of the Model Context Protocol defines whole (its
+    /// code, message and structured `data`), as that face wrote it.
+    #[error("protocol error {code}")]
+    Protocol { code: i64, object: JsonBuf },
 }
 
 /// An error as it goes on the wire.
@@ -81,6 +85,7 @@ impl GatewayError {
             })
         };
         match self {
+            E::Protocol { object, .. } => WireError::Raw(object),
             E::MethodNotFound => own(codes::METHOD_NOT_FOUND, "Method not found", None),
             E::InvalidParams(why) => {
                 own(codes::INVALID_PARAMS, "Invalid params", Some(why.clone()))
@@ -195,10 +200,26 @@ impl GatewayError {
         }
     }
 
+    /// The error's code, when the gateway wrote the error (not an upstream's own).
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            GatewayError::Protocol { code, .. } => Some(*code),
+            e => match e.to_wire() {
+                WireError::Own(obj) => Some(obj.code),
+                WireError::Raw(_) => None,
+            },
+        }
+    }
+
     /// A closed-set label for metrics.
     pub fn outcome(&self) -> &'static str {
         use GatewayError as E;
         match self {
+            E::Protocol { code, .. } => match *code {
+                codes::INVALID_PARAMS => "invalid_params",
+                codes::METHOD_NOT_FOUND => "method_not_found",
+                _ => "invalid_request",
+            },
             E::MethodNotFound => "method_not_found",
             E::InvalidParams(_) | E::UnknownTool(_) | E::InvalidArguments(_) => "invalid_params",
             E::InitializeId => "invalid_request",

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::watch::Change;
 use super::{Dispatcher, Payload, execute};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf};
@@ -26,10 +27,21 @@ pub const MCPID_META: &str = "dev.mcp-gateway/mcpId";
 /// The handshake-era revisions the face negotiates (a client's own is
 /// echoed when it is one of them, the newest otherwise).
 pub const REVISIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+/// The stateless era's revision: no handshake, `_meta` on every request.
+pub const STATELESS: &str = "2026-07-28";
+/// Every revision the face serves, newest first: what `server/discover` and
+/// an unsupported version's error name.
+pub const SUPPORTED: [&str; 4] = [STATELESS, "2025-11-25", "2025-06-18", "2025-03-26"];
+
+const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// Tags every message of a `subscriptions/listen` stream.
+pub const SUBSCRIPTION_META: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The protocol's methods that the face answers or knows (a closed set, also
 /// the `method` label of its metrics).
-const METHODS: [&str; 12] = [
+const METHODS: [&str; 16] = [
     "initialize",
     "ping",
     "tools/list",
@@ -37,11 +49,35 @@ const METHODS: [&str; 12] = [
     "resources/list",
     "resources/read",
     "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "prompts/list",
     "prompts/get",
     "logging/setLevel",
     "server/discover",
+    "subscriptions/listen",
     "completion/complete",
+    "notifications/cancelled",
+];
+
+/// Methods that exist only in the stateless era.
+const STATELESS_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
+/// Methods the stateless era removed.
+const HANDSHAKE_ONLY: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+/// Results that carry `ttlMs` and `cacheScope` in the stateless era.
+const CACHEABLE: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
 ];
 
 /// Whether a request or notification is in the Model Context Protocol: one
@@ -56,12 +92,198 @@ pub fn speaks(method: &str, params: Option<Json<'_>>) -> bool {
     METHODS.contains(&method) || method.starts_with("notifications/")
 }
 
+/// The headers of an HTTP request that mirror its body (`MCP-Protocol-Version`,
+/// `Mcp-Method`, `Mcp-Name`), and `Mcp-Session-Id`. Empty off HTTP.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Mirrored<'a> {
+    pub protocol_version: Option<&'a [u8]>,
+    pub method: Option<&'a [u8]>,
+    pub name: Option<&'a [u8]>,
+    pub session: Option<&'a [u8]>,
+    /// One of them was sent more than once (readers would disagree on which counts).
+    pub repeated: bool,
+}
+
+impl Mirrored<'_> {
+    /// Whether the headers alone put the request in the Model Context Protocol.
+    pub fn say_modelcontext(&self) -> bool {
+        self.protocol_version.is_some() || self.session.is_some()
+    }
+}
+
+/// How a request reached the face.
+#[derive(Clone, Copy, Default)]
+pub struct Via<'a> {
+    /// Its HTTP headers; `None` off HTTP (stdio carries no mirrored headers).
+    pub http: Option<Mirrored<'a>>,
+    /// Whether change notifications can reach the client (a stream exists for them).
+    pub notifies: bool,
+}
+
+/// The era a request is in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Era {
+    Handshake,
+    Stateless,
+}
+
+impl Era {
+    /// The era of a request: stateless when its `_meta` names a protocol
+    /// version, when its `MCP-Protocol-Version` header names one that is not
+    /// of the handshake era, or when its method exists only in that era.
+    pub fn of(method: &str, meta: Option<Json<'_>>, http: Option<&Mirrored<'_>>) -> Era {
+        let header_says = http
+            .and_then(|h| h.protocol_version)
+            .is_some_and(|v| !REVISIONS.iter().any(|r| r.as_bytes() == v));
+        let meta_says = meta
+            .and_then(|m| crate::jsonrpc::scan::members_of(m, [VERSION_META]))
+            .is_some_and(|[v]| v.is_some());
+        if header_says || meta_says || STATELESS_ONLY.contains(&method) {
+            Era::Stateless
+        } else {
+            Era::Handshake
+        }
+    }
+}
+
+/// The HTTP status of a stateless-era error, as that revision's transport
+/// names it: 400 for malformed requests and its own errors, 404 for an
+/// unknown method, 200 for everything else (the error is in the body).
+pub fn stateless_status(code: Option<i64>) -> u16 {
+    use crate::jsonrpc::codes::*;
+    match code {
+        Some(
+            PARSE_ERROR
+            | INVALID_REQUEST
+            | INVALID_PARAMS
+            | HEADER_MISMATCH
+            | UNSUPPORTED_PROTOCOL_VERSION,
+        ) => 400,
+        Some(METHOD_NOT_FOUND) => 404,
+        _ => 200,
+    }
+}
+
+fn protocol_error(code: i64, message: &str, data: Option<Value>) -> GatewayError {
+    let mut object = json!({ "code": code, "message": message });
+    if let Some(d) = data {
+        object["data"] = d;
+    }
+    GatewayError::Protocol {
+        code,
+        object: crate::jsonrpc::JsonBuf::from_written(object.to_string()),
+    }
+}
+
+fn header_mismatch(why: &str) -> GatewayError {
+    protocol_error(
+        crate::jsonrpc::codes::HEADER_MISMATCH,
+        &format!("Header mismatch: {why}"),
+        None,
+    )
+}
+
+/// A header value with the `=?base64?...?=` sentinel decoded (`None`: a
+/// malformed sentinel, or not UTF-8, which matches no body value).
+fn decode_header(value: &[u8]) -> Option<Cow<'_, str>> {
+    let text = std::str::from_utf8(value).ok()?;
+    let Some(payload) = text
+        .strip_prefix("=?base64?")
+        .and_then(|t| t.strip_suffix("?="))
+    else {
+        return Some(Cow::Borrowed(text));
+    };
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .ok()?;
+    String::from_utf8(bytes).ok().map(Cow::Owned)
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    capabilities: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The stateless era's checks of a request, in its SDKs' order: the `_meta`
+/// envelope (-32602), the mirrored headers on HTTP (-32020), then the
+/// version (-32022, naming what is served).
+fn check_stateless(
+    method: &str,
+    params: Option<Json<'_>>,
+    meta: Option<Json<'_>>,
+    http: Option<&Mirrored<'_>>,
+) -> Result<(), GatewayError> {
+    let envelope = meta.and_then(|m| serde_json::from_str::<Envelope<'_>>(m.get()).ok());
+    let Some(Envelope {
+        version: Some(version),
+        capabilities: Some(_),
+    }) = envelope
+    else {
+        return Err(invalid(&format!(
+            "params._meta must be an object carrying {VERSION_META:?} and {CAPABILITIES_META:?}"
+        )));
+    };
+    let version: Option<Cow<'_, str>> = serde_json::from_str(version.get()).ok();
+    if let Some(h) = http {
+        if h.repeated {
+            return Err(header_mismatch(
+                "MCP-Protocol-Version, Mcp-Method and Mcp-Name may each be sent once",
+            ));
+        }
+        if h.protocol_version.is_none()
+            || h.protocol_version != version.as_deref().map(str::as_bytes)
+        {
+            return Err(header_mismatch(
+                "the MCP-Protocol-Version header does not match params._meta's protocol version",
+            ));
+        }
+        if h.method != Some(method.as_bytes()) {
+            return Err(header_mismatch(
+                "the Mcp-Method header does not match the request's method",
+            ));
+        }
+        let key = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            _ => None,
+        };
+        if let Some(key) = key {
+            let body: Option<Cow<'_, str>> = params
+                .and_then(|p| crate::jsonrpc::scan::members_of(p, [key]))
+                .and_then(|[v]| v)
+                .and_then(|v| serde_json::from_str(v.get()).ok());
+            if let Some(body) = body
+                && h.name.and_then(decode_header).as_deref() != Some(&*body)
+            {
+                return Err(header_mismatch(&format!(
+                    "the Mcp-Name header does not match params.{key}"
+                )));
+            }
+        }
+    }
+    let Some(version) = version else {
+        return Err(invalid(
+            "the protocol version in params._meta must be a string",
+        ));
+    };
+    if version != STATELESS {
+        return Err(protocol_error(
+            crate::jsonrpc::codes::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            Some(json!({ "supported": SUPPORTED, "requested": version })),
+        ));
+    }
+    Ok(())
+}
+
 /// A face's answer: a result, or an error in the gateway's terms.
 type Answer = Result<Payload, GatewayError>;
-
-fn text(value: Value) -> Payload {
-    Payload::Text(value.to_string())
-}
+/// A result before the era's fields are added.
+type Built = Result<Value, GatewayError>;
 
 /// The definitions of one kind the tenant sees, as the MCP v1.0 face lists them.
 fn definitions(parts: Vec<bytes::Bytes>) -> Vec<Map<String, Value>> {
@@ -106,9 +328,9 @@ fn call_result(
     result: Result<JsonBuf, GatewayError>,
     passthrough: bool,
     structured: bool,
-) -> Answer {
+) -> Built {
     let tool_error =
-        |why: &str| text(json!({"content": [{"type": "text", "text": why}], "isError": true}));
+        |why: &str| json!({"content": [{"type": "text", "text": why}], "isError": true});
     let result = match result {
         Ok(result) => result,
         Err(GatewayError::InvalidArguments(why)) => return Ok(tool_error(&why)),
@@ -131,7 +353,7 @@ fn call_result(
         // The upstream's own content blocks, as it sent them.
         if let Ok(envelope) = serde_json::from_str::<Map<String, Value>>(output.get()) {
             if let Some(content) = envelope.get("content") {
-                return Ok(text(json!({ "content": content })));
+                return Ok(json!({ "content": content }));
             }
         }
     }
@@ -139,10 +361,10 @@ fn call_result(
     let structured_content: Option<Value> = structured
         .then(|| serde_json::from_str(output.get()).ok())
         .flatten();
-    Ok(text(match structured_content {
+    Ok(match structured_content {
         Some(s) => json!({"content": [block], "structuredContent": s}),
         None => json!({ "content": [block] }),
-    }))
+    })
 }
 
 impl Dispatcher {
@@ -189,15 +411,42 @@ impl Dispatcher {
         })
     }
 
-    /// Answers one request of the Model Context Protocol for `tenant`, counting it.
+    /// Answers one request of the Model Context Protocol for `tenant`,
+    /// counting it; also says which era it was in.
     pub async fn request_mcp(
         &self,
         tenant: &Tenant,
         method: &str,
         params: Option<Json<'_>>,
-    ) -> Answer {
+        via: Via<'_>,
+    ) -> (Answer, Era) {
         let started = std::time::Instant::now();
-        let result = self.answer_mcp(tenant, method, params, started).await;
+        let meta = params
+            .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
+            .and_then(|[m]| m);
+        let era = Era::of(method, meta, via.http.as_ref());
+        let result = match era {
+            Era::Handshake => {
+                self.answer_mcp(tenant, method, params, era, via, started)
+                    .await
+            }
+            Era::Stateless => match check_stateless(method, params, meta, via.http.as_ref()) {
+                Err(e) => Err(e),
+                Ok(()) if HANDSHAKE_ONLY.contains(&method) => Err(GatewayError::MethodNotFound),
+                Ok(()) => self
+                    .answer_mcp(tenant, method, params, era, via, started)
+                    .await
+                    .map(|v| stateless_result(method, v))
+                    // That revision's "not found" is invalid params.
+                    .map_err(|e| match e {
+                        GatewayError::ResourceNotFound(uri) => {
+                            invalid(&format!("Unknown resource: {uri}"))
+                        }
+                        e => e,
+                    }),
+            },
+        };
+        let result = result.map(|v| Payload::Text(v.to_string()));
         let label = METHODS
             .iter()
             .find(|m| **m == method)
@@ -213,7 +462,29 @@ impl Dispatcher {
             .request_seconds
             .with_label_values(&[label])
             .observe(started.elapsed().as_secs_f64());
-        result
+        (result, era)
+    }
+
+    /// What the face offers `tenant`, as both eras declare it.
+    async fn offers(&self, tenant: &Tenant, era: Era, notifies: bool) -> Map<String, Value> {
+        let caps = self.hello(tenant).await;
+        let mut capabilities = Map::new();
+        if caps.list_tools_provider {
+            capabilities.insert("tools".into(), json!({ "listChanged": notifies }));
+        }
+        if caps.list_resources_provider {
+            capabilities.insert(
+                "resources".into(),
+                json!({ "listChanged": notifies, "subscribe": notifies }),
+            );
+        }
+        if caps.list_prompts_provider {
+            capabilities.insert("prompts".into(), json!({ "listChanged": notifies }));
+        }
+        if era == Era::Handshake {
+            capabilities.insert("logging".into(), json!({}));
+        }
+        capabilities
     }
 
     async fn answer_mcp(
@@ -221,8 +492,10 @@ impl Dispatcher {
         tenant: &Tenant,
         method: &str,
         params: Option<Json<'_>>,
+        era: Era,
+        via: Via<'_>,
         started: std::time::Instant,
-    ) -> Answer {
+    ) -> Built {
         match method {
             "initialize" => {
                 #[derive(Deserialize)]
@@ -237,25 +510,17 @@ impl Dispatcher {
                     .as_deref()
                     .filter(|r| REVISIONS.contains(r))
                     .unwrap_or(REVISIONS[REVISIONS.len() - 1]);
-                let caps = self.hello(tenant).await;
-                let mut capabilities = Map::new();
-                if caps.list_tools_provider {
-                    capabilities.insert("tools".into(), json!({"listChanged": false}));
-                }
-                if caps.list_resources_provider {
-                    capabilities.insert("resources".into(), json!({}));
-                }
-                if caps.list_prompts_provider {
-                    capabilities.insert("prompts".into(), json!({}));
-                }
-                capabilities.insert("logging".into(), json!({}));
-                Ok(text(json!({
+                Ok(json!({
                     "protocolVersion": revision,
-                    "capabilities": capabilities,
-                    "serverInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
-                })))
+                    "capabilities": self.offers(tenant, era, via.notifies).await,
+                    "serverInfo": server_info(),
+                }))
             }
-            "ping" | "logging/setLevel" => Ok(text(json!({}))),
+            "server/discover" => Ok(json!({
+                "supportedVersions": SUPPORTED,
+                "capabilities": self.offers(tenant, era, true).await,
+            })),
+            "ping" | "logging/setLevel" => Ok(json!({})),
             "tools/list" => {
                 let defs = definitions(self.listing_when_started(tenant, Kind::Tool).await);
                 let tools: Vec<Value> = defs
@@ -290,7 +555,7 @@ impl Dispatcher {
                         Some(Value::Object(tool))
                     })
                     .collect();
-                Ok(text(json!({ "tools": tools })))
+                Ok(json!({ "tools": tools }))
             }
             "tools/call" => {
                 let call = params
@@ -338,9 +603,9 @@ impl Dispatcher {
                         })
                     })
                     .collect();
-                Ok(text(json!({ "resources": resources })))
+                Ok(json!({ "resources": resources }))
             }
-            "resources/templates/list" => Ok(text(json!({"resourceTemplates": []}))),
+            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
             "resources/read" => {
                 let read = params
                     .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
@@ -350,11 +615,11 @@ impl Dispatcher {
                     .into_iter()
                     .find(|d| d.get("mcpId").and_then(Value::as_str) == Some(&read.uri))
                     .ok_or_else(|| GatewayError::ResourceNotFound(read.uri.clone().into_owned()))?;
-                Ok(text(json!({"contents": [{
+                Ok(json!({"contents": [{
                     "uri": read.uri,
                     "mimeType": def.get("mediaType"),
                     "text": def.get("content"),
-                }]})))
+                }]}))
             }
             "prompts/list" => {
                 let defs = definitions(self.listing_when_started(tenant, Kind::Prompt).await);
@@ -374,7 +639,7 @@ impl Dispatcher {
                         Some(Value::Object(prompt))
                     })
                     .collect();
-                Ok(text(json!({ "prompts": prompts })))
+                Ok(json!({ "prompts": prompts }))
             }
             "prompts/get" => {
                 let get = params
@@ -402,9 +667,138 @@ impl Dispatcher {
                 if let Some(d) = def.get("description") {
                     result["description"] = d.clone();
                 }
-                Ok(text(result))
+                Ok(result)
             }
             _ => Err(GatewayError::MethodNotFound),
         }
     }
+}
+
+fn server_info() -> Value {
+    json!({"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// A stateless-era result: `resultType`, the server's identity in `_meta`,
+/// and for cacheable results `ttlMs` 0 and `cacheScope` private (listings
+/// follow upstreams and reloads the gateway cannot foresee, and differ per
+/// tenant; `subscriptions/listen` says when they change).
+fn stateless_result(method: &str, mut result: Value) -> Value {
+    if let Value::Object(m) = &mut result {
+        m.insert("resultType".into(), "complete".into());
+        let meta = m.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.insert(SERVER_INFO_META.into(), server_info());
+        }
+        if CACHEABLE.contains(&method) {
+            m.insert("ttlMs".into(), 0.into());
+            m.insert("cacheScope".into(), "private".into());
+        }
+    }
+    result
+}
+
+/// What a `subscriptions/listen` asks to hear; the gateway honours all of it.
+#[derive(Default, Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Filter {
+    #[serde(default)]
+    pub tools_list_changed: bool,
+    #[serde(default)]
+    pub prompts_list_changed: bool,
+    #[serde(default)]
+    pub resources_list_changed: bool,
+    #[serde(default)]
+    pub resource_subscriptions: Vec<String>,
+}
+
+impl Filter {
+    /// Whether a listen with this filter hears `change`.
+    pub fn hears(&self, change: &Change) -> bool {
+        match change {
+            Change::Listing(Kind::Tool) => self.tools_list_changed,
+            Change::Listing(Kind::Prompt) => self.prompts_list_changed,
+            Change::Listing(Kind::Resource) => self.resources_list_changed,
+            Change::Resource(uri) => self.resource_subscriptions.iter().any(|u| **u == **uri),
+        }
+    }
+
+    /// The subset honoured, as the acknowledgment states it (fields not asked for are left out).
+    fn honoured(&self) -> Value {
+        let mut m = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", self.tools_list_changed),
+            ("promptsListChanged", self.prompts_list_changed),
+            ("resourcesListChanged", self.resources_list_changed),
+        ] {
+            if on {
+                m.insert(key.into(), true.into());
+            }
+        }
+        if !self.resource_subscriptions.is_empty() {
+            m.insert(
+                "resourceSubscriptions".into(),
+                json!(self.resource_subscriptions),
+            );
+        }
+        Value::Object(m)
+    }
+}
+
+/// The checks of a `subscriptions/listen` request (those of every stateless
+/// request), then what it asks to hear.
+pub fn open_listen(
+    params: Option<Json<'_>>,
+    http: Option<&Mirrored<'_>>,
+) -> Result<Filter, GatewayError> {
+    let meta = params
+        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
+        .and_then(|[m]| m);
+    check_stateless("subscriptions/listen", params, meta, http)?;
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(default)]
+        notifications: Option<Filter>,
+    }
+    let p = params
+        .map(|p| serde_json::from_str::<Params>(p.get()))
+        .transpose()
+        .map_err(|_| {
+            invalid("params.notifications must be an object of booleans and resourceSubscriptions, a list of uris")
+        })?;
+    Ok(p.and_then(|p| p.notifications).unwrap_or_default())
+}
+
+fn notification(method: &str, params: &Value) -> Vec<u8> {
+    format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params}}}"#).into_bytes()
+}
+
+/// The first message of a listen: what it will hear, tagged with its id.
+pub fn acknowledged(id: Json<'_>, filter: &Filter) -> Vec<u8> {
+    let tag: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+    notification(
+        "notifications/subscriptions/acknowledged",
+        &json!({"_meta": { SUBSCRIPTION_META: tag }, "notifications": filter.honoured()}),
+    )
+}
+
+/// The answer that ends a listen gracefully (the gateway is shutting down).
+pub fn listen_ended(id: Json<'_>) -> Vec<u8> {
+    let tag: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+    let result = json!({"resultType": "complete", "_meta": { SUBSCRIPTION_META: tag }});
+    format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.get()).into_bytes()
+}
+
+/// The notification `change` becomes; on a listen, tagged with its id.
+pub fn change_notification(change: &Change, listen: Option<Json<'_>>) -> Vec<u8> {
+    let (method, mut params) = match change {
+        Change::Listing(Kind::Tool) => ("notifications/tools/list_changed", json!({})),
+        Change::Listing(Kind::Prompt) => ("notifications/prompts/list_changed", json!({})),
+        Change::Listing(Kind::Resource) => ("notifications/resources/list_changed", json!({})),
+        Change::Resource(uri) => ("notifications/resources/updated", json!({ "uri": &**uri })),
+    };
+    if let Some(id) = listen {
+        let tag: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+        params["_meta"] = json!({ SUBSCRIPTION_META: tag });
+    }
+    notification(method, &params)
 }

@@ -10,6 +10,7 @@ pub mod mcp;
 mod rpc;
 pub mod session;
 mod v1;
+pub mod watch;
 
 use std::collections::HashMap;
 
@@ -60,6 +61,9 @@ struct Inner {
     /// Per tenant: namespaced ids of resources that changed, for its open
     /// sessions. Kept across reloads, so open sessions keep hearing.
     changes: DashMap<Arc<str>, broadcast::Sender<Arc<str>>>,
+    /// Counts what may have changed some tenant's listings: a reload, an
+    /// upstream's new catalog or status (see [`watch::Watcher`]).
+    listings: tokio::sync::watch::Sender<u64>,
     metrics: Metrics,
     /// `request_seconds` of `mcp/executeTool`, resolved once: every tool call observes it.
     execute_seconds: prometheus::Histogram,
@@ -88,6 +92,7 @@ impl Dispatcher {
                     tenants: Vec::new(),
                 }),
                 changes: DashMap::new(),
+                listings: tokio::sync::watch::Sender::new(0),
                 execute_seconds: metrics
                     .request_seconds
                     .with_label_values(&[Method::ExecuteTool.as_str()]),
@@ -116,6 +121,17 @@ impl Dispatcher {
             upstreams: upstreams.into_iter().map(|u| (u.name.clone(), u)).collect(),
             tenants: tenants.to_vec(),
         }));
+        self.listings_may_have_changed();
+    }
+
+    fn listings_may_have_changed(&self) {
+        self.inner.listings.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The tenant of this name as the configuration in force has it.
+    pub fn tenant_named(&self, name: &str) -> Option<Arc<Tenant>> {
+        let state = self.inner.state.load();
+        state.tenants.iter().find(|t| &*t.name == name).cloned()
     }
 
     pub fn gateway_id(&self) -> &str {
@@ -141,11 +157,19 @@ impl Dispatcher {
         stop: CancellationToken,
     ) {
         let mut rx = up.subscribe_changes();
+        let mut listings = up.subscribe_listings();
         let name = up.name.clone();
         let this = self.clone();
         tasks.spawn(async move {
             loop {
                 let id = tokio::select! {
+                    changed = listings.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        this.listings_may_have_changed();
+                        continue;
+                    }
                     r = rx.recv() => match r {
                         Ok(id) => id,
                         Err(broadcast::error::RecvError::Lagged(n)) => {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
+use super::mcp::{Era, Via};
 use super::{Dispatcher, Payload};
 use crate::error::{GatewayError, WireError};
 use crate::jsonrpc::Json;
@@ -41,7 +42,9 @@ pub(super) fn join(parts: &[Bytes]) -> Vec<u8> {
 
 /// Answers one message in a stateless exchange; `None` for notifications (never answered).
 pub async fn respond(dispatcher: &Dispatcher, tenant: &Tenant, raw: &RawValue) -> Option<Outgoing> {
-    respond_traced(dispatcher, tenant, raw, false).await.0
+    respond_traced(dispatcher, tenant, raw, false, Via::default())
+        .await
+        .0
 }
 
 /// Like [`respond`]; with `trace`, also a line for `$/logTrace` saying who served
@@ -52,26 +55,38 @@ pub async fn respond_traced(
     tenant: &Tenant,
     raw: &RawValue,
     trace: bool,
+    via: Via<'_>,
 ) -> (Option<Outgoing>, Option<String>) {
-    respond_classified(dispatcher, tenant, classify(raw), trace).await
+    let (out, line, _) = respond_classified(dispatcher, tenant, classify(raw), trace, via).await;
+    (out, line)
 }
 
 /// Like [`respond_traced`], for a message its caller has classified already
-/// (each classification parses the message's envelope again).
+/// (each classification parses the message's envelope again); also the HTTP
+/// status the answer goes out with.
 pub async fn respond_classified(
     dispatcher: &Dispatcher,
     tenant: &Tenant,
     incoming: Incoming<'_>,
     trace: bool,
-) -> (Option<Outgoing>, Option<String>) {
-    match incoming {
+    via: Via<'_>,
+) -> (Option<Outgoing>, Option<String>, u16) {
+    let mut status = 200;
+    let (out, line) = match incoming {
         Incoming::Request { id, method, params } => {
             // Only a traced exchange reports how long it took.
             let started = trace.then(Instant::now);
-            let mcp = super::mcp::speaks(&method, params);
+            let mcp = via.http.is_some_and(|h| h.say_modelcontext())
+                || super::mcp::speaks(&method, params);
             dispatcher.inner.by_protocol[usize::from(mcp)].inc();
             let result = if mcp {
-                dispatcher.request_mcp(tenant, &method, params).await
+                let (result, era) = dispatcher.request_mcp(tenant, &method, params, via).await;
+                if era == Era::Stateless
+                    && let Err(e) = &result
+                {
+                    status = super::mcp::stateless_status(e.code());
+                }
+                result
             } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
                 Err(GatewayError::InitializeId)
             } else {
@@ -129,7 +144,8 @@ pub async fn respond_classified(
             (Some(Outgoing::Flat(out)), None)
         }
         Incoming::Ignored => (None, None),
-    }
+    };
+    (out, line, status)
 }
 
 /// Writes a gateway error as its wire form.

@@ -12,6 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
+use super::mcp::Via;
 use super::rpc::write_gateway_error;
 use super::{Dispatcher, respond, respond_traced};
 use crate::error::GatewayError;
@@ -296,7 +297,8 @@ impl Session {
                         // The tenant's concurrency slot is held until the answer is out.
                         let _admission = admission;
                         let (reply, line) =
-                            respond_traced(&dispatcher, &tenant, &owned, trace).await;
+                            respond_traced(&dispatcher, &tenant, &owned, trace, Via::default())
+                                .await;
                         if let Some(reply) = reply {
                             let _ = out.send(reply.into_vec()).await;
                         }

@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::conn_place::{ConnPlace, too_many_connections};
-use super::exchange::{Exchange, LARGE_BODY, exchange, exchange_aside, parse_error, session_of};
+use super::exchange::{
+    Exchange, LARGE_BODY, exchange, exchange_aside, mirrored, parse_error, session_of,
+};
 use super::first_look::{First, FirstLook};
 use super::h1::{self, Conn, Filled, Next};
 use super::request_id::{REQUEST_ID, RequestId};
@@ -40,6 +42,8 @@ pub struct AgentState {
     pub metrics: Metrics,
     /// Origins whose requests are served (see `GatewaySettings::allowed_origins`).
     pub allowed_origins: Vec<String>,
+    /// Cancelled when the gateway starts shutting down: long-lived streams end gracefully.
+    pub shutdown: CancellationToken,
 }
 
 /// [`AgentState`] with what the edge derives from it once.
@@ -288,7 +292,7 @@ async fn serve_one(
     // and with it the call upstream, as when a session's client leaves.
     let exchanged = tokio::select! {
         biased;
-        exchanged = exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided) => exchanged,
+        exchanged = exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided, conn.header(head).mirrored) => exchanged,
         () = conn.client_gone() => return Step::Closed,
     };
     match exchanged {
@@ -296,7 +300,8 @@ async fn serve_one(
             conn.consume(end);
             Step::Reply(reply, true)
         }
-        Exchange::Session => Step::HandOver,
+        // hyper's path serves streams.
+        Exchange::Session | Exchange::Listen(..) => Step::HandOver,
     }
 }
 
@@ -444,7 +449,7 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
     if declared.is_some_and(|n| n > s.max_body_bytes as u64) {
         return too_large(s.max_body_bytes).into_response();
     }
-    read_body(s, tenant, credential, body).await
+    read_body(s, tenant, credential, body, headers).await
 }
 
 /// Reads the body as it arrives. A first message that is `initialize` starts a
@@ -455,6 +460,7 @@ async fn read_body(
     tenant: Arc<Tenant>,
     credential: Option<Credential>,
     body: Body,
+    headers: &HeaderMap,
 ) -> Response {
     let mut body = body.into_data_stream();
     let mut buf = BytesMut::new();
@@ -507,11 +513,12 @@ async fn read_body(
         buf.extend_from_slice(&chunk);
     }
     if buf.len() > LARGE_BODY {
-        return exchange_aside(s, tenant, credential, buf, first.decided).await;
+        return exchange_aside(s, tenant, credential, buf, first.decided, headers).await;
     }
-    match exchange(s, &tenant, &buf, first.decided).await {
+    match exchange(s, &tenant, &buf, first.decided, mirrored(headers)).await {
         Exchange::Reply(reply) => reply.into_response(),
         Exchange::Session => session_of(s, tenant, credential, buf),
+        Exchange::Listen(id, filter) => super::listen::stream(s, &tenant, id, filter),
     }
 }
 

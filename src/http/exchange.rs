@@ -16,6 +16,7 @@ use super::agent::AgentState;
 use super::first_look::{First, peek_first};
 use super::session;
 use super::{Reply, ReplyBody, error};
+use crate::dispatch::mcp::{self, Mirrored, Via};
 use crate::dispatch::{self, Outgoing, respond, respond_classified, write_gateway_error};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
@@ -39,17 +40,20 @@ pub(super) async fn exchange_aside(
     credential: Option<Credential>,
     buf: BytesMut,
     decided: bool,
+    headers: &axum::http::HeaderMap,
 ) -> Response {
     let runtime = tokio::runtime::Handle::current();
     let cancel = CancellationToken::new();
     let _cancel_on_drop = cancel.clone().drop_guard();
     let (state, who, body) = (s.clone(), tenant.clone(), buf.freeze());
+    let headers = headers.clone();
     let span = tracing::Span::current();
     let task = tokio::task::spawn_blocking(move || {
+        let mirrored = mirrored(&headers);
         let exchanged = runtime.block_on(
             async {
                 tokio::select! {
-                    exchanged = exchange(&state, &who, &body, decided) => Some(exchanged),
+                    exchanged = exchange(&state, &who, &body, decided, mirrored) => Some(exchanged),
                     () = cancel.cancelled() => None,
                 }
             }
@@ -61,6 +65,9 @@ pub(super) async fn exchange_aside(
         Ok((Some(Exchange::Reply(reply)), _)) => reply.into_response(),
         Ok((Some(Exchange::Session), body)) => {
             session_of(s, tenant, credential, BytesMut::from(&body[..]))
+        }
+        Ok((Some(Exchange::Listen(id, filter)), _)) => {
+            super::listen::stream(s, &tenant, id, filter)
         }
         // Cancelled (the client is gone) or the thread failed.
         Ok((None, _)) | Err(_) => error(
@@ -82,6 +89,9 @@ pub(super) enum Exchange {
     Reply(Reply),
     /// A session of the body's messages (its caller starts it).
     Session,
+    /// A `subscriptions/listen` that passed its checks: its id (JSON text)
+    /// and what it asks to hear (its caller opens the stream).
+    Listen(Box<str>, mcp::Filter),
 }
 
 /// A whole body: a stateless exchange, or a session of several messages.
@@ -90,14 +100,15 @@ pub(super) async fn exchange(
     tenant: &Tenant,
     bytes: &[u8],
     peeked: bool,
+    mirrored: Mirrored<'_>,
 ) -> Exchange {
     // The common case, one JSON object, is classified straight from the bytes.
     if let Some(message) = classify_bytes(bytes) {
-        return one_message(s, tenant, message).await;
+        return one_message(s, tenant, message, mirrored).await;
     }
     match serde_json::from_slice::<&RawValue>(bytes) {
         Ok(raw) if raw.get().starts_with('[') => Exchange::Reply(batch(s, tenant, raw).await),
-        Ok(raw) => one_message(s, tenant, classify(raw)).await,
+        Ok(raw) => one_message(s, tenant, classify(raw), mirrored).await,
         // Not one JSON value. Its first message decides, as when it is looked
         // at while the body arrives: not JSON is a parse error, `initialize`
         // opens a session, and so do several newline-delimited messages.
@@ -118,9 +129,28 @@ pub(super) async fn exchange(
 }
 
 /// A body of one message, classified once: its envelope is parsed nowhere else.
-async fn one_message(s: &AgentState, tenant: &Tenant, message: Incoming<'_>) -> Exchange {
+async fn one_message(
+    s: &AgentState,
+    tenant: &Tenant,
+    message: Incoming<'_>,
+    mirrored: Mirrored<'_>,
+) -> Exchange {
     if dispatch::session::is_initialize(&message) {
         return Exchange::Session;
+    }
+    if let Incoming::Request { id, method, params } = &message
+        && method == "subscriptions/listen"
+    {
+        return match mcp::open_listen(*params, Some(&mirrored)) {
+            Ok(filter) => Exchange::Listen(id.get().into(), filter),
+            Err(e) => {
+                let mut body = Vec::new();
+                write_gateway_error(&mut body, Some(*id), &e);
+                let status = StatusCode::from_u16(mcp::stateless_status(e.code()))
+                    .unwrap_or(StatusCode::BAD_REQUEST);
+                Exchange::Reply(Reply::json(status, body))
+            }
+        };
     }
     let id = match &message {
         Incoming::Request { id, .. } => Some(*id),
@@ -130,20 +160,21 @@ async fn one_message(s: &AgentState, tenant: &Tenant, message: Incoming<'_>) -> 
         Ok(a) => a,
         Err(e) => return Exchange::Reply(over_capacity(id, &e)),
     };
-    Exchange::Reply(
-        match respond_classified(&s.dispatcher, tenant, message, false)
-            .await
-            .0
-        {
-            Some(Outgoing::Flat(reply)) => Reply::json(StatusCode::OK, reply),
-            Some(Outgoing::Parts(parts)) => Reply {
-                status: StatusCode::OK,
-                body: ReplyBody::JsonParts(parts),
-                header: None,
-            },
-            None => accepted(),
+    let via = Via {
+        http: Some(mirrored),
+        notifies: false,
+    };
+    let (out, _, status) = respond_classified(&s.dispatcher, tenant, message, false, via).await;
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    Exchange::Reply(match out {
+        Some(Outgoing::Flat(reply)) => Reply::json(status, reply),
+        Some(Outgoing::Parts(parts)) => Reply {
+            status,
+            body: ReplyBody::JsonParts(parts),
+            header: None,
         },
-    )
+        None => accepted(),
+    })
 }
 
 /// A session of the messages of a body that has ended.
@@ -234,4 +265,22 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Reply {
     }
     body.push(b']');
     Reply::json(StatusCode::OK, body)
+}
+
+/// The Model Context Protocol's mirrored headers of a request hyper parsed.
+pub(super) fn mirrored(headers: &axum::http::HeaderMap) -> Mirrored<'_> {
+    let mut repeated = false;
+    let mut one = |name: &str| {
+        let mut all = headers.get_all(name).iter();
+        let first = all.next().map(HeaderValue::as_bytes);
+        repeated |= all.next().is_some();
+        first
+    };
+    Mirrored {
+        protocol_version: one("mcp-protocol-version"),
+        method: one("mcp-method"),
+        name: one("mcp-name"),
+        session: one("mcp-session-id"),
+        repeated,
+    }
 }

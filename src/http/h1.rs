@@ -26,6 +26,8 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::dispatch::mcp::Mirrored;
+
 /// Headers a request may carry on this path; more go to hyper (its limit is 100).
 const MAX_HEADERS: usize = 48;
 /// A head longer than this goes to hyper, which applies its own limits.
@@ -47,6 +49,11 @@ pub(crate) struct Head {
     authorization: Option<Range<usize>>,
     content_type: Option<Range<usize>>,
     request_id: Option<Range<usize>>,
+    /// The Model Context Protocol's `Mcp-*` headers, each sent at most once.
+    mcp_version: Option<Range<usize>>,
+    mcp_method: Option<Range<usize>>,
+    mcp_name: Option<Range<usize>>,
+    mcp_session: Option<Range<usize>>,
 }
 
 /// The outcome of waiting for a request head.
@@ -283,6 +290,13 @@ impl Conn {
             authorization: at(&head.authorization),
             content_type: at(&head.content_type),
             request_id: at(&head.request_id),
+            mirrored: Mirrored {
+                protocol_version: at(&head.mcp_version),
+                method: at(&head.mcp_method),
+                name: at(&head.mcp_name),
+                session: at(&head.mcp_session),
+                repeated: false,
+            },
         }
     }
 }
@@ -292,6 +306,7 @@ pub(crate) struct Headers<'a> {
     pub authorization: Option<&'a [u8]>,
     pub content_type: Option<&'a [u8]>,
     pub request_id: Option<&'a [u8]>,
+    pub mirrored: Mirrored<'a>,
 }
 
 async fn write_all_vectored(stream: &mut TcpStream, bufs: &[&[u8]]) -> io::Result<()> {
@@ -343,6 +358,10 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
         authorization: None,
         content_type: None,
         request_id: None,
+        mcp_version: None,
+        mcp_method: None,
+        mcp_name: None,
+        mcp_session: None,
     };
     let mut body_len = None;
     let mut hosts = 0;
@@ -372,6 +391,25 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
                 v if v.eq_ignore_ascii_case(b"close") => head.close = true,
                 _ => return Parsed::Other,
             }
+        } else if name.len() > 4 && name[..4].eq_ignore_ascii_case(b"mcp-") {
+            let rest = &name[4..];
+            let slot = if rest.eq_ignore_ascii_case(b"protocol-version") {
+                &mut head.mcp_version
+            } else if rest.eq_ignore_ascii_case(b"method") {
+                &mut head.mcp_method
+            } else if rest.eq_ignore_ascii_case(b"name") {
+                &mut head.mcp_name
+            } else if rest.eq_ignore_ascii_case(b"session-id") {
+                &mut head.mcp_session
+            } else {
+                // `Mcp-Param-*` and the rest: hyper's path.
+                return Parsed::Other;
+            };
+            if slot.is_some() {
+                // Sent twice: hyper's path refuses it.
+                return Parsed::Other;
+            }
+            *slot = Some(offset(h.value));
         } else if name.eq_ignore_ascii_case(b"transfer-encoding")
             || name.eq_ignore_ascii_case(b"expect")
             || name.eq_ignore_ascii_case(b"upgrade")

@@ -7,6 +7,7 @@ mod conn_place;
 mod exchange;
 mod first_look;
 pub(crate) mod h1;
+mod listen;
 mod request_id;
 pub mod serve;
 pub mod session;

@@ -49,7 +49,7 @@ impl SessionLimits {
 
     /// A place for one more session of `tenant`, or `Err(limit)` when it has
     /// as many open as it may.
-    fn enter(&self, tenant: &Tenant) -> Result<Place, usize> {
+    pub(super) fn enter(&self, tenant: &Tenant) -> Result<Place, usize> {
         self.open
             .enter(&tenant.name, tenant.max_sessions.unwrap_or(self.per_tenant))
     }

@@ -33,6 +33,10 @@ pub mod codes {
     /// The Model Context Protocol's "Resource not found" (its face only; the
     /// same number is MCP v1.0's "not initialized").
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// 2026-07-28: the HTTP headers do not match the body they mirror.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// 2026-07-28: the request's protocol version is not served.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// A JSON-RPC error object as the gateway writes it.

@@ -120,6 +120,8 @@ pub struct Upstream {
     /// One refresh at a time; and on demand no more often than `MIN_REFRESH_INTERVAL`.
     refresh_gate: tokio::sync::Mutex<Option<Instant>>,
     changes: broadcast::Sender<Arc<str>>,
+    /// Counts what may have changed its listings (a new catalog, a status change).
+    listings: watch::Sender<u64>,
     slots: Option<Slots>,
     pins: Option<Arc<pins::PinStore>>,
     /// Calls started and not finished (what a drain waits for).
@@ -192,6 +194,7 @@ impl Upstream {
             catalog: RwLock::new(Catalog::default()),
             refresh_gate: tokio::sync::Mutex::new(None),
             changes: broadcast::Sender::new(64),
+            listings: watch::Sender::new(0),
             slots: limit.map(|(running, waiting)| Slots {
                 running: Arc::new(tokio::sync::Semaphore::new(
                     running.min(tokio::sync::Semaphore::MAX_PERMITS),
@@ -269,6 +272,15 @@ impl Upstream {
     /// Namespaced ids of resources the upstream said changed (`mcp/resourceDidChange`).
     pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<str>> {
         self.changes.subscribe()
+    }
+
+    /// Changes whenever its listings may have: a new catalog, or a status change.
+    pub fn subscribe_listings(&self) -> watch::Receiver<u64> {
+        self.listings.subscribe()
+    }
+
+    fn listings_may_have_changed(&self) {
+        self.listings.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The status once the first start is over, waiting at most the call timeout.
@@ -391,6 +403,7 @@ impl Upstream {
         self.refresh_with(&*link, caps).await;
         write(&self.link, Some(link));
         self.status.send_replace(Status::Ready);
+        self.listings_may_have_changed();
         self.metrics
             .upstream_up
             .with_label_values(&[&self.name])
@@ -408,6 +421,7 @@ impl Upstream {
     pub fn disconnect(&self) {
         write(&self.link, None);
         self.status.send_replace(Status::Down);
+        self.listings_may_have_changed();
         if self.is_retired() {
             // A reload replaced it: its successor owns the upstream's series now.
             return;
@@ -445,6 +459,7 @@ impl Upstream {
                 .set(next.listing(kind).count as i64);
         }
         write(&self.catalog, next);
+        self.listings_may_have_changed();
     }
 
     /// Pins, logs and counts a freshly built listing, and queues it for the catalog.

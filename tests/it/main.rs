@@ -19,6 +19,7 @@ mod reload;
 mod resilience;
 mod routing;
 mod sessions;
+mod stateless;
 mod stdio_mode;
 mod stdio_upstream;
 mod support;

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use crate::support::*;
 use mcp_gateway::config::Config;
 
-fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     root().join("target/mcp-venv")
 }
 
@@ -30,7 +30,7 @@ fn everything_js() -> PathBuf {
 }
 
 /// The pinned servers, installed once if `.ci/run` has not done it.
-fn servers() {
+pub(crate) fn servers() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let pins = std::fs::read_to_string(root().join("tests/fixtures/mcp-servers.txt")).unwrap();
@@ -67,9 +67,9 @@ fn servers() {
 }
 
 /// A server process this test started; killed (by its pid) when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Server {
@@ -129,7 +129,7 @@ fn everything_http(port: u16) -> Server {
 }
 
 /// Our Python SDK server over Streamable HTTP on a free port of 127.0.0.1.
-fn sdk_server() -> Server {
+pub(crate) fn sdk_server() -> Server {
     servers();
     let mut cmd = Command::new(venv().join("bin/python"));
     cmd.arg(root().join("tests/fixtures/mcp_sdk_server.py"));
@@ -152,7 +152,7 @@ fn time_stdio() -> String {
     )
 }
 
-fn http(url: &str) -> String {
+pub(crate) fn http(url: &str) -> String {
     format!("{{http: {{url: {url:?}}}, protocol: modelcontextprotocol, timeout_ms: 10000}}")
 }
 
@@ -515,7 +515,7 @@ async fn a_python_sdk_server_over_streamable_http() {
     gw.stop().await;
 }
 
-fn sdk_stdio() -> String {
+pub(crate) fn sdk_stdio() -> String {
     servers();
     format!(
         "{{stdio: {{command: {:?}, args: [{:?}, stdio]}}, protocol: modelcontextprotocol, timeout_ms: 1000}}",
@@ -665,7 +665,12 @@ async fn a_session_the_server_forgot_is_opened_again_and_the_call_retried() {
 
 /// Runs the Python SDK's client (`tests/fixtures/mcp_sdk_client.py`) against
 /// the gateway with `steps`; the negotiated revision, then one answer per step.
-async fn sdk_client(gw: &Gateway, key: &str, mode: &str, steps: Value) -> (String, Vec<Value>) {
+pub(crate) async fn sdk_client(
+    gw: &Gateway,
+    key: &str,
+    mode: &str,
+    steps: Value,
+) -> (String, Vec<Value>) {
     sdk_client_with(
         vec![mode.into(), "http".into(), gw.url.clone(), key.into()],
         steps,
@@ -674,7 +679,7 @@ async fn sdk_client(gw: &Gateway, key: &str, mode: &str, steps: Value) -> (Strin
 }
 
 /// The same, with the client's own arguments (a transport and its settings).
-async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>) {
+pub(crate) async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>) {
     servers();
     let mut client = Command::new(venv().join("bin/python"));
     client
@@ -689,7 +694,7 @@ async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>
 }
 
 /// Runs a client process with `steps` on its stdin; the JSON lines it printed.
-async fn run_client(mut client: Command, steps: Value) -> Vec<Value> {
+pub(crate) async fn run_client(mut client: Command, steps: Value) -> Vec<Value> {
     let out = tokio::task::spawn_blocking(move || {
         let mut child = client
             .stdin(Stdio::piped())
@@ -743,7 +748,13 @@ async fn the_python_sdk_client_uses_upstreams_of_both_protocols_through_one_url(
     ]);
     for mode in ["legacy", "auto"] {
         let (revision, answers) = sdk_client(&gw, "ka", mode, steps.clone()).await;
-        assert_eq!(revision, "2025-11-25", "{mode}");
+        // The SDK's default probes `server/discover` and stays stateless.
+        let expected = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(revision, expected, "{mode}");
         let tools = answers[0]["tools"].as_array().unwrap();
         let listed = tools
             .iter()

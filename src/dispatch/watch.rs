@@ -1,0 +1,102 @@
+//! What changed for a tenant, as the Model Context Protocol's clients hear
+//! it: a listing of a kind (after a reload, an upstream's new catalog, an
+//! upstream going down or coming back) or one resource. A listing counts as
+//! changed only when what the tenant sees of it differs, so a refresh that
+//! brought nothing new says nothing.
+
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, watch};
+
+use super::Dispatcher;
+use crate::protocol::Kind;
+use crate::tenant::Tenant;
+
+/// One change a client may be told of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// What the tenant sees of this kind's listing changed.
+    Listing(Kind),
+    /// The resource with this namespaced id changed.
+    Resource(Arc<str>),
+}
+
+/// Follows one tenant's changes, by name: after a reload it follows what the
+/// configuration then says of that tenant.
+pub struct Watcher {
+    dispatcher: Dispatcher,
+    tenant: Arc<str>,
+    listings: watch::Receiver<u64>,
+    resources: Option<broadcast::Receiver<Arc<str>>>,
+    digests: [u64; 3],
+    pending: VecDeque<Change>,
+}
+
+impl Watcher {
+    pub fn new(dispatcher: &Dispatcher, tenant: &Tenant) -> Self {
+        let mut listings = dispatcher.inner.listings.subscribe();
+        listings.mark_unchanged();
+        let mut w = Self {
+            resources: dispatcher.subscribe_changes(tenant),
+            dispatcher: dispatcher.clone(),
+            tenant: tenant.name.clone(),
+            listings,
+            digests: [0; 3],
+            pending: VecDeque::new(),
+        };
+        w.digests = w.digest_all();
+        w
+    }
+
+    fn digest_all(&self) -> [u64; 3] {
+        let tenant = self.dispatcher.tenant_named(&self.tenant);
+        Kind::ALL.map(|kind| {
+            let mut h = std::hash::DefaultHasher::new();
+            if let Some(t) = &tenant {
+                for part in self.dispatcher.listing(t, kind) {
+                    part.hash(&mut h);
+                }
+            }
+            h.finish()
+        })
+    }
+
+    /// The next change; `None` once the gateway is shutting down.
+    pub async fn next(&mut self) -> Option<Change> {
+        loop {
+            if let Some(c) = self.pending.pop_front() {
+                return Some(c);
+            }
+            tokio::select! {
+                changed = self.listings.changed() => {
+                    changed.ok()?;
+                    let now = self.digest_all();
+                    for (i, kind) in Kind::ALL.into_iter().enumerate() {
+                        if now[i] != self.digests[i] {
+                            self.pending.push_back(Change::Listing(kind));
+                        }
+                    }
+                    self.digests = now;
+                }
+                id = recv(&mut self.resources) => match id {
+                    Ok(id) => return Some(Change::Resource(id)),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(skipped = n, "resource change notifications dropped: the client fell behind");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => self.resources = None,
+                },
+            }
+        }
+    }
+}
+
+async fn recv(
+    rx: &mut Option<broadcast::Receiver<Arc<str>>>,
+) -> Result<Arc<str>, broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,299 @@
+//! The Model Context Protocol's stateless era (2026-07-28) on the gateway's
+//! face: the official Python SDK's client in its default mode (it probes
+//! `server/discover` and stays on that revision), its `subscriptions/listen`
+//! stream, and the revision's checks and statuses, read off the wire.
+
+use serde_json::{Value, json};
+
+use crate::modelcontext::{sdk_client, sdk_stdio};
+use crate::support::*;
+use mcp_gateway::modelcontext::names::tool_name;
+
+const COUNTER: &str = "mcp://gw/sdk/resource/memo%3A%2F%2Fcounter";
+
+fn config() -> String {
+    format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  sdk: {}\ntenants:\n  a: {}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        sdk_stdio(),
+        tenant("ka", &["s", "sdk"]),
+        tenant("kb", &["s"]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_by_default_is_stateless_and_hears_changes() {
+    let gw = Gateway::start(&config()).await;
+    gw.wait_ready(&["s", "sdk"]).await;
+    let echo = tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let steps = json!([
+        {"op": "tools"},
+        {"op": "call", "name": echo, "arguments": {"text": "stateless"}},
+        {"op": "call", "name": "sdk__add", "arguments": {"a": 2, "b": 40}},
+        {"op": "read", "uri": COUNTER},
+        {"op": "prompt", "name": "sdk__hello"},
+        {"op": "read", "uri": "mcp://gw/sdk/resource/nothing"},
+        {"op": "listen", "uris": [COUNTER], "count": 2, "then": [
+            {"op": "call", "name": "sdk__bump", "arguments": {}},
+            {"op": "call", "name": "sdk__evolve", "arguments": {}},
+        ]},
+    ]);
+    let (revision, answers) = sdk_client(&gw, "ka", "auto", steps).await;
+    assert_eq!(revision, "2026-07-28");
+    let tools = answers[0]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == echo), "{tools:?}");
+    assert!(tools.iter().any(|t| t["name"] == "sdk__add"));
+    assert_eq!(
+        answers[1]["structuredContent"],
+        json!({"text": "stateless"})
+    );
+    assert_eq!(
+        answers[2]["structuredContent"],
+        json!({"sum": 42}),
+        "{}",
+        answers[2]
+    );
+    assert_eq!(
+        answers[3]["contents"][0]["text"], "count=0",
+        "{}",
+        answers[3]
+    );
+    assert_eq!(
+        answers[4]["messages"][0]["content"]["text"], "Hello, world!",
+        "{}",
+        answers[4]
+    );
+    // That revision's "not found" is invalid params.
+    assert_eq!(answers[5]["error"]["code"], -32602, "{}", answers[5]);
+    let mut events: Vec<String> = answers[6]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["uri"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    events.sort();
+    assert_eq!(
+        events,
+        vec![
+            "ResourceUpdated mcp://gw/sdk/resource/memo%3A%2F%2Fcounter".to_owned(),
+            "ToolsListChanged ".to_owned(),
+        ],
+        "{}",
+        answers[6]
+    );
+    // Another tenant's tool is a tool that does not exist, in this era too.
+    let (_, refused) = sdk_client(
+        &gw,
+        "kb",
+        "auto",
+        json!([{"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 1}}]),
+    )
+    .await;
+    assert_eq!(refused[0]["error"]["code"], -32602, "{}", refused[0]);
+    gw.stop().await;
+}
+
+/// POSTs `body` with the stateless era's headers (`headers` may drop or
+/// change them); the status and the body as JSON.
+async fn post(gw: &Gateway, headers: &[(&str, &str)], body: &Value) -> (u16, Value) {
+    let mut r = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth("ka")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let r = within(r.body(body.to_string()).send()).await.unwrap();
+    let status = r.status().as_u16();
+    let text = within(r.text()).await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn request(method: &str, mut params: Value, version: &str) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    json!({"jsonrpc": "2.0", "id": "r1", "method": method, "params": params})
+}
+
+#[tokio::test]
+async fn the_stateless_era_checks_its_headers_and_answers_its_statuses() {
+    let gw = Gateway::start(&format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"]),
+    ))
+    .await;
+    gw.wait_ready(&["s"]).await;
+    let echo = tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let v = "2026-07-28";
+    let call = request(
+        "tools/call",
+        json!({"name": echo, "arguments": {"text": "x"}}),
+        v,
+    );
+    let mirrored = [
+        ("mcp-protocol-version", v),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", echo.as_str()),
+    ];
+
+    let (status, ok) = post(&gw, &mirrored, &call).await;
+    assert_eq!(status, 200, "{ok}");
+    assert_eq!(ok["result"]["resultType"], "complete");
+    assert_eq!(ok["result"]["structuredContent"], json!({"text": "x"}));
+    assert_eq!(
+        ok["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-gateway"
+    );
+    // The name may come base64-encoded.
+    let encoded = format!("=?base64?{}?=", base64_of(&echo));
+    let (status, ok) = post(
+        &gw,
+        &[mirrored[0], mirrored[1], ("mcp-name", &encoded)],
+        &call,
+    )
+    .await;
+    assert_eq!(status, 200, "{ok}");
+
+    // Headers that disagree with the body, or are missing: 400, -32020.
+    for headers in [
+        vec![mirrored[0], mirrored[1], ("mcp-name", "other")],
+        vec![mirrored[0], ("mcp-method", "tools/list"), mirrored[2]],
+        vec![
+            ("mcp-protocol-version", "2025-11-25"),
+            mirrored[1],
+            mirrored[2],
+        ],
+        vec![mirrored[0], mirrored[2]],
+        vec![mirrored[1], mirrored[2]],
+    ] {
+        let (status, err) = post(&gw, &headers, &call).await;
+        assert_eq!(status, 400, "{headers:?}: {err}");
+        assert_eq!(err["error"]["code"], -32020, "{headers:?}: {err}");
+        assert_eq!(err["id"], "r1");
+    }
+
+    // A version it does not serve: 400, -32022, naming those it does.
+    let old = request("tools/list", json!({}), "2099-01-01");
+    let (status, err) = post(
+        &gw,
+        &[
+            ("mcp-protocol-version", "2099-01-01"),
+            ("mcp-method", "tools/list"),
+        ],
+        &old,
+    )
+    .await;
+    assert_eq!(status, 400, "{err}");
+    assert_eq!(err["error"]["code"], -32022);
+    assert_eq!(err["error"]["data"]["requested"], "2099-01-01");
+    assert_eq!(
+        err["error"]["data"]["supported"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"])
+    );
+
+    // No `_meta` envelope: 400, -32602.
+    let bare = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let (status, err) = post(
+        &gw,
+        &[("mcp-protocol-version", v), ("mcp-method", "tools/list")],
+        &bare,
+    )
+    .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (400, &json!(-32602)),
+        "{err}"
+    );
+
+    // What the revision removed is not found: 404, -32601.
+    let ping = request("ping", json!({}), v);
+    let (status, err) = post(
+        &gw,
+        &[("mcp-protocol-version", v), ("mcp-method", "ping")],
+        &ping,
+    )
+    .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (404, &json!(-32601)),
+        "{err}"
+    );
+
+    // Listings and discovery carry their caching hints.
+    let list = request("tools/list", json!({}), v);
+    let (status, listed) = post(
+        &gw,
+        &[("mcp-protocol-version", v), ("mcp-method", "tools/list")],
+        &list,
+    )
+    .await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["result"]["ttlMs"], 0);
+    assert_eq!(listed["result"]["cacheScope"], "private");
+    let discover = request("server/discover", json!({}), v);
+    let (status, found) = post(
+        &gw,
+        &[
+            ("mcp-protocol-version", v),
+            ("mcp-method", "server/discover"),
+        ],
+        &discover,
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["result"]["supportedVersions"][0], "2026-07-28");
+    assert_eq!(
+        found["result"]["capabilities"]["tools"]["listChanged"],
+        true
+    );
+    assert_eq!(found["result"]["cacheScope"], "private");
+
+    // An unknown tool: 400, -32602.
+    let unknown = request("tools/call", json!({"name": "nope__x", "arguments": {}}), v);
+    let (status, err) = post(
+        &gw,
+        &[
+            ("mcp-protocol-version", v),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "nope__x"),
+        ],
+        &unknown,
+    )
+    .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (400, &json!(-32602)),
+        "{err}"
+    );
+
+    // The handshake era on the same URL is unchanged: errors in a 200.
+    let (status, body) = gw
+        .post(
+            "ka",
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope__x"}})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("-32602"), "{body}");
+    gw.stop().await;
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
