@@ -3,7 +3,8 @@
 //! the protocol: `{` is a client of the Model Context Protocol, spoken to in
 //! newline-delimited JSON; anything else MCP v1.0, Content-Length framed.
 //! Nothing but messages goes to stdout (logs go to stderr); MCP v1.0's
-//! handshake is enforced and its notifications forwarded; it exits when
+//! handshake is enforced and its notifications forwarded; the Model Context
+//! Protocol's client is served in either era (see `Face`); it exits when
 //! stdin closes.
 
 use bytes::Bytes;
@@ -15,7 +16,7 @@ use tokio_util::codec::{Decoder, Encoder, FramedRead, FramedWrite};
 
 use crate::app::Core;
 use crate::config::Config;
-use crate::dispatch::session::Session;
+use crate::dispatch::session::{Face, Session};
 use crate::jsonrpc::{CodecError, ContentLengthCodec, LineCodec};
 
 /// The framing the agent's first byte chose.
@@ -83,8 +84,10 @@ pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
             }
         }
     });
+    let face = if lines { Face::ModelContext } else { Face::V1 };
     let mut session = Session::new(core.dispatcher.clone(), tenant, tx)
-        .with_max_in_flight(config.gateway.limits.max_session_in_flight);
+        .with_max_in_flight(config.gateway.limits.max_session_in_flight)
+        .speaking(face);
     let mut input = FramedRead::new(stdin, Framing::new(lines, max_frame));
     let mut result = Ok(());
     while let Some(frame) = input.next().await {

@@ -4,16 +4,18 @@
 //! Transports (HTTP bodies, the stdio mode) feed it messages and frame what it
 //! sends; this type knows no framing.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
-use super::mcp::Via;
+use super::mcp::{self, Via};
 use super::rpc::write_gateway_error;
+use super::watch::{Change, Watcher};
 use super::{Dispatcher, respond, respond_traced};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
@@ -110,6 +112,29 @@ impl Handshake {
     }
 }
 
+fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
+    params
+        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
+        .and_then(|[m]| m)
+}
+
+fn uri_of(params: Option<Json<'_>>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct P {
+        uri: String,
+    }
+    params
+        .and_then(|p| serde_json::from_str::<P>(p.get()).ok())
+        .map(|p| p.uri)
+}
+
+/// The request a `notifications/cancelled` names.
+fn cancelled_request(params: Option<Json<'_>>) -> Option<Json<'_>> {
+    params
+        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["requestId"]))
+        .and_then(|[id]| id)
+}
+
 /// `params.trace == "on"` in `initialize`.
 fn wants_trace(params: Option<Json<'_>>) -> bool {
     #[derive(serde::Deserialize)]
@@ -151,7 +176,27 @@ pub struct Session {
     /// (`None`: the tenant was chosen otherwise, as by the stdio mode).
     credential: Option<Credential>,
     max_in_flight: usize,
+    /// The protocol the client speaks.
+    face: Face,
+    /// Open `subscriptions/listen` streams, by the listen's id (JSON text).
+    listens: HashMap<Box<str>, JoinHandle<()>>,
+    /// Resources the handshake era's `resources/subscribe` asked for.
+    subscribed: Arc<Mutex<HashSet<String>>>,
 }
+
+/// The protocol a session's client speaks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Face {
+    /// MCP v1.0: its handshake, `mcp/resourceDidChange`, `$/logTrace`.
+    V1,
+    /// The Model Context Protocol, either era: requests with `_meta` need no
+    /// handshake, changes are heard on `subscriptions/listen` (stateless) or
+    /// after `notifications/initialized` (handshake).
+    ModelContext,
+}
+
+/// Listens one session may hold open at once.
+const MAX_LISTENS: usize = 16;
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -163,6 +208,9 @@ impl Drop for Session {
         // In-flight calls are aborted by the JoinSet's own drop.
         if let Some(n) = self.notifier.take() {
             n.abort();
+        }
+        for (_, l) in self.listens.drain() {
+            l.abort();
         }
     }
 }
@@ -185,7 +233,16 @@ impl Session {
             notifier: None,
             credential: None,
             max_in_flight: usize::MAX,
+            face: Face::V1,
+            listens: HashMap::new(),
+            subscribed: Arc::default(),
         }
+    }
+
+    /// The client speaks the Model Context Protocol (the stdio mode saw `{` first).
+    pub fn speaking(mut self, face: Face) -> Self {
+        self.face = face;
+        self
     }
 
     /// Admits every message by the keys in force when it arrives (see
@@ -258,6 +315,9 @@ impl Session {
             }
             return false;
         }
+        if self.face == Face::ModelContext {
+            return self.on_modelcontext(raw).await;
+        }
         match self.handshake.step(raw) {
             Step::Reply(reply) => self.send(reply).await,
             Step::Initialize { trace } => {
@@ -272,44 +332,170 @@ impl Session {
                 true
             }
             Step::Nothing => true,
-            Step::Dispatch => {
-                let admission = match self.admit() {
-                    Ok(a) => a,
-                    Err(e) => {
-                        let id = match classify(raw) {
-                            Incoming::Request { id, .. } => Some(id),
-                            _ => None,
-                        };
-                        let mut reply = Vec::new();
-                        write_gateway_error(&mut reply, id, &e);
-                        return self.send(reply).await;
-                    }
+            Step::Dispatch => self.dispatch(raw, Via::default()).await,
+        }
+    }
+
+    /// Answers a request when it is ready, as one of the session's calls in flight.
+    async fn dispatch(&mut self, raw: &RawValue, via: Via<'static>) -> bool {
+        let admission = match self.admit() {
+            Ok(a) => a,
+            Err(e) => {
+                let id = match classify(raw) {
+                    Incoming::Request { id, .. } => Some(id),
+                    _ => None,
                 };
-                let (dispatcher, tenant, out) = (
-                    self.dispatcher.clone(),
-                    self.tenant.clone(),
-                    self.out.clone(),
-                );
-                let (notify, trace) = (self.notify.clone(), self.trace);
-                let owned = raw.to_owned();
-                self.inflight.spawn(
-                    async move {
-                        // The tenant's concurrency slot is held until the answer is out.
-                        let _admission = admission;
-                        let (reply, line) =
-                            respond_traced(&dispatcher, &tenant, &owned, trace, Via::default())
-                                .await;
-                        if let Some(reply) = reply {
-                            let _ = out.send(reply.into_vec()).await;
-                        }
-                        if let Some(line) = line.filter(|_| notify.load(Ordering::Acquire)) {
-                            let _ = out.send(log_trace(&line)).await;
+                let mut reply = Vec::new();
+                write_gateway_error(&mut reply, id, &e);
+                return self.send(reply).await;
+            }
+        };
+        let (dispatcher, tenant, out) = (
+            self.dispatcher.clone(),
+            self.tenant.clone(),
+            self.out.clone(),
+        );
+        let (notify, trace) = (self.notify.clone(), self.trace);
+        let owned = raw.to_owned();
+        self.inflight.spawn(
+            async move {
+                // The tenant's concurrency slot is held until the answer is out.
+                let _admission = admission;
+                let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace, via).await;
+                if let Some(reply) = reply {
+                    let _ = out.send(reply.into_vec()).await;
+                }
+                if let Some(line) = line.filter(|_| notify.load(Ordering::Acquire)) {
+                    let _ = out.send(log_trace(&line)).await;
+                }
+            }
+            .in_current_span(),
+        );
+        true
+    }
+
+    /// One message of a client of the Model Context Protocol.
+    async fn on_modelcontext(&mut self, raw: &RawValue) -> bool {
+        let via = Via {
+            http: None,
+            notifies: true,
+        };
+        match classify(raw) {
+            Incoming::Request { id, method, params } => {
+                let era = mcp::Era::of(&method, meta_of(params), None);
+                match (&*method, era) {
+                    ("initialize", mcp::Era::Handshake) => {
+                        self.handshake.initialized = true;
+                        let (reply, _) =
+                            respond_traced(&self.dispatcher, &self.tenant, raw, false, via).await;
+                        match reply {
+                            Some(reply) => self.send(reply.into_vec()).await,
+                            None => true,
                         }
                     }
-                    .in_current_span(),
-                );
+                    ("subscriptions/listen", _) => {
+                        let opened = if self.listens.len() >= MAX_LISTENS {
+                            Err(GatewayError::InvalidParams(format!(
+                                "a session holds at most {MAX_LISTENS} listens; cancel one first"
+                            )))
+                        } else {
+                            mcp::open_listen(params, None)
+                        };
+                        match opened {
+                            Ok(filter) => {
+                                self.listen(id, filter);
+                                true
+                            }
+                            Err(e) => {
+                                let mut reply = Vec::new();
+                                write_gateway_error(&mut reply, Some(id), &e);
+                                self.send(reply).await
+                            }
+                        }
+                    }
+                    ("resources/subscribe" | "resources/unsubscribe", mcp::Era::Handshake) => {
+                        let mut reply = Vec::new();
+                        match uri_of(params) {
+                            Some(uri) => {
+                                let mut set = self
+                                    .subscribed
+                                    .lock()
+                                    .unwrap_or_else(PoisonError::into_inner);
+                                if method == "resources/subscribe" {
+                                    set.insert(uri);
+                                } else {
+                                    set.remove(&uri);
+                                }
+                                crate::jsonrpc::write_reply(
+                                    &mut reply,
+                                    Some(id),
+                                    crate::jsonrpc::Reply::Result(b"{}"),
+                                );
+                            }
+                            None => write_gateway_error(
+                                &mut reply,
+                                Some(id),
+                                &GatewayError::InvalidParams(
+                                    "params must be an object {\"uri\": string}".into(),
+                                ),
+                            ),
+                        }
+                        self.send(reply).await
+                    }
+                    _ => self.dispatch(raw, via).await,
+                }
+            }
+            Incoming::Notification { method, params } => {
+                match &*method {
+                    "notifications/initialized" => self.start_notifications(),
+                    "notifications/cancelled" => {
+                        if let Some(listen) =
+                            cancelled_request(params).and_then(|id| self.listens.remove(id.get()))
+                        {
+                            listen.abort();
+                        }
+                    }
+                    _ => {}
+                }
                 true
             }
+            Incoming::Invalid { id, error } => {
+                let mut reply = Vec::new();
+                write_error(&mut reply, id, &error);
+                self.send(reply).await
+            }
+            Incoming::Ignored => true,
+        }
+    }
+
+    /// Opens a listen: its acknowledgment, then the changes it asked for,
+    /// until the client cancels it or leaves.
+    fn listen(&mut self, id: Json<'_>, filter: mcp::Filter) {
+        let key: Box<str> = id.get().into();
+        let ack = mcp::acknowledged(id, &filter);
+        let out = self.out.clone();
+        let mut watcher = Watcher::new(&self.dispatcher, &self.tenant);
+        let tag = key.clone();
+        let task = tokio::spawn(async move {
+            if out.send(ack).await.is_err() {
+                return;
+            }
+            let Ok(tag) = serde_json::from_str::<&RawValue>(&tag) else {
+                return;
+            };
+            while let Some(change) = watcher.next().await {
+                if filter.hears(&change)
+                    && out
+                        .send(mcp::change_notification(&change, Some(Json::from(tag))))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        if let Some(old) = self.listens.insert(key, task) {
+            old.abort();
         }
     }
 
@@ -341,6 +527,31 @@ impl Session {
         if self.notifier.is_some() {
             return;
         }
+        if self.face == Face::ModelContext {
+            // The handshake era: every listing change, and the resources subscribed to.
+            let mut watcher = Watcher::new(&self.dispatcher, &self.tenant);
+            let (out, subscribed) = (self.out.clone(), self.subscribed.clone());
+            self.notifier = Some(tokio::spawn(async move {
+                while let Some(change) = watcher.next().await {
+                    let wanted = match &change {
+                        Change::Listing(_) => true,
+                        Change::Resource(uri) => subscribed
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .contains(&**uri),
+                    };
+                    if wanted
+                        && out
+                            .send(mcp::change_notification(&change, None))
+                            .await
+                            .is_err()
+                    {
+                        return;
+                    }
+                }
+            }));
+            return;
+        }
         let Some(mut changes) = self.dispatcher.subscribe_changes(&self.tenant) else {
             return;
         };
@@ -362,6 +573,10 @@ impl Session {
 
     /// The input ended: waits until every answer is out (or the peer is gone).
     pub async fn finish(mut self) {
+        // Nobody is left to hear a listen.
+        for (_, l) in self.listens.drain() {
+            l.abort();
+        }
         let out = self.out.clone();
         tokio::select! {
             _ = async { while self.inflight.join_next().await.is_some() {} } => {}

@@ -862,7 +862,13 @@ async fn the_python_sdk_client_spawns_the_stdio_mode() {
             "a".to_owned(),
         ];
         let (revision, answers) = sdk_client_with(args, steps.clone()).await;
-        assert_eq!(revision, "2025-11-25", "{mode}");
+        // Over stdio too the SDK's default probes `server/discover` first.
+        let expected = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(revision, expected, "{mode}");
         assert!(
             answers[0]["tools"]
                 .as_array()

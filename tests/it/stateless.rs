@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::modelcontext::{sdk_client, sdk_stdio};
+use crate::modelcontext::{sdk_client, sdk_client_with, sdk_stdio};
 use crate::support::*;
 use mcp_gateway::modelcontext::names::tool_name;
 
@@ -296,4 +296,70 @@ async fn the_stateless_era_checks_its_headers_and_answers_its_statuses() {
 fn base64_of(text: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(&path, config()).unwrap();
+    let args = |mode: &str| {
+        vec![
+            mode.to_owned(),
+            "stdio".to_owned(),
+            BIN.to_owned(),
+            path.display().to_string(),
+            "a".to_owned(),
+        ]
+    };
+    let steps = json!([
+        {"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 2}},
+        {"op": "listen", "uris": [COUNTER], "count": 2, "then": [
+            {"op": "call", "name": "sdk__bump", "arguments": {}},
+            {"op": "call", "name": "sdk__evolve", "arguments": {}},
+        ]},
+        {"op": "tools"},
+    ]);
+    let (revision, answers) = sdk_client_with(args("auto"), steps).await;
+    assert_eq!(revision, "2026-07-28");
+    assert_eq!(
+        answers[0]["structuredContent"],
+        json!({"sum": 3}),
+        "{}",
+        answers[0]
+    );
+    let events = answers[1]["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{}", answers[1]);
+    assert!(events.iter().any(|e| e["type"] == "ToolsListChanged"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "ResourceUpdated" && e["uri"] == COUNTER)
+    );
+    // The session goes on after its listen: the changed definition is listed.
+    let add = answers[2]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "sdk__add")
+        .cloned()
+        .unwrap();
+    assert_eq!(add["description"], "Adds two numbers, now differently");
+
+    // The handshake era hears changes after `notifications/initialized`,
+    // resources once subscribed to.
+    let steps = json!([
+        {"op": "subscribe", "uri": COUNTER},
+        {"op": "notified", "method": "notifications/resources/updated", "then": [
+            {"op": "call", "name": "sdk__bump", "arguments": {}},
+        ]},
+        {"op": "notified", "method": "notifications/tools/list_changed", "then": [
+            {"op": "call", "name": "sdk__evolve", "arguments": {}},
+        ]},
+    ]);
+    let (revision, answers) = sdk_client_with(args("legacy"), steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert!(answers[0].get("error").is_none(), "{}", answers[0]);
+    assert_eq!(answers[1]["notified"], "notifications/resources/updated");
+    assert_eq!(answers[2]["notified"], "notifications/tools/list_changed");
 }
