@@ -188,6 +188,10 @@ impl Core {
                 "gateway.allowed_origins",
                 config.gateway.allowed_origins != self.settings.allowed_origins,
             ),
+            (
+                "gateway.session_secret",
+                config.gateway.session_key != self.settings.session_key,
+            ),
         ]
         .into_iter()
         .filter_map(|(name, changed)| changed.then_some(name))
@@ -406,6 +410,11 @@ pub fn start_on(
         metrics: core.metrics.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
         shutdown: shutdown.clone(),
+        mcp_sessions: config
+            .gateway
+            .session_key
+            .as_ref()
+            .map(crate::http::mcp_sessions::McpSessions::new),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),

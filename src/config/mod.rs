@@ -32,6 +32,10 @@ pub struct GatewaySettings {
     /// Origins (`scheme://host[:port]`) whose requests are served; a request
     /// with any other `Origin` header gets 403. Empty by default. Read at start.
     pub allowed_origins: Vec<String>,
+    /// When set, handshake-era clients of the Model Context Protocol get an
+    /// `Mcp-Session-Id` sealed with this key (the SHA-256 of the configured
+    /// secret), which every replica with the same secret accepts. Read at start.
+    pub session_key: Option<KeyDigest>,
 }
 
 /// Every limit, named, with its default.

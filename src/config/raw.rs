@@ -25,6 +25,7 @@ pub struct RawGateway {
     pub pins_file: Option<String>,
     pub reload_poll_ms: Option<u64>,
     pub admin_token: Option<String>,
+    pub session_secret: Option<String>,
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     #[serde(default)]

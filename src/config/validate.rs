@@ -153,6 +153,25 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         .admin_token
         .as_deref()
         .and_then(|t| key_digest(t, secrets, "gateway.admin_token", p));
+    let session_key = raw.session_secret.as_deref().and_then(|secret| {
+        let at = "gateway.session_secret";
+        if secret.starts_with("sha256:") {
+            p.add(
+                at,
+                "a session secret is used as it is: give it, or env:VAR, or file:PATH",
+            );
+            return None;
+        }
+        let value = secret_text(secret, secrets, at, p)?;
+        if value.len() < 32 {
+            p.add(
+                at,
+                "must be at least 32 characters (for example 32 random bytes, base64)",
+            );
+            return None;
+        }
+        Some(KeyDigest::of(value.as_bytes()))
+    });
     let mut allowed_origins = Vec::new();
     for (i, origin) in raw.allowed_origins.into_iter().enumerate() {
         match reqwest::Url::parse(&origin) {
@@ -189,6 +208,7 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         limits: limits?,
         admin_token,
         allowed_origins,
+        session_key,
     })
     .filter(|_| id_ok)
 }
@@ -524,14 +544,6 @@ fn tenants(
 
 /// Resolves one `api_keys` entry. The problem text never contains the key itself.
 fn key_digest(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> Option<KeyDigest> {
-    let plain = |value: String, what: &str, p: &mut Problems| {
-        let value = value.trim_end_matches(['\r', '\n']).to_owned();
-        if value.is_empty() || value.chars().any(char::is_whitespace) {
-            p.add(at, format!("{what} is empty or contains white space"));
-            return None;
-        }
-        Some(KeyDigest::of(value.as_bytes()))
-    };
     if let Some(hex) = key.strip_prefix("sha256:") {
         let bytes = decode_hex(hex);
         if bytes.is_none() {
@@ -539,6 +551,20 @@ fn key_digest(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> O
         }
         return bytes.map(KeyDigest);
     }
+    secret_text(key, secrets, at, p).map(|v| KeyDigest::of(v.as_bytes()))
+}
+
+/// A secret given as itself, `env:VAR` or `file:PATH` (one trailing newline
+/// dropped). The problem text never contains the secret itself.
+fn secret_text(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> Option<String> {
+    let plain = |value: String, what: &str, p: &mut Problems| {
+        let value = value.trim_end_matches(['\r', '\n']).to_owned();
+        if value.is_empty() || value.chars().any(char::is_whitespace) {
+            p.add(at, format!("{what} is empty or contains white space"));
+            return None;
+        }
+        Some(value)
+    };
     if let Some(var) = key.strip_prefix("env:") {
         return match secrets.var(var) {
             Some(v) => plain(v, &format!("environment variable {var}"), p),

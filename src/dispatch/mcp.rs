@@ -92,6 +92,29 @@ pub fn speaks(method: &str, params: Option<Json<'_>>) -> bool {
     METHODS.contains(&method) || method.starts_with("notifications/")
 }
 
+/// The revision an `initialize` settles on: the client's own when the face
+/// serves it, the newest of the handshake era otherwise.
+pub fn negotiated(params: Option<Json<'_>>) -> &'static str {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Init<'a> {
+        #[serde(borrow)]
+        protocol_version: Cow<'a, str>,
+    }
+    let asked = params.and_then(|p| serde_json::from_str::<Init<'_>>(p.get()).ok());
+    asked
+        .and_then(|i| REVISIONS.iter().find(|r| **r == i.protocol_version))
+        .copied()
+        .unwrap_or(REVISIONS[REVISIONS.len() - 1])
+}
+
+/// A request's `params._meta`, if it has one.
+pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
+    params
+        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
+        .and_then(|[m]| m)
+}
+
 /// The headers of an HTTP request that mirror its body (`MCP-Protocol-Version`,
 /// `Mcp-Method`, `Mcp-Name`), and `Mcp-Session-Id`. Empty off HTTP.
 #[derive(Default, Clone, Copy, Debug)]
@@ -497,25 +520,11 @@ impl Dispatcher {
         started: std::time::Instant,
     ) -> Built {
         match method {
-            "initialize" => {
-                #[derive(Deserialize)]
-                #[serde(rename_all = "camelCase")]
-                struct Init {
-                    protocol_version: String,
-                }
-                let asked = params
-                    .and_then(|p| serde_json::from_str::<Init>(p.get()).ok())
-                    .map(|i| i.protocol_version);
-                let revision = asked
-                    .as_deref()
-                    .filter(|r| REVISIONS.contains(r))
-                    .unwrap_or(REVISIONS[REVISIONS.len() - 1]);
-                Ok(json!({
-                    "protocolVersion": revision,
-                    "capabilities": self.offers(tenant, era, via.notifies).await,
-                    "serverInfo": server_info(),
-                }))
-            }
+            "initialize" => Ok(json!({
+                "protocolVersion": negotiated(params),
+                "capabilities": self.offers(tenant, era, via.notifies).await,
+                "serverInfo": server_info(),
+            })),
             "server/discover" => Ok(json!({
                 "supportedVersions": SUPPORTED,
                 "capabilities": self.offers(tenant, era, true).await,

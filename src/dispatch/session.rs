@@ -112,12 +112,6 @@ impl Handshake {
     }
 }
 
-fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
-    params
-        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
-        .and_then(|[m]| m)
-}
-
 fn uri_of(params: Option<Json<'_>>) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct P {
@@ -382,7 +376,7 @@ impl Session {
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {
-                let era = mcp::Era::of(&method, meta_of(params), None);
+                let era = mcp::Era::of(&method, mcp::meta_of(params), None);
                 match (&*method, era) {
                     ("initialize", mcp::Era::Handshake) => {
                         self.handshake.initialized = true;

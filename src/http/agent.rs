@@ -44,6 +44,8 @@ pub struct AgentState {
     pub allowed_origins: Vec<String>,
     /// Cancelled when the gateway starts shutting down: long-lived streams end gracefully.
     pub shutdown: CancellationToken,
+    /// The handshake era's sessions, when `gateway.session_secret` is set.
+    pub mcp_sessions: Option<super::mcp_sessions::McpSessions>,
 }
 
 /// [`AgentState`] with what the edge derives from it once.
@@ -106,10 +108,20 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 forbidden_origin().into_response()
             } else if request.uri().path() != "/mcp" {
                 not_found().into_response()
-            } else if request.method() != axum::http::Method::POST {
-                method_not_allowed().into_response()
-            } else {
+            } else if request.method() == axum::http::Method::POST {
                 mcp(edge, &place, request.map(Body::new)).await
+            } else if edge.mcp_sessions.is_some()
+                && matches!(
+                    *request.method(),
+                    axum::http::Method::GET | axum::http::Method::DELETE
+                )
+            {
+                let response =
+                    super::exchange::session_request(&edge, request.method(), request.headers());
+                edge.count(response.status());
+                response
+            } else {
+                method_not_allowed(edge.mcp_sessions.is_some()).into_response()
             })
         })
     }
@@ -164,12 +176,20 @@ fn not_found() -> Reply {
     )
 }
 
-fn method_not_allowed() -> Reply {
+fn method_not_allowed(sessions: bool) -> Reply {
+    let (allow, why) = if sessions {
+        (
+            "GET, POST, DELETE",
+            "the MCP endpoint accepts POST, and GET and DELETE with a session",
+        )
+    } else {
+        ("POST", "the MCP endpoint accepts POST only")
+    };
     error(
         StatusCode::METHOD_NOT_ALLOWED,
-        ErrorObject::invalid_request("the MCP endpoint accepts POST only"),
+        ErrorObject::invalid_request(why),
     )
-    .with_header(header::ALLOW, HeaderValue::from_static("POST"))
+    .with_header(header::ALLOW, HeaderValue::from_static(allow))
 }
 
 /// Serves one agent connection. Requests that the edge's own HTTP/1.1 path
@@ -348,7 +368,7 @@ async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -
     response
 }
 
-fn unauthorized() -> Reply {
+pub(super) fn unauthorized() -> Reply {
     error(
         StatusCode::UNAUTHORIZED,
         ErrorObject::new(codes::INVALID_REQUEST, "Unauthorized")
@@ -394,7 +414,7 @@ fn is_json(content_type: Option<&[u8]>) -> bool {
     })
 }
 
-fn authenticate(keys: &KeyStore, authorization: Option<&[u8]>) -> Option<Arc<Tenant>> {
+pub(super) fn authenticate(keys: &KeyStore, authorization: Option<&[u8]>) -> Option<Arc<Tenant>> {
     keys.authenticate(bearer_token(header_str(authorization?)?)?)
         .cloned()
 }

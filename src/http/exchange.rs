@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::BytesMut;
 use futures_util::future::join_all;
@@ -14,9 +14,11 @@ use tracing::Instrument;
 
 use super::agent::AgentState;
 use super::first_look::{First, peek_first};
+use super::mcp_sessions::McpSessions;
 use super::session;
 use super::{Reply, ReplyBody, error};
 use crate::dispatch::mcp::{self, Mirrored, Via};
+use crate::dispatch::watch::Change;
 use crate::dispatch::{self, Outgoing, respond, respond_classified, write_gateway_error};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
@@ -160,13 +162,23 @@ async fn one_message(
         Ok(a) => a,
         Err(e) => return Exchange::Reply(over_capacity(id, &e)),
     };
+    // The handshake era's session: checked, or issued by `initialize`.
+    let mut issue = None;
+    if let Some(sessions) = &s.mcp_sessions {
+        match handshake_session(sessions, tenant, &message, &mirrored) {
+            SessionStep::None => {}
+            SessionStep::Issue(revision) => issue = Some(sessions.issue(&tenant.name, revision)),
+            SessionStep::Refused(id) => return Exchange::Reply(session_not_found(id)),
+            SessionStep::Reply(reply) => return Exchange::Reply(reply),
+        }
+    }
     let via = Via {
         http: Some(mirrored),
-        notifies: false,
+        notifies: s.mcp_sessions.is_some(),
     };
     let (out, _, status) = respond_classified(&s.dispatcher, tenant, message, false, via).await;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    Exchange::Reply(match out {
+    let reply = match out {
         Some(Outgoing::Flat(reply)) => Reply::json(status, reply),
         Some(Outgoing::Parts(parts)) => Reply {
             status,
@@ -174,6 +186,10 @@ async fn one_message(
             header: None,
         },
         None => accepted(),
+    };
+    Exchange::Reply(match issue.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        Some(id) => reply.with_header(HeaderName::from_static("mcp-session-id"), id),
+        None => reply,
     })
 }
 
@@ -283,4 +299,155 @@ pub(super) fn mirrored(headers: &axum::http::HeaderMap) -> Mirrored<'_> {
         session: one("mcp-session-id"),
         repeated,
     }
+}
+
+/// What the handshake era's session makes of a message.
+enum SessionStep<'a> {
+    /// Nothing: not that era, or no session named.
+    None,
+    /// `initialize`: a session at this revision is issued.
+    Issue(&'static str),
+    /// The id names no session: 404, with the request's id.
+    Refused(Option<Json<'a>>),
+    /// Answered here (`resources/subscribe` and `unsubscribe`).
+    Reply(Reply),
+}
+
+fn handshake_session<'a>(
+    sessions: &McpSessions,
+    tenant: &Tenant,
+    message: &Incoming<'a>,
+    mirrored: &Mirrored<'_>,
+) -> SessionStep<'a> {
+    let (id, method, params) = match message {
+        Incoming::Request { id, method, params } => (Some(*id), &**method, *params),
+        Incoming::Notification { method, params } => (None, &**method, *params),
+        _ => return SessionStep::None,
+    };
+    let ours = mirrored.say_modelcontext() || mcp::speaks(method, params);
+    if !ours || mcp::Era::of(method, mcp::meta_of(params), Some(mirrored)) != mcp::Era::Handshake {
+        return SessionStep::None;
+    }
+    if method == "initialize" {
+        return SessionStep::Issue(mcp::negotiated(params));
+    }
+    let Some(session) = mirrored.session else {
+        return SessionStep::None;
+    };
+    let Some(opened) = sessions.open(session, &tenant.name) else {
+        return SessionStep::Refused(id);
+    };
+    let on = match method {
+        "resources/subscribe" => true,
+        "resources/unsubscribe" => false,
+        _ => return SessionStep::None,
+    };
+    #[derive(serde::Deserialize)]
+    struct P<'a> {
+        #[serde(borrow)]
+        uri: std::borrow::Cow<'a, str>,
+    }
+    let mut body = Vec::new();
+    match params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok()) {
+        Some(p) if sessions.subscribe(&opened, &p.uri, on) => {
+            crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}"));
+        }
+        Some(_) => write_gateway_error(
+            &mut body,
+            id,
+            &GatewayError::InvalidParams(format!(
+                "a session subscribes to at most {} resources",
+                super::mcp_sessions::MAX_SUBSCRIPTIONS
+            )),
+        ),
+        None => write_gateway_error(
+            &mut body,
+            id,
+            &GatewayError::InvalidParams("params must be an object {\"uri\": string}".into()),
+        ),
+    }
+    SessionStep::Reply(Reply::json(StatusCode::OK, body))
+}
+
+fn session_not_found(id: Option<Json<'_>>) -> Reply {
+    let mut body = Vec::new();
+    crate::jsonrpc::write_error(
+        &mut body,
+        id,
+        &ErrorObject::invalid_request("the session is unknown or has ended: initialize a new one"),
+    );
+    Reply::json(StatusCode::NOT_FOUND, body)
+}
+
+/// GET on `/mcp` (an event stream of the session's changes: listings, and
+/// resources it subscribed to) and DELETE (ends the session), when sessions
+/// are issued.
+pub(super) fn session_request(
+    s: &AgentState,
+    method: &axum::http::Method,
+    headers: &axum::http::HeaderMap,
+) -> Response {
+    let Some(sessions) = s.mcp_sessions.clone() else {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorObject::invalid_request("the MCP endpoint accepts POST only"),
+        )
+        .into_response();
+    };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    let Some(tenant) = super::agent::authenticate(&s.keys.load(), authorization) else {
+        return super::agent::unauthorized().into_response();
+    };
+    let Some(id) = headers.get("mcp-session-id") else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            ErrorObject::invalid_request(format!("{method} /mcp needs an Mcp-Session-Id")),
+        )
+        .into_response();
+    };
+    let Some(opened) = sessions.open(id.as_bytes(), &tenant.name) else {
+        return session_not_found(None).into_response();
+    };
+    if method == axum::http::Method::DELETE {
+        sessions.end(&opened);
+        return Reply {
+            status: StatusCode::OK,
+            body: ReplyBody::Empty,
+            header: None,
+        }
+        .into_response();
+    }
+    let wants_events = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    if !wants_events {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            ErrorObject::invalid_request("GET /mcp answers text/event-stream; say so in Accept"),
+        )
+        .into_response();
+    }
+    let place = match super::listen::place(s, &tenant) {
+        Ok(place) => place,
+        Err(refused) => return refused,
+    };
+    let (heard, still) = ((sessions.clone(), opened.clone()), (sessions, opened));
+    let render = move |change: &Change| match change {
+        Change::Listing(_) => Some(mcp::change_notification(change, None)),
+        Change::Resource(uri) => heard
+            .0
+            .subscribed(&heard.1, uri)
+            .then(|| mcp::change_notification(change, None)),
+    };
+    let framing = super::listen::Framing {
+        first: None,
+        last: None,
+    };
+    super::listen::changes(s, &tenant, place, framing, render, move || {
+        !still.0.ended(&still.1)
+    })
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::agent::AgentState;
 use super::error;
 use crate::dispatch::mcp::{self, Filter};
-use crate::dispatch::watch::Watcher;
+use crate::dispatch::watch::{Change, Watcher};
 use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, Json};
 use crate::tenant::{Place, Tenant};
@@ -25,13 +25,17 @@ use crate::tenant::{Place, Tenant};
 /// proxies and clients that time out idle reads.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
-struct Listen {
+/// What a stream of changes says, and when.
+struct Changes<R, E> {
     watcher: Watcher,
-    filter: Filter,
-    /// The listen request's id, as JSON text.
-    id: Box<str>,
+    /// The message each change becomes, if it is one the client hears.
+    render: R,
+    /// Whether the stream is still wanted (a session ended by DELETE closes its stream).
+    open: E,
+    /// The message that ends the stream when the gateway shuts down, if any.
+    last: Option<Vec<u8>>,
     shutdown: CancellationToken,
-    /// The acknowledgment, until it is sent.
+    /// The first message, until it is sent.
     first: Option<Vec<u8>>,
     ended: bool,
     _place: Place,
@@ -51,61 +55,77 @@ fn id_of(id: &str) -> Option<Json<'_>> {
         .map(Json::from)
 }
 
-/// Opens the stream of a listen that passed its checks.
-pub(super) fn stream(s: &AgentState, tenant: &Tenant, id: Box<str>, filter: Filter) -> Response {
-    let place = match s.sessions.enter(tenant) {
-        Ok(place) => place,
-        Err(limit) => {
-            s.dispatcher
-                .metrics()
-                .requests_limited
-                .with_label_values(&[&tenant.name, "sessions_limited"])
-                .inc();
-            return super::exchange::over_capacity(None, &GatewayError::TooManySessions { limit })
-                .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
-                .into_response();
-        }
-    };
-    let Ok(raw_id) = serde_json::from_str::<&serde_json::value::RawValue>(&id) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            ErrorObject::invalid_request("the request's id is not JSON"),
-        )
-        .into_response();
-    };
-    let first = Some(mcp::acknowledged(Json::from(raw_id), &filter));
-    let listen = Listen {
+/// A place among the tenant's sessions for a long-lived stream, or the 429 that refuses it.
+pub(super) fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Response> {
+    s.sessions.enter(tenant).map_err(|limit| {
+        s.dispatcher
+            .metrics()
+            .requests_limited
+            .with_label_values(&[&tenant.name, "sessions_limited"])
+            .inc();
+        super::exchange::over_capacity(None, &GatewayError::TooManySessions { limit })
+            .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+            .into_response()
+    })
+}
+
+/// The messages of a stream of changes besides the changes themselves.
+pub(super) struct Framing {
+    /// Sent first.
+    pub first: Option<Vec<u8>>,
+    /// Sent last, when the gateway shuts down.
+    pub last: Option<Vec<u8>>,
+}
+
+/// An event stream of `tenant`'s changes: the first message, then what
+/// `render` makes of each change, a comment line when it is quiet, the last
+/// message at shutdown; it closes once `open` says it is no longer wanted.
+pub(super) fn changes<R, E>(
+    s: &AgentState,
+    tenant: &Tenant,
+    place: Place,
+    framing: Framing,
+    render: R,
+    open: E,
+) -> Response
+where
+    R: FnMut(&Change) -> Option<Vec<u8>> + Send + 'static,
+    E: Fn() -> bool + Send + 'static,
+{
+    let Framing { first, last } = framing;
+    let stream = Changes {
         watcher: Watcher::new(&s.dispatcher, tenant),
-        filter,
-        id,
+        render,
+        open,
+        last,
         shutdown: s.shutdown.clone(),
         first,
         ended: false,
         _place: place,
     };
-    let events = futures_util::stream::unfold(listen, |mut l| async move {
-        if l.ended {
+    let events = futures_util::stream::unfold(stream, |mut c| async move {
+        if c.ended {
             return None;
         }
-        if let Some(ack) = l.first.take() {
-            return Some((Ok::<_, std::convert::Infallible>(event(&ack)), l));
+        if let Some(first) = c.first.take() {
+            return Some((Ok::<_, std::convert::Infallible>(event(&first)), c));
         }
         loop {
             tokio::select! {
-                () = l.shutdown.cancelled() => {
-                    l.ended = true;
-                    let end = id_of(&l.id).map(|id| mcp::listen_ended(id))?;
-                    return Some((Ok(event(&end)), l));
+                () = c.shutdown.cancelled() => {
+                    c.ended = true;
+                    let last = c.last.take()?;
+                    return Some((Ok(event(&last)), c));
                 }
                 () = tokio::time::sleep(KEEPALIVE) => {
-                    return Some((Ok(Bytes::from_static(b":\r\n")), l));
+                    (c.open)().then_some(())?;
+                    return Some((Ok(Bytes::from_static(b":\r\n")), c));
                 }
-                change = l.watcher.next() => {
+                change = c.watcher.next() => {
                     let change = change?;
-                    if l.filter.hears(&change) {
-                        let id = id_of(&l.id)?;
-                        let message = mcp::change_notification(&change, Some(id));
-                        return Some((Ok(event(&message)), l));
+                    (c.open)().then_some(())?;
+                    if let Some(message) = (c.render)(&change) {
+                        return Some((Ok(event(&message)), c));
                     }
                 }
             }
@@ -123,4 +143,32 @@ pub(super) fn stream(s: &AgentState, tenant: &Tenant, id: Box<str>, filter: Filt
     );
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
+}
+
+/// Opens the stream of a listen that passed its checks.
+pub(super) fn stream(s: &AgentState, tenant: &Tenant, id: Box<str>, filter: Filter) -> Response {
+    let place = match place(s, tenant) {
+        Ok(place) => place,
+        Err(refused) => return refused,
+    };
+    let Some(first) = id_of(&id).map(|id| mcp::acknowledged(id, &filter)) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            ErrorObject::invalid_request("the request's id is not JSON"),
+        )
+        .into_response();
+    };
+    let tag = id.clone();
+    let render = move |change: &Change| {
+        filter
+            .hears(change)
+            .then(|| id_of(&tag).map(|id| mcp::change_notification(change, Some(id))))
+            .flatten()
+    };
+    // A listen is open until its client closes it; at shutdown it gets its final answer.
+    let framing = Framing {
+        first: Some(first),
+        last: id_of(&id).map(mcp::listen_ended),
+    };
+    changes(s, tenant, place, framing, render, || true)
 }

@@ -8,6 +8,7 @@ mod exchange;
 mod first_look;
 pub(crate) mod h1;
 mod listen;
+pub(crate) mod mcp_sessions;
 mod request_id;
 pub mod serve;
 pub mod session;

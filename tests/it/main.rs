@@ -12,6 +12,7 @@ mod edge;
 mod fuzz_corpus;
 mod hardening;
 mod isolation;
+mod mcp_sessions;
 mod modelcontext;
 mod ops;
 mod raw_http;

@@ -1,0 +1,196 @@
+//! The handshake era's sessions over HTTP when `gateway.session_secret` is
+//! set: ids sealed with the secret that any replica accepts, 404 for an id
+//! tampered with, ended or another tenant's, DELETE, and the GET stream on
+//! which the official SDKs' clients hear what changed.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::modelcontext::{root, run_client, sdk_client, sdk_stdio, servers};
+use crate::support::*;
+
+const SECRET: &str = "a-session-secret-of-more-than-32-characters";
+const COUNTER: &str = "mcp://gw/sdk/resource/memo%3A%2F%2Fcounter";
+
+fn config(secret: bool) -> String {
+    let secret = if secret {
+        format!(", session_secret: {SECRET}")
+    } else {
+        String::new()
+    };
+    format!(
+        "gateway: {{id: gw{secret}}}\nupstreams:\n  s: {}\n  sdk: {}\ntenants:\n  a: {}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        sdk_stdio(),
+        tenant("ka", &["s", "sdk"]),
+        tenant("kb", &["s"]),
+    )
+}
+
+async fn send(
+    gw: &Gateway,
+    method: reqwest::Method,
+    key: &str,
+    session: Option<&str>,
+    body: Option<Value>,
+) -> reqwest::Response {
+    let mut r = gw
+        .client
+        .request(method, &gw.url)
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(id) = session {
+        r = r.header("mcp-session-id", id);
+    }
+    if let Some(b) = body {
+        r = r.body(b.to_string());
+    }
+    within(r.send()).await.unwrap()
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+fn list() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_ids_are_sealed_and_any_replica_with_the_secret_accepts_them() {
+    let yaml = config(true);
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    one.wait_ready(&["s", "sdk"]).await;
+    two.wait_ready(&["s", "sdk"]).await;
+    let r = send(&one, reqwest::Method::POST, "ka", None, Some(initialize())).await;
+    assert_eq!(r.status(), 200);
+    let id = r
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let init: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
+
+    // The other replica serves the session.
+    let r = send(&two, reqwest::Method::POST, "ka", Some(&id), Some(list())).await;
+    assert_eq!(r.status(), 200);
+    let listed: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    // Tampered with, or presented with another tenant's key: 404.
+    let mut tampered = id.clone().into_bytes();
+    let last = tampered.len() - 1;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    for (key, session) in [("ka", tampered.as_str()), ("kb", id.as_str())] {
+        let r = send(
+            &two,
+            reqwest::Method::POST,
+            key,
+            Some(session),
+            Some(list()),
+        )
+        .await;
+        assert_eq!(r.status(), 404, "{key}");
+        let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(body["id"], 1, "{body}");
+        assert_eq!(body["error"]["code"], -32600, "{body}");
+    }
+    // A GET must accept an event stream.
+    let r = within(
+        two.client
+            .get(&two.url)
+            .bearer_auth("ka")
+            .header("mcp-session-id", &id)
+            .header("accept", "application/json")
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 406);
+    // DELETE ends it: refused there from then on.
+    let r = send(&two, reqwest::Method::DELETE, "ka", Some(&id), None).await;
+    assert_eq!(r.status(), 200);
+    let r = send(&two, reqwest::Method::POST, "ka", Some(&id), Some(list())).await;
+    assert_eq!(r.status(), 404);
+    let r = send(&two, reqwest::Method::GET, "ka", Some(&id), None).await;
+    assert_eq!(r.status(), 404);
+    // No key: 401, as ever.
+    let r = within(two.client.get(&two.url).send()).await.unwrap();
+    assert_eq!(r.status(), 401);
+    one.stop().await;
+    two.stop().await;
+
+    // Without the secret no session is issued, GET and DELETE are 405, and
+    // a session id is ignored.
+    let gw = Gateway::start(&config(false)).await;
+    gw.wait_ready(&["s"]).await;
+    let r = send(&gw, reqwest::Method::POST, "ka", None, Some(initialize())).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("mcp-session-id").is_none());
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = send(&gw, method.clone(), "ka", Some(&id), None).await;
+        assert_eq!(r.status(), 405, "{method}");
+    }
+    let r = send(&gw, reqwest::Method::POST, "ka", Some(&id), Some(list())).await;
+    assert_eq!(r.status(), 200);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
+    servers();
+    let gw = Gateway::start(&config(true)).await;
+    gw.wait_ready(&["s", "sdk"]).await;
+    let steps = json!([
+        {"op": "subscribe", "uri": COUNTER},
+        {"op": "notified", "method": "notifications/resources/updated", "then": [
+            {"op": "call", "name": "sdk__bump", "arguments": {}},
+        ]},
+        {"op": "notified", "method": "notifications/tools/list_changed", "then": [
+            {"op": "call", "name": "sdk__evolve", "arguments": {}},
+        ]},
+    ]);
+    let (revision, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert!(answers[0].get("error").is_none(), "{}", answers[0]);
+    assert_eq!(answers[1]["notified"], "notifications/resources/updated");
+    assert_eq!(answers[2]["notified"], "notifications/tools/list_changed");
+    gw.stop().await;
+
+    // The TypeScript SDK's client, on a gateway of its own (its upstream's
+    // tool changes once).
+    let gw = Gateway::start(&config(true)).await;
+    gw.wait_ready(&["s", "sdk"]).await;
+    let script = root().join("target/mcp-node/mcp_ts_client.mjs");
+    std::fs::copy(root().join("tests/fixtures/mcp_ts_client.mjs"), &script).unwrap();
+    let mut client = Command::new("node");
+    client.arg(&script).args([gw.url.as_str(), "ka"]);
+    let steps = json!([
+        {"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 1}},
+        {"op": "notified", "method": "notifications/tools/list_changed", "then": [
+            {"op": "call", "name": "sdk__evolve", "arguments": {}},
+        ]},
+    ]);
+    let answers = run_client(client, steps).await;
+    assert_eq!(answers[0]["protocolVersion"], "2025-11-25");
+    assert!(answers[0]["session"].is_string(), "{}", answers[0]);
+    assert_eq!(
+        answers[1]["structuredContent"],
+        json!({"sum": 2}),
+        "{}",
+        answers[1]
+    );
+    assert_eq!(
+        answers[2]["notified"], "notifications/tools/list_changed",
+        "{}",
+        answers[2]
+    );
+    gw.stop().await;
+}
