@@ -433,7 +433,7 @@ pub(super) fn session_request(
     }
     let place = match super::listen::place(s, &tenant) {
         Ok(place) => place,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let (heard, still) = ((sessions.clone(), opened.clone()), (sessions, opened));
     let render = move |change: &Change| match change {

@@ -56,7 +56,7 @@ fn id_of(id: &str) -> Option<Json<'_>> {
 }
 
 /// A place among the tenant's sessions for a long-lived stream, or the 429 that refuses it.
-pub(super) fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Response> {
+pub(super) fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Box<Response>> {
     s.sessions.enter(tenant).map_err(|limit| {
         s.dispatcher
             .metrics()
@@ -66,6 +66,7 @@ pub(super) fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Response> 
         super::exchange::over_capacity(None, &GatewayError::TooManySessions { limit })
             .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
             .into_response()
+            .into()
     })
 }
 
@@ -149,7 +150,7 @@ where
 pub(super) fn stream(s: &AgentState, tenant: &Tenant, id: Box<str>, filter: Filter) -> Response {
     let place = match place(s, tenant) {
         Ok(place) => place,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let Some(first) = id_of(&id).map(|id| mcp::acknowledged(id, &filter)) else {
         return error(
