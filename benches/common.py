@@ -10,13 +10,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 class KeepAlive:
     """One keep-alive HTTP/1.1 connection to the gateway: POSTs `body` to /mcp
-    with `key`, reads the whole answer, returns its status."""
+    with `key` (and `headers`, a dict), reads the whole answer, returns its status."""
 
-    def __init__(self, addr, key, body):
+    def __init__(self, addr, key, body, headers=None):
         self.s = socket.create_connection(addr)
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        extra = b"".join(f"{k}: {v}\r\n".encode() for k, v in (headers or {}).items())
         self.req = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() +
-                    b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                    b"\r\nContent-Type: application/json\r\n" + extra +
+                    b"Content-Length: %d\r\n\r\n" % len(body) + body)
         self.buf = b""
 
     def recv(self):

@@ -7,6 +7,7 @@
 //! travels in `_meta` under [`MCPID_META`].
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -16,10 +17,10 @@ use super::{Dispatcher, Payload, execute};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::modelcontext::{self as mc, names};
-use crate::protocol::catalog::Route;
+use crate::protocol::catalog::{Catalog, FaceIndex, FaceTool, Route};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
-use crate::upstream::{CallError, Dialect};
+use crate::upstream::{CallError, Dialect, Status, Upstream};
 
 /// Where a definition's namespaced mcpId travels in `_meta` (outside the
 /// protocol's reserved `io.modelcontextprotocol/` prefix).
@@ -70,6 +71,8 @@ const HANDSHAKE_ONLY: [&str; 5] = [
     "resources/subscribe",
     "resources/unsubscribe",
 ];
+/// Requests whose name (or uri) the `Mcp-Name` header mirrors.
+const NAMED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 /// Results that carry `ttlMs` and `cacheScope` in the stateless era.
 const CACHEABLE: [&str; 6] = [
     "server/discover",
@@ -85,9 +88,8 @@ const CACHEABLE: [&str; 6] = [
 /// carry `protocolVersion` (MCP v1.0's carry `clientCapabilities`).
 pub fn speaks(method: &str, params: Option<Json<'_>>) -> bool {
     if method == "initialize" {
-        return params
-            .and_then(|p| crate::jsonrpc::scan::members_of(p, ["protocolVersion"]))
-            .is_some_and(|[v]| v.is_some());
+        let [version] = members(params, ["protocolVersion"]);
+        return version.is_some();
     }
     METHODS.contains(&method) || method.starts_with("notifications/")
 }
@@ -110,9 +112,25 @@ pub fn negotiated(params: Option<Json<'_>>) -> &'static str {
 
 /// A request's `params._meta`, if it has one.
 pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
-    params
-        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
-        .and_then(|[m]| m)
+    let [meta] = members(params, ["_meta"]);
+    meta
+}
+
+/// The members named `keys` of an object (`None` for those absent or when
+/// it is not an object), read by serde where the fast scan declines (a key
+/// with an escape, a member named twice: the last counts).
+fn members<'a, const N: usize>(value: Option<Json<'a>>, keys: [&str; N]) -> [Option<Json<'a>>; N] {
+    let Some(v) = value else {
+        return [None; N];
+    };
+    if let Some(found) = crate::jsonrpc::scan::members_of(v, keys) {
+        return found;
+    }
+    type Members<'a> = std::collections::HashMap<Cow<'a, str>, &'a serde_json::value::RawValue>;
+    match serde_json::from_str::<Members<'a>>(v.get()) {
+        Ok(map) => keys.map(|k| map.get(k).map(|raw| Json::from(*raw))),
+        Err(_) => [None; N],
+    }
 }
 
 /// The headers of an HTTP request that mirror its body (`MCP-Protocol-Version`,
@@ -155,17 +173,30 @@ impl Era {
     /// version, when its `MCP-Protocol-Version` header names one that is not
     /// of the handshake era, or when its method exists only in that era.
     pub fn of(method: &str, meta: Option<Json<'_>>, http: Option<&Mirrored<'_>>) -> Era {
+        let [version] = members(meta, [VERSION_META]);
+        Era::given(method, version.is_some(), http)
+    }
+
+    /// [`Era::of`], once it is known whether `_meta` names a version.
+    fn given(method: &str, meta_says: bool, http: Option<&Mirrored<'_>>) -> Era {
         let header_says = http
             .and_then(|h| h.protocol_version)
             .is_some_and(|v| !REVISIONS.iter().any(|r| r.as_bytes() == v));
-        let meta_says = meta
-            .and_then(|m| crate::jsonrpc::scan::members_of(m, [VERSION_META]))
-            .is_some_and(|[v]| v.is_some());
         if header_says || meta_says || STATELESS_ONLY.contains(&method) {
             Era::Stateless
         } else {
             Era::Handshake
         }
+    }
+}
+
+/// A JSON string's text: borrowed when it holds no escape, else decoded;
+/// `None` when the value is not a string.
+fn string_of(value: Json<'_>) -> Option<Cow<'_, str>> {
+    let text = value.get();
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
+        _ => serde_json::from_str(text).ok(),
     }
 }
 
@@ -223,34 +254,22 @@ fn decode_header(value: &[u8]) -> Option<Cow<'_, str>> {
     String::from_utf8(bytes).ok().map(Cow::Owned)
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
-    version: Option<&'a serde_json::value::RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
-    capabilities: Option<&'a serde_json::value::RawValue>,
-}
-
 /// The stateless era's checks of a request, in its SDKs' order: the `_meta`
 /// envelope (-32602), the mirrored headers on HTTP (-32020), then the
-/// version (-32022, naming what is served).
+/// version (-32022, naming what is served). `named` is the body's value
+/// that `Mcp-Name` mirrors (`params.name` or `params.uri`).
 fn check_stateless(
     method: &str,
-    params: Option<Json<'_>>,
-    meta: Option<Json<'_>>,
+    named: Option<Json<'_>>,
+    envelope: [Option<Json<'_>>; 2],
     http: Option<&Mirrored<'_>>,
 ) -> Result<(), GatewayError> {
-    let envelope = meta.and_then(|m| serde_json::from_str::<Envelope<'_>>(m.get()).ok());
-    let Some(Envelope {
-        version: Some(version),
-        capabilities: Some(_),
-    }) = envelope
-    else {
+    let [Some(version), Some(_)] = envelope else {
         return Err(invalid(&format!(
             "params._meta must be an object carrying {VERSION_META:?} and {CAPABILITIES_META:?}"
         )));
     };
-    let version: Option<Cow<'_, str>> = serde_json::from_str(version.get()).ok();
+    let version = string_of(version);
     if let Some(h) = http {
         if h.repeated {
             return Err(header_mismatch(
@@ -269,22 +288,14 @@ fn check_stateless(
                 "the Mcp-Method header does not match the request's method",
             ));
         }
-        let key = match method {
-            "tools/call" | "prompts/get" => Some("name"),
-            "resources/read" => Some("uri"),
-            _ => None,
-        };
-        if let Some(key) = key {
-            let body: Option<Cow<'_, str>> = params
-                .and_then(|p| crate::jsonrpc::scan::members_of(p, [key]))
-                .and_then(|[v]| v)
-                .and_then(|v| serde_json::from_str(v.get()).ok());
+        if NAMED.contains(&method) {
+            let body = named.and_then(string_of);
             if let Some(body) = body
                 && h.name.and_then(decode_header).as_deref() != Some(&*body)
             {
-                return Err(header_mismatch(&format!(
-                    "the Mcp-Name header does not match params.{key}"
-                )));
+                return Err(header_mismatch(
+                    "the Mcp-Name header does not match the request's name or uri",
+                ));
             }
         }
     }
@@ -306,7 +317,36 @@ fn check_stateless(
 /// A face's answer: a result, or an error in the gateway's terms.
 type Answer = Result<Payload, GatewayError>;
 /// A result before the era's fields are added.
-type Built = Result<Value, GatewayError>;
+type Built = Result<Out, GatewayError>;
+
+/// A request's params, and the members of them the face reads on every call.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    params: Option<Json<'a>>,
+    name: Option<Json<'a>>,
+    arguments: Option<Json<'a>>,
+}
+
+/// A result object, as a value or already written (JSON object text).
+enum Out {
+    Value(Value),
+    Written(String),
+}
+
+impl From<Value> for Out {
+    fn from(v: Value) -> Self {
+        Out::Value(v)
+    }
+}
+
+impl Out {
+    fn into_text(self) -> String {
+        match self {
+            Out::Value(v) => v.to_string(),
+            Out::Written(t) => t,
+        }
+    }
+}
 
 /// The definitions of one kind the tenant sees, as the MCP v1.0 face lists them.
 fn definitions(parts: Vec<bytes::Bytes>) -> Vec<Map<String, Value>> {
@@ -330,8 +370,6 @@ fn definitions(parts: Vec<bytes::Bytes>) -> Vec<Map<String, Value>> {
 struct Named<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -353,7 +391,7 @@ fn call_result(
     structured: bool,
 ) -> Built {
     let tool_error =
-        |why: &str| json!({"content": [{"type": "text", "text": why}], "isError": true});
+        |why: &str| Out::from(json!({"content": [{"type": "text", "text": why}], "isError": true}));
     let result = match result {
         Ok(result) => result,
         Err(GatewayError::InvalidArguments(why)) => return Ok(tool_error(&why)),
@@ -363,31 +401,30 @@ fn call_result(
         }) => return Ok(tool_error(&why)),
         Err(e) => return Err(e),
     };
-    #[derive(Deserialize)]
-    struct Output<'a> {
-        #[serde(borrow)]
-        output: &'a serde_json::value::RawValue,
-    }
     // The dispatcher checked that the result holds an output.
-    let Ok(Output { output }) = serde_json::from_str::<Output<'_>>(result.get()) else {
+    let [Some(output)] = members(Some(result.as_json()), ["output"]) else {
         return Ok(tool_error("the tool's result has no output"));
     };
     if passthrough {
         // The upstream's own content blocks, as it sent them.
-        if let Ok(envelope) = serde_json::from_str::<Map<String, Value>>(output.get()) {
-            if let Some(content) = envelope.get("content") {
-                return Ok(json!({ "content": content }));
-            }
+        if let [Some(content)] = members(Some(output), ["content"]) {
+            return Ok(Out::Written(format!(r#"{{"content":{}}}"#, content.get())));
         }
     }
-    let block = json!({"type": "text", "text": output.get()});
-    let structured_content: Option<Value> = structured
-        .then(|| serde_json::from_str(output.get()).ok())
-        .flatten();
-    Ok(match structured_content {
-        Some(s) => json!({"content": [block], "structuredContent": s}),
-        None => json!({ "content": [block] }),
-    })
+    // Written straight from the output's text: a text block holding it, and
+    // the output itself as `structuredContent`.
+    let text = serde_json::to_string(output.get()).unwrap_or_default();
+    // Room for what the stateless era adds too.
+    let mut out = String::with_capacity(text.len() + output.get().len() + 64 + STATELESS_ROOM);
+    out.push_str(r#"{"content":[{"type":"text","text":"#);
+    out.push_str(&text);
+    out.push_str("}]");
+    if structured {
+        out.push_str(r#","structuredContent":"#);
+        out.push_str(output.get());
+    }
+    out.push('}');
+    Ok(Out::Written(out))
 }
 
 impl Dispatcher {
@@ -413,6 +450,61 @@ impl Dispatcher {
             let id = def.get("mcpId")?.as_str()?.to_owned();
             (self.name_of(kind, &id).as_deref() == Some(name)).then_some((id, def))
         })
+    }
+
+    /// The tool the tenant's listing names `name`: found in the name index
+    /// of each of its upstreams' catalogs (made once per catalog).
+    async fn tool_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
+        self.wait_for_starting(tenant).await;
+        let state = self.inner.state.load();
+        tenant
+            .upstreams
+            .iter()
+            .filter_map(|n| state.upstreams.get(n))
+            .filter(|u| u.status() == Status::Ready)
+            .find_map(|u| {
+                let catalog = u.catalog();
+                let index = catalog.face_index(|c| self.index_tools(u, c));
+                index.by_name.get(name).cloned()
+            })
+    }
+
+    /// A catalog's tools by the names this face gives them.
+    fn index_tools(&self, upstream: &Upstream, catalog: &Catalog) -> FaceIndex {
+        let listing = catalog.listing(Kind::Tool);
+        let mut index = FaceIndex::default();
+        for (id, range) in &listing.items {
+            let Some(name) = self.name_of(Kind::Tool, id) else {
+                continue;
+            };
+            let passthrough = upstream.dialect == Dialect::ModelContext
+                && catalog.tool(id).is_some_and(|t| {
+                    matches!(
+                        t.route,
+                        Route::ByName {
+                            structured: false,
+                            ..
+                        }
+                    )
+                });
+            let def: Option<Map<String, Value>> =
+                serde_json::from_str(&listing.json[range.clone()]).ok();
+            let object_output = def
+                .as_ref()
+                .and_then(|d| d.get("outputSchema"))
+                .and_then(|s| s.get("type"))
+                .and_then(Value::as_str)
+                == Some("object");
+            index.by_name.insert(
+                name,
+                Arc::new(FaceTool {
+                    id: id.as_str().into(),
+                    structured: object_output && !passthrough,
+                    passthrough,
+                }),
+            );
+        }
+        index
     }
 
     /// Whether the tool's upstream speaks the Model Context Protocol and the
@@ -444,22 +536,31 @@ impl Dispatcher {
         via: Via<'_>,
     ) -> (Answer, Era) {
         let started = std::time::Instant::now();
-        let meta = params
-            .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
-            .and_then(|[m]| m);
-        let era = Era::of(method, meta, via.http.as_ref());
+        let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
+        let named = if method == "resources/read" {
+            uri
+        } else {
+            name
+        };
+        let call = Call {
+            params,
+            name,
+            arguments,
+        };
+        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
+        let era = Era::given(method, envelope[0].is_some(), via.http.as_ref());
         let result = match era {
             Era::Handshake => {
-                self.answer_mcp(tenant, method, params, era, via, started)
+                self.answer_mcp(tenant, method, call, era, via, started)
                     .await
             }
-            Era::Stateless => match check_stateless(method, params, meta, via.http.as_ref()) {
+            Era::Stateless => match check_stateless(method, named, envelope, via.http.as_ref()) {
                 Err(e) => Err(e),
                 Ok(()) if HANDSHAKE_ONLY.contains(&method) => Err(GatewayError::MethodNotFound),
                 Ok(()) => self
-                    .answer_mcp(tenant, method, params, era, via, started)
+                    .answer_mcp(tenant, method, call, era, via, started)
                     .await
-                    .map(|v| stateless_result(method, v))
+                    .map(|out| stateless_result(method, out))
                     // That revision's "not found" is invalid params.
                     .map_err(|e| match e {
                         GatewayError::ResourceNotFound(uri) => {
@@ -469,7 +570,7 @@ impl Dispatcher {
                     }),
             },
         };
-        let result = result.map(|v| Payload::Text(v.to_string()));
+        let result = result.map(|out| Payload::Text(out.into_text()));
         let label = METHODS
             .iter()
             .find(|m| **m == method)
@@ -510,16 +611,53 @@ impl Dispatcher {
         capabilities
     }
 
+    /// `tools/call`: the tool the tenant's listing names, run as `mcp/executeTool` runs it.
+    async fn call_named(
+        &self,
+        tenant: &Tenant,
+        call: Call<'_>,
+        started: std::time::Instant,
+    ) -> Built {
+        let name = call
+            .name
+            .and_then(string_of)
+            .filter(|_| call.params.is_some_and(|p| p.get().starts_with('{')))
+            .ok_or_else(|| {
+                invalid("params must be an object {\"name\": string, \"arguments\"?: object}")
+            })?;
+        let Some(tool) = self.tool_named(tenant, &name).await else {
+            return Err(GatewayError::UnknownTool(name.into_owned()));
+        };
+        let empty: &serde_json::value::RawValue =
+            serde_json::from_str("{}").unwrap_or_else(|_| unreachable!("literal JSON"));
+        let arguments = call.arguments.unwrap_or(Json::from(empty));
+        if !arguments.get().starts_with('{') {
+            return Err(invalid("params.arguments must be an object"));
+        }
+        let mut audit = execute::Audit::new(super::PROTOCOL_MCP);
+        let result = self
+            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, &mut audit)
+            .await;
+        if audit.enabled() {
+            audit.log(tenant, &result, started.elapsed());
+        }
+        call_result(result, tool.passthrough, tool.structured)
+    }
+
     async fn answer_mcp(
         &self,
         tenant: &Tenant,
         method: &str,
-        params: Option<Json<'_>>,
+        call: Call<'_>,
         era: Era,
         via: Via<'_>,
         started: std::time::Instant,
     ) -> Built {
-        match method {
+        if method == "tools/call" {
+            return self.call_named(tenant, call, started).await;
+        }
+        let params = call.params;
+        let answer: Result<Value, GatewayError> = match method {
             "initialize" => Ok(json!({
                 "protocolVersion": negotiated(params),
                 "capabilities": self.offers(tenant, era, via.notifies).await,
@@ -565,39 +703,6 @@ impl Dispatcher {
                     })
                     .collect();
                 Ok(json!({ "tools": tools }))
-            }
-            "tools/call" => {
-                let call = params
-                    .and_then(|p| serde_json::from_str::<Named<'_>>(p.get()).ok())
-                    .ok_or_else(|| {
-                        invalid(
-                            "params must be an object {\"name\": string, \"arguments\"?: object}",
-                        )
-                    })?;
-                let Some((id, def)) = self.find(tenant, Kind::Tool, &call.name).await else {
-                    return Err(GatewayError::UnknownTool(call.name.into_owned()));
-                };
-                let empty: &serde_json::value::RawValue =
-                    serde_json::from_str("{}").unwrap_or_else(|_| unreachable!("literal JSON"));
-                let arguments = Json::from(call.arguments.unwrap_or(empty));
-                if !arguments.get().starts_with('{') {
-                    return Err(invalid("params.arguments must be an object"));
-                }
-                let passthrough = self.passes_content_through(&id);
-                let structured = !passthrough
-                    && def
-                        .get("outputSchema")
-                        .and_then(|s| s.get("type"))
-                        .and_then(Value::as_str)
-                        == Some("object");
-                let mut audit = execute::Audit::new(super::PROTOCOL_MCP);
-                let result = self
-                    .call_tool(tenant, Cow::Borrowed(id.as_str()), arguments, &mut audit)
-                    .await;
-                if audit.enabled() {
-                    audit.log(tenant, &result, started.elapsed());
-                }
-                call_result(result, passthrough, structured)
             }
             "resources/list" => {
                 let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
@@ -679,7 +784,8 @@ impl Dispatcher {
                 Ok(result)
             }
             _ => Err(GatewayError::MethodNotFound),
-        }
+        };
+        answer.map(Out::Value)
     }
 }
 
@@ -691,20 +797,46 @@ fn server_info() -> Value {
 /// and for cacheable results `ttlMs` 0 and `cacheScope` private (listings
 /// follow upstreams and reloads the gateway cannot foresee, and differ per
 /// tenant; `subscriptions/listen` says when they change).
-fn stateless_result(method: &str, mut result: Value) -> Value {
-    if let Value::Object(m) = &mut result {
-        m.insert("resultType".into(), "complete".into());
-        let meta = m.entry("_meta").or_insert_with(|| json!({}));
-        if let Value::Object(meta) = meta {
-            meta.insert(SERVER_INFO_META.into(), server_info());
+fn stateless_result(method: &str, result: Out) -> Out {
+    match result {
+        Out::Value(mut result) => {
+            if let Value::Object(m) = &mut result {
+                m.insert("resultType".into(), "complete".into());
+                let meta = m.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(meta) = meta {
+                    meta.insert(SERVER_INFO_META.into(), server_info());
+                }
+                if CACHEABLE.contains(&method) {
+                    m.insert("ttlMs".into(), 0.into());
+                    m.insert("cacheScope".into(), "private".into());
+                }
+            }
+            Out::Value(result)
         }
-        if CACHEABLE.contains(&method) {
-            m.insert("ttlMs".into(), 0.into());
-            m.insert("cacheScope".into(), "private".into());
+        // Written results are the face's own, without `_meta`: the fields go
+        // before the closing brace.
+        Out::Written(mut text) => {
+            if text.ends_with('}') {
+                text.pop();
+                text.push_str(STATELESS_FIELDS);
+                if CACHEABLE.contains(&method) {
+                    text.push_str(r#","ttlMs":0,"cacheScope":"private""#);
+                }
+                text.push('}');
+            }
+            Out::Written(text)
         }
     }
-    result
 }
+
+/// What the stateless era adds to a written result, at most.
+const STATELESS_ROOM: usize = STATELESS_FIELDS.len() + 40;
+/// What every stateless-era result carries, as JSON members.
+const STATELESS_FIELDS: &str = concat!(
+    r#","resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-gateway","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}}"#
+);
 
 /// What a `subscriptions/listen` asks to hear; the gateway honours all of it.
 #[derive(Default, Deserialize, Debug)]
@@ -759,10 +891,8 @@ pub fn open_listen(
     params: Option<Json<'_>>,
     http: Option<&Mirrored<'_>>,
 ) -> Result<Filter, GatewayError> {
-    let meta = params
-        .and_then(|p| crate::jsonrpc::scan::members_of(p, ["_meta"]))
-        .and_then(|[m]| m);
-    check_stateless("subscriptions/listen", params, meta, http)?;
+    let envelope = members(meta_of(params), [VERSION_META, CAPABILITIES_META]);
+    check_stateless("subscriptions/listen", None, envelope, http)?;
     #[derive(Deserialize)]
     struct Params {
         #[serde(default)]

@@ -283,6 +283,19 @@ impl Dispatcher {
     /// still on their first start (each within its own timeout), so that the
     /// first `initialize` or listing reflects them. Down upstreams are not waited for.
     async fn wait_for_starting(&self, tenant: &Tenant) {
+        // Nearly always, nothing is: found without gathering the upstreams.
+        let any = {
+            let state = self.inner.state.load();
+            tenant.upstreams.iter().any(|n| {
+                state
+                    .upstreams
+                    .get(n)
+                    .is_some_and(|u| u.status() == Status::Starting)
+            })
+        };
+        if !any {
+            return;
+        }
         let starting = self
             .upstreams_of(tenant)
             .into_iter()

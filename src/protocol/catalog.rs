@@ -111,6 +111,25 @@ pub struct Catalog {
     quarantined: Arc<HashMap<String, String>>,
     /// Whether this catalog came from a real listing (false before the first handshake).
     pub loaded: bool,
+    /// What the Model Context Protocol's face needs of its tools, made on
+    /// first use (by the face) and kept as long as this catalog is.
+    face: Arc<std::sync::OnceLock<FaceIndex>>,
+}
+
+/// A catalog's tools by the names the Model Context Protocol's face gives them.
+#[derive(Default)]
+pub struct FaceIndex {
+    pub by_name: HashMap<String, Arc<FaceTool>, foldhash::fast::RandomState>,
+}
+
+/// One tool as the face calls it.
+pub struct FaceTool {
+    /// Its namespaced id.
+    pub id: Arc<str>,
+    /// Its result carries `structuredContent` (the listing showed an outputSchema).
+    pub structured: bool,
+    /// Its upstream's own content blocks pass through.
+    pub passthrough: bool,
 }
 
 /// The result of building one kind from an upstream's listing.
@@ -211,6 +230,11 @@ impl Catalog {
         self.tools.get(namespaced_id)
     }
 
+    /// The face's index of this catalog's tools, made by `make` the first time.
+    pub fn face_index(&self, make: impl FnOnce(&Catalog) -> FaceIndex) -> &FaceIndex {
+        self.face.get_or_init(|| make(self))
+    }
+
     pub fn listing(&self, kind: Kind) -> &Listing {
         &self.listings[kind.index()]
     }
@@ -242,6 +266,7 @@ impl Catalog {
     pub fn with(&self, fresh: Vec<(Kind, Built)>) -> Catalog {
         let mut next = self.clone();
         next.loaded = true;
+        next.face = Arc::default();
         for (kind, built) in fresh {
             if kind == Kind::Tool {
                 next.tools = Arc::new(built.tools);

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The gateway's CPU per tool call through its Model Context Protocol face
+(`tools/call`, in the handshake era and in the stateless era with its
+headers and `_meta`) beside the same call through its MCP v1.0 face
+(`mcp/executeTool`), on one gateway in front of one upstream.
+
+The gateway (release build, one worker, logs at warn) fronts the demo
+upstream (MCP v1.0) over HTTP or over stdio, on 127.0.0.1. For each arm one
+keep-alive client calls the echo tool N times; what is reported is the
+gateway process's own CPU time (user + system, /proc) per call. Arms take
+turns over ROUNDS rounds on the same process and the median is reported.
+With INSTRUCTIONS=1 the gateway runs under valgrind's callgrind and the
+user-space instructions per call are reported instead (valgrind must be
+installed).
+
+    cargo build --release
+    python3 benches/face_cost.py [N] [ROUNDS] [http|stdio]
+"""
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import KeepAlive, cpu_seconds, free_port, wait_port  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+TRANSPORT = sys.argv[3] if len(sys.argv) > 3 else "http"
+INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
+ECHO = "mcp://gw/up/up/tools/echo:v1"
+STATELESS = "2026-07-28"
+
+
+def post(port, body, headers=None):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps(body).encode(), headers={
+        "Authorization": "Bearer bench-key", "Content-Type": "application/json", **(headers or {})})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def arms(port):
+    """Each arm's body and headers; the MCP face's name of the echo tool is read off its listing."""
+    deadline = time.time() + (120 if INSTRUCTIONS else 30)
+    while True:
+        tools = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).get("result", {}).get("tools", [])
+        name = next((t["name"] for t in tools if t.get("_meta", {}).get("dev.mcp-gateway/mcpId") == ECHO), None)
+        if name:
+            break
+        if time.time() > deadline:
+            raise RuntimeError(f"the echo tool is not listed: {tools}")
+        time.sleep(0.2)
+    meta = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
+    call = {"name": name, "arguments": {"text": "hello"}}
+    return {
+        "v1 mcp/executeTool": ({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                                "params": {"id": ECHO, "arguments": {"text": "hello"}}}, None),
+        "tools/call, handshake era": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}, None),
+        "tools/call, 2026-07-28": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                    "params": {**call, "_meta": meta}},
+                                   {"MCP-Protocol-Version": STATELESS, "Mcp-Method": "tools/call", "Mcp-Name": name}),
+    }
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="mcp-face-")
+    procs = []
+    try:
+        if TRANSPORT == "http":
+            up_port = free_port()
+            procs.append(subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--http", f"127.0.0.1:{up_port}"],
+                                          stdout=subprocess.DEVNULL))
+            wait_port(up_port)
+            upstream = f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}}}"
+        else:
+            upstream = f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}"
+        port = free_port()
+        cfg = os.path.join(tmp, "gw.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
+                    f"upstreams:\n  up: {upstream}\n"
+                    "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]}\n")
+        out = os.path.join(tmp, "gw.cg")
+        prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] if INSTRUCTIONS else []
+        gw = subprocess.Popen([*prefix, BIN, "serve", "--config", cfg, "--workers", "1"],
+                              env=dict(os.environ, MCP_GATEWAY_LOG="warn"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(gw)
+        wait_port(port, timeout=120 if INSTRUCTIONS else 30)
+        bodies = arms(port)
+        for name, (body, headers) in bodies.items():
+            answer = post(port, body, headers)
+            assert "result" in answer and not answer["result"].get("isError"), (name, answer)
+        results = {name: [] for name in bodies}
+        for _ in range(1 if INSTRUCTIONS else ROUNDS):
+            for name, (body, headers) in bodies.items():
+                # A fresh connection each round: the gateway closes one left idle
+                # for header_read_timeout_ms (10 s).
+                client = KeepAlive(("127.0.0.1", port), "bench-key", json.dumps(body).encode(), headers)
+                for _ in range(200 if INSTRUCTIONS else 1):
+                    client.call()
+                if INSTRUCTIONS:
+                    subprocess.run(["callgrind_control", "-z", str(gw.pid)], capture_output=True, check=True)
+                else:
+                    before = cpu_seconds(gw.pid)
+                for _ in range(N):
+                    assert client.call() == 200
+                if INSTRUCTIONS:
+                    subprocess.run(["callgrind_control", "-d", str(gw.pid)], capture_output=True, check=True)
+                    time.sleep(1)
+                    dump = max(glob.glob(out + ".*"), key=os.path.getmtime)
+                    with open(dump) as f:
+                        total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+                    if os.environ.get("KEEP") != "1":
+                        os.remove(dump)
+                    else:
+                        print(f"{name}: {dump}")
+                    results[name].append(total / N)
+                else:
+                    results[name].append((cpu_seconds(gw.pid) - before) * 1e6 / N)
+                client.s.close()
+        unit = "user-space instructions" if INSTRUCTIONS else "µs of gateway CPU"
+        base = statistics.median(results["v1 mcp/executeTool"])
+        for name, figures in results.items():
+            median = statistics.median(figures)
+            shown = f"{median:9,.0f}" if INSTRUCTIONS else f"{median:6.1f}"
+            print(f"{TRANSPORT:5} {name:28} {shown} {unit} per call, {median / base:.2f}x "
+                  f"(rounds: {', '.join(f'{f:,.1f}' for f in figures)})")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+if __name__ == "__main__":
+    main()
