@@ -61,6 +61,7 @@ impl Core {
             keys.tenants(),
             metrics.clone(),
         );
+        dispatcher.set_name_budget(config.gateway.tool_name_budget);
         let core = Core {
             dispatcher,
             keys: Arc::new(ArcSwap::from_pointee(keys)),
@@ -187,6 +188,10 @@ impl Core {
             (
                 "gateway.allowed_origins",
                 config.gateway.allowed_origins != self.settings.allowed_origins,
+            ),
+            (
+                "gateway.tool_name_budget",
+                config.gateway.tool_name_budget != self.settings.tool_name_budget,
             ),
             (
                 "gateway.session_secret",

@@ -36,6 +36,9 @@ pub struct GatewaySettings {
     /// `Mcp-Session-Id` sealed with this key (the SHA-256 of the configured
     /// secret), which every replica with the same secret accepts. Read at start.
     pub session_key: Option<KeyDigest>,
+    /// The length the Model Context Protocol face's tool and prompt names keep
+    /// within (20 to 64; default 48, room for a host's prefix). Read at start.
+    pub tool_name_budget: usize,
 }
 
 /// Every limit, named, with its default.

@@ -26,6 +26,7 @@ pub struct RawGateway {
     pub reload_poll_ms: Option<u64>,
     pub admin_token: Option<String>,
     pub session_secret: Option<String>,
+    pub tool_name_budget: Option<u64>,
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     #[serde(default)]

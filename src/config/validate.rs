@@ -172,6 +172,18 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         }
         Some(KeyDigest::of(value.as_bytes()))
     });
+    use crate::modelcontext::names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET};
+    let tool_name_budget = match raw.tool_name_budget {
+        None => DEFAULT_BUDGET,
+        Some(b) if (MIN_BUDGET as u64..=MAX_NAME as u64).contains(&b) => b as usize,
+        Some(_) => {
+            p.add(
+                "gateway.tool_name_budget",
+                format!("must be {MIN_BUDGET} to {MAX_NAME} (a tool name's length)"),
+            );
+            DEFAULT_BUDGET
+        }
+    };
     let mut allowed_origins = Vec::new();
     for (i, origin) in raw.allowed_origins.into_iter().enumerate() {
         match reqwest::Url::parse(&origin) {
@@ -209,6 +221,7 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         admin_token,
         allowed_origins,
         session_key,
+        tool_name_budget,
     })
     .filter(|_| id_ok)
 }

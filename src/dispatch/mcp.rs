@@ -435,7 +435,11 @@ impl Dispatcher {
             Some(Dialect::ModelContext) => mc::key_of(kind, &original)?,
             _ => original.into_owned(),
         };
-        Some(names::tool_name(upstream, &key, names::DEFAULT_BUDGET))
+        let budget = self
+            .inner
+            .name_budget
+            .load(std::sync::atomic::Ordering::Relaxed);
+        Some(names::tool_name(upstream, &key, budget))
     }
 
     /// The definition of `kind` listed under `name` for this tenant, with its mcpId.

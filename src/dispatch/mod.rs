@@ -67,6 +67,9 @@ struct Inner {
     metrics: Metrics,
     /// `request_seconds` of `mcp/executeTool`, resolved once: every tool call observes it.
     execute_seconds: prometheus::Histogram,
+    /// The length tool and prompt names of the Model Context Protocol's face
+    /// keep within (see `modelcontext::names`); set once, at start.
+    name_budget: std::sync::atomic::AtomicUsize,
     /// `requests_by_protocol` of each protocol, resolved once.
     by_protocol: [prometheus::IntCounter; 2],
 }
@@ -93,6 +96,9 @@ impl Dispatcher {
                 }),
                 changes: DashMap::new(),
                 listings: tokio::sync::watch::Sender::new(0),
+                name_budget: std::sync::atomic::AtomicUsize::new(
+                    crate::modelcontext::names::DEFAULT_BUDGET,
+                ),
                 execute_seconds: metrics
                     .request_seconds
                     .with_label_values(&[Method::ExecuteTool.as_str()]),
@@ -126,6 +132,13 @@ impl Dispatcher {
 
     fn listings_may_have_changed(&self) {
         self.inner.listings.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Sets the names' length budget (before the face serves a request).
+    pub fn set_name_budget(&self, budget: usize) {
+        self.inner
+            .name_budget
+            .store(budget, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The tenant of this name as the configuration in force has it.

@@ -363,3 +363,43 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
     assert_eq!(answers[1]["notified"], "notifications/resources/updated");
     assert_eq!(answers[2]["notified"], "notifications/tools/list_changed");
 }
+
+#[tokio::test]
+async fn tool_names_keep_within_the_configured_budget() {
+    let yaml = |budget: &str| {
+        format!(
+            "gateway: {{id: gw{budget}}}\nupstreams:\n  a-rather-long-upstream-name: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("a-rather-long-upstream-name", &[]),
+            tenant("ka", &["a-rather-long-upstream-name"]),
+        )
+    };
+    let gw = Gateway::start(&yaml(", tool_name_budget: 24")).await;
+    gw.wait_ready(&["a-rather-long-upstream-name"]).await;
+    let listed = gw.rpc("ka", "tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(!tools.is_empty(), "{listed}");
+    for t in tools {
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            name.len() <= 24 && mcp_gateway::modelcontext::names::is_valid(name),
+            "{name}"
+        );
+    }
+    let u = "a-rather-long-upstream-name";
+    let echo = tools
+        .iter()
+        .find(|t| t["_meta"]["dev.mcp-gateway/mcpId"] == format!("mcp://gw/{u}/{u}/tools/echo:v1"))
+        .unwrap();
+    assert_eq!(
+        echo["name"],
+        tool_name(u, &format!("mcp://{u}/tools/echo:v1"), 24)
+    );
+    gw.stop().await;
+    // Outside 20..=64 the config is refused, with its path.
+    let refused = mcp_gateway::config::Config::from_yaml(
+        &yaml(", tool_name_budget: 65"),
+        &mcp_gateway::config::SystemSecrets::default(),
+    );
+    let text = format!("{:?}", refused.err().expect("refused"));
+    assert!(text.contains("gateway.tool_name_budget"), "{text}");
+}
