@@ -400,6 +400,6 @@ async fn tool_names_keep_within_the_configured_budget() {
         &yaml(", tool_name_budget: 65"),
         &mcp_gateway::config::SystemSecrets::default(),
     );
-    let text = format!("{:?}", refused.err().expect("refused"));
+    let text = format!("{:?}", refused.map(|_| ()).expect_err("refused"));
     assert!(text.contains("gateway.tool_name_budget"), "{text}");
 }
