@@ -473,6 +473,44 @@ impl Dispatcher {
             })
     }
 
+    /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
+    async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
+        self.wait_for_starting(tenant).await;
+        let state = self.inner.state.load();
+        let mut out = String::from(r#"{"tools":["#);
+        let mut first = true;
+        for u in tenant
+            .upstreams
+            .iter()
+            .filter_map(|n| state.upstreams.get(n))
+        {
+            let lists = u.status() == Status::Ready
+                && u.capabilities()
+                    .is_some_and(|c| c.allows(Kind::Tool.list_method()));
+            if !lists {
+                continue;
+            }
+            let catalog = u.catalog();
+            let index = catalog.face_index(|c| self.index_tools(u, c));
+            for (id, handshake, stateless) in &index.listed {
+                if !tenant.policy.as_ref().is_none_or(|p| p.allows(id)) {
+                    continue;
+                }
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                let listed = match (era, stateless) {
+                    (Era::Stateless, Some(s)) => s,
+                    _ => handshake,
+                };
+                out.push_str(listed);
+            }
+        }
+        out.push_str("]}");
+        Out::Written(out)
+    }
+
     /// A catalog's tools by the names this face gives them.
     fn index_tools(&self, upstream: &Upstream, catalog: &Catalog) -> FaceIndex {
         let listing = catalog.listing(Kind::Tool);
@@ -491,43 +529,32 @@ impl Dispatcher {
                         }
                     )
                 });
-            let def: Option<Map<String, Value>> =
-                serde_json::from_str(&listing.json[range.clone()]).ok();
-            let object_output = def
-                .as_ref()
-                .and_then(|d| d.get("outputSchema"))
-                .and_then(|s| s.get("type"))
-                .and_then(Value::as_str)
-                == Some("object");
+            let Ok(def) = serde_json::from_str::<Map<String, Value>>(&listing.json[range.clone()])
+            else {
+                continue;
+            };
+            let output = def.get("outputSchema").filter(|_| !passthrough);
+            let object_output =
+                output.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("object");
+            // The stateless era takes an output schema of any root; the
+            // handshake era's only an object's.
+            let loose_output = output.is_some() && !object_output;
+            let kept = catalog.tool(id).and_then(|t| t.kept.as_deref());
+            let id: Arc<str> = id.as_str().into();
+            let handshake = render_tool(&name, &def, kept, &id, output.filter(|_| object_output));
+            let stateless = loose_output.then(|| render_tool(&name, &def, kept, &id, output));
+            index.listed.push((id.clone(), handshake, stateless));
             index.by_name.insert(
                 name,
                 Arc::new(FaceTool {
-                    id: id.as_str().into(),
-                    structured: object_output && !passthrough,
+                    id,
+                    structured: object_output,
+                    loose_output,
                     passthrough,
                 }),
             );
         }
         index
-    }
-
-    /// Whether the tool's upstream speaks the Model Context Protocol and the
-    /// tool has no outputSchema of its own (its content blocks pass through).
-    fn passes_content_through(&self, id: &str) -> bool {
-        let Some(upstream) = mcpid::upstream_of(&self.inner.gateway_id, id) else {
-            return false;
-        };
-        self.upstream(upstream).is_some_and(|u| {
-            u.catalog().tool(id).is_some_and(|t| {
-                matches!(
-                    t.route,
-                    Route::ByName {
-                        structured: false,
-                        ..
-                    }
-                )
-            })
-        })
     }
 
     /// Answers one request of the Model Context Protocol for `tenant`,
@@ -620,6 +647,7 @@ impl Dispatcher {
         &self,
         tenant: &Tenant,
         call: Call<'_>,
+        era: Era,
         started: std::time::Instant,
     ) -> Built {
         let name = call
@@ -645,7 +673,8 @@ impl Dispatcher {
         if audit.enabled() {
             audit.log(tenant, &result, started.elapsed());
         }
-        call_result(result, tool.passthrough, tool.structured)
+        let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
+        call_result(result, tool.passthrough, structured)
     }
 
     async fn answer_mcp(
@@ -657,8 +686,10 @@ impl Dispatcher {
         via: Via<'_>,
         started: std::time::Instant,
     ) -> Built {
-        if method == "tools/call" {
-            return self.call_named(tenant, call, started).await;
+        match method {
+            "tools/call" => return self.call_named(tenant, call, era, started).await,
+            "tools/list" => return Ok(self.list_tools(tenant, era).await),
+            _ => {}
         }
         let params = call.params;
         let answer: Result<Value, GatewayError> = match method {
@@ -672,42 +703,6 @@ impl Dispatcher {
                 "capabilities": self.offers(tenant, era, true).await,
             })),
             "ping" | "logging/setLevel" => Ok(json!({})),
-            "tools/list" => {
-                let defs = definitions(self.listing_when_started(tenant, Kind::Tool).await);
-                let tools: Vec<Value> = defs
-                    .into_iter()
-                    .filter_map(|def| {
-                        let id = def.get("mcpId")?.as_str()?.to_owned();
-                        let name = self.name_of(Kind::Tool, &id)?;
-                        let mut tool = Map::new();
-                        tool.insert("name".into(), name.into());
-                        if let Some(title) = def.get("name") {
-                            tool.insert("title".into(), title.clone());
-                        }
-                        tool.insert(
-                            "description".into(),
-                            def.get("description").cloned().unwrap_or_default(),
-                        );
-                        tool.insert(
-                            "inputSchema".into(),
-                            def.get("inputSchema")
-                                .cloned()
-                                .unwrap_or(json!({"type": "object"})),
-                        );
-                        let object_root = def
-                            .get("outputSchema")
-                            .and_then(|s| s.get("type"))
-                            .and_then(Value::as_str)
-                            == Some("object");
-                        if object_root && !self.passes_content_through(&id) {
-                            tool.insert("outputSchema".into(), def["outputSchema"].clone());
-                        }
-                        tool.insert("_meta".into(), json!({ MCPID_META: id }));
-                        Some(Value::Object(tool))
-                    })
-                    .collect();
-                Ok(json!({ "tools": tools }))
-            }
             "resources/list" => {
                 let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
                 let resources: Vec<Value> = defs
@@ -791,6 +786,55 @@ impl Dispatcher {
         };
         answer.map(Out::Value)
     }
+}
+
+/// A tool as the face lists it: its name, the MCP v1.0 name as its title
+/// (unless the upstream gave one), what the upstream's own definition kept
+/// (annotations, icons, execution, `_meta`), and the namespaced id in `_meta`.
+fn render_tool(
+    name: &str,
+    def: &Map<String, Value>,
+    kept: Option<&str>,
+    id: &str,
+    output: Option<&Value>,
+) -> Box<str> {
+    let kept: Map<String, Value> = kept
+        .and_then(|k| serde_json::from_str(k).ok())
+        .unwrap_or_default();
+    let mut tool = Map::new();
+    tool.insert("name".into(), name.into());
+    if let Some(title) = kept.get("title").or_else(|| def.get("name")) {
+        tool.insert("title".into(), title.clone());
+    }
+    tool.insert(
+        "description".into(),
+        def.get("description").cloned().unwrap_or_default(),
+    );
+    // The protocol's input schemas have an object root (arguments are an
+    // object); one without says so by wrapping, which accepts the same objects.
+    let input = match def.get("inputSchema") {
+        Some(schema) if schema.get("type").and_then(Value::as_str) == Some("object") => {
+            schema.clone()
+        }
+        Some(schema) => json!({"type": "object", "allOf": [schema]}),
+        None => json!({"type": "object"}),
+    };
+    tool.insert("inputSchema".into(), input);
+    if let Some(output) = output {
+        tool.insert("outputSchema".into(), output.clone());
+    }
+    for key in ["annotations", "icons", "execution"] {
+        if let Some(v) = kept.get(key) {
+            tool.insert(key.into(), v.clone());
+        }
+    }
+    let mut meta = match kept.get("_meta") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    meta.insert(MCPID_META.into(), id.into());
+    tool.insert("_meta".into(), Value::Object(meta));
+    Value::Object(tool).to_string().into_boxed_str()
 }
 
 fn server_info() -> Value {

@@ -29,6 +29,10 @@ pub struct ToolEntry {
     pub route: Route,
     /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
     pub fingerprint: String,
+    /// What the upstream's own definition (the Model Context Protocol's)
+    /// carries that MCP v1.0 has no place for: its `title`, `annotations`,
+    /// `icons`, `execution` and `_meta`, as a JSON object, for that face.
+    pub kept: Option<Box<str>>,
     input: LazyValidator,
     output: LazyValidator,
 }
@@ -120,6 +124,10 @@ pub struct Catalog {
 #[derive(Default)]
 pub struct FaceIndex {
     pub by_name: HashMap<String, Arc<FaceTool>, foldhash::fast::RandomState>,
+    /// Each tool as the face lists it (JSON text), in listing order, by
+    /// namespaced id; and where the stateless era lists it otherwise (an
+    /// output schema whose root is not an object), that form.
+    pub listed: Vec<(Arc<str>, Box<str>, Option<Box<str>>)>,
 }
 
 /// One tool as the face calls it.
@@ -128,6 +136,9 @@ pub struct FaceTool {
     pub id: Arc<str>,
     /// Its result carries `structuredContent` (the listing showed an outputSchema).
     pub structured: bool,
+    /// Its output schema's root is not an object: the stateless era lists it
+    /// and carries `structuredContent`, the handshake era neither.
+    pub loose_output: bool,
     /// Its upstream's own content blocks pass through.
     pub passthrough: bool,
 }
@@ -397,13 +408,26 @@ fn admit(
                 Some(source) => fingerprint(source),
                 None => fingerprint(&Value::Object(def.clone())),
             };
-            Some(compile_tool(&def, &original, route, print).map_err(drop)?)
+            let mut entry = compile_tool(&def, &original, route, print).map_err(drop)?;
+            entry.kept = source.as_ref().and_then(kept_members);
+            Some(entry)
         }
         _ => None,
     };
     def.insert("mcpId".into(), Value::String(namespaced.clone()));
     let json = serde_json::to_string(&def).map_err(|e| drop(e.to_string()))?;
     Ok((namespaced.clone(), json, tool.map(|t| (namespaced, t))))
+}
+
+/// The members of an upstream's own tool definition that MCP v1.0 has no
+/// place for, as a JSON object (`None` when it has none of them).
+fn kept_members(source: &Value) -> Option<Box<str>> {
+    let source = source.as_object()?;
+    let kept: Map<String, Value> = ["title", "annotations", "icons", "execution", "_meta"]
+        .into_iter()
+        .filter_map(|k| source.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect();
+    (!kept.is_empty()).then(|| Value::Object(kept).to_string().into_boxed_str())
 }
 
 fn compile_tool(
@@ -421,6 +445,7 @@ fn compile_tool(
         original_id: original.to_owned(),
         route,
         fingerprint,
+        kept: None,
         input: compile("inputSchema")?,
         output: compile("outputSchema")?,
     })

@@ -42,7 +42,14 @@ async fn the_python_sdk_client_by_default_is_stateless_and_hears_changes() {
     assert_eq!(revision, "2026-07-28");
     let tools = answers[0]["tools"].as_array().unwrap();
     assert!(tools.iter().any(|t| t["name"] == echo), "{tools:?}");
-    assert!(tools.iter().any(|t| t["name"] == "sdk__add"));
+    // What the upstream's own definition says beyond MCP v1.0 is kept.
+    let add = tools.iter().find(|t| t["name"] == "sdk__add").unwrap();
+    assert_eq!(add["title"], "Add two numbers", "{add}");
+    assert_eq!(add["annotations"]["readOnlyHint"], true, "{add}");
+    assert_eq!(
+        add["_meta"]["dev.mcp-gateway/mcpId"],
+        "mcp://gw/sdk/tool/add"
+    );
     assert_eq!(
         answers[1]["structuredContent"],
         json!({"text": "stateless"})
