@@ -127,8 +127,12 @@ pub struct FaceIndex {
     /// Each tool as the face lists it (JSON text), in listing order, by
     /// namespaced id; and where the stateless era lists it otherwise (an
     /// output schema whose root is not an object), that form.
-    pub listed: Vec<(Arc<str>, Box<str>, Option<Box<str>>)>,
+    pub listed: Vec<Listed>,
 }
+
+/// One tool's listing entries: its namespaced id, how the handshake era
+/// lists it, and how the stateless era does where that differs.
+pub type Listed = (Arc<str>, Box<str>, Option<Box<str>>);
 
 /// One tool as the face calls it.
 pub struct FaceTool {
