@@ -51,6 +51,14 @@ gateway:
   # /metrics and /readyz's detail need it; the kubelet's probes read the status only.
   admin_token: "file:../keys/admin.token"
   {{- end }}
+  {{- if .Values.sessionSecret.enabled }}
+  # Seals session ids: every replica reads the same Secret, so any serves a session.
+  session_secret: "file:../keys/session.secret"
+  {{- end }}
+  {{- with .Values.gateway.allowedOrigins }}
+  allowed_origins: {{ toJson . }}
+  {{- end }}
+  tool_name_budget: {{ .Values.gateway.toolNameBudget }}
   {{- with .Values.gateway.limits }}
   limits:
     {{- toYaml . | nindent 4 }}
