@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::modelcontext::{root, run_client, sdk_client, sdk_stdio, servers};
+use crate::modelcontext::{root, run_client, sdk_client, sdk_client_with, sdk_stdio, servers};
 use crate::support::*;
 
 const SECRET: &str = "a-session-secret-of-more-than-32-characters";
@@ -149,6 +149,9 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
     let gw = Gateway::start(&config(true)).await;
     gw.wait_ready(&["s", "sdk"]).await;
     let steps = json!([
+        {"op": "call", "name": "sdk__add", "arguments": {"a": 2, "b": 2}},
+        {"op": "read", "uri": COUNTER},
+        {"op": "prompt", "name": "sdk__hello"},
         {"op": "subscribe", "uri": COUNTER},
         {"op": "notified", "method": "notifications/resources/updated", "then": [
             {"op": "call", "name": "sdk__bump", "arguments": {}},
@@ -159,9 +162,25 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
     ]);
     let (revision, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
     assert_eq!(revision, "2025-11-25");
-    assert!(answers[0].get("error").is_none(), "{}", answers[0]);
-    assert_eq!(answers[1]["notified"], "notifications/resources/updated");
-    assert_eq!(answers[2]["notified"], "notifications/tools/list_changed");
+    assert_eq!(
+        answers[0]["structuredContent"],
+        json!({"sum": 4}),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(
+        answers[1]["contents"][0]["text"], "count=0",
+        "{}",
+        answers[1]
+    );
+    assert_eq!(
+        answers[2]["messages"][0]["content"]["text"], "Hello, world!",
+        "{}",
+        answers[2]
+    );
+    assert!(answers[3].get("error").is_none(), "{}", answers[3]);
+    assert_eq!(answers[4]["notified"], "notifications/resources/updated");
+    assert_eq!(answers[5]["notified"], "notifications/tools/list_changed");
     gw.stop().await;
 
     // The TypeScript SDK's client, on a gateway of its own (its upstream's
@@ -172,8 +191,12 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
     std::fs::copy(root().join("tests/fixtures/mcp_ts_client.mjs"), &script).unwrap();
     let mut client = Command::new("node");
     client.arg(&script).args([gw.url.as_str(), "ka"]);
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
     let steps = json!([
         {"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 1}},
+        {"op": "call", "name": echo, "arguments": {"text": "ts"}},
+        {"op": "read", "uri": COUNTER},
+        {"op": "prompt", "name": "sdk__hello"},
         {"op": "notified", "method": "notifications/tools/list_changed", "then": [
             {"op": "call", "name": "sdk__evolve", "arguments": {}},
         ]},
@@ -188,9 +211,89 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
         answers[1]
     );
     assert_eq!(
-        answers[2]["notified"], "notifications/tools/list_changed",
+        answers[2]["structuredContent"],
+        json!({"text": "ts"}),
         "{}",
         answers[2]
     );
+    assert_eq!(
+        answers[3]["contents"][0]["text"], "count=0",
+        "{}",
+        answers[3]
+    );
+    assert_eq!(
+        answers[4]["messages"][0]["content"]["text"], "Hello, world!",
+        "{}",
+        answers[4]
+    );
+    assert_eq!(
+        answers[5]["notified"], "notifications/tools/list_changed",
+        "{}",
+        answers[5]
+    );
+    // Another tenant's tool is a tool that does not exist.
+    let mut client = Command::new("node");
+    client.arg(&script).args([gw.url.as_str(), "kb"]);
+    let answers = run_client(
+        client,
+        json!([{"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 1}}]),
+    )
+    .await;
+    assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
     gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_goes_on_at_another_replica_without_a_new_handshake() {
+    let yaml = config(true);
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    one.wait_ready(&["s", "sdk"]).await;
+    two.wait_ready(&["s", "sdk"]).await;
+    let echo = mcp_gateway::modelcontext::names::tool_name("s", "mcp://s/tools/echo:v1", 48);
+    let steps = json!([
+        {"op": "tools"},
+        {"op": "call", "name": echo, "arguments": {"text": "there"}},
+        {"op": "call", "name": "sdk__add", "arguments": {"a": 20, "b": 22}},
+        {"op": "read", "uri": COUNTER},
+    ]);
+    for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let before = (served(&one).await, served(&two).await);
+        let args = vec![
+            mode.to_owned(),
+            "http".to_owned(),
+            one.url.clone(),
+            "ka".to_owned(),
+            two.url.clone(),
+        ];
+        let (negotiated, answers) = sdk_client_with(args, steps.clone()).await;
+        assert_eq!(negotiated, revision);
+        assert!(answers[0]["tools"].is_array(), "{mode}: {}", answers[0]);
+        assert_eq!(
+            answers[1]["structuredContent"],
+            json!({"text": "there"}),
+            "{mode}"
+        );
+        assert_eq!(
+            answers[2]["structuredContent"],
+            json!({"sum": 42}),
+            "{mode}"
+        );
+        assert_eq!(answers[3]["contents"][0]["text"], "count=0", "{mode}");
+        // The first replica heard the opening only; the second served every step.
+        let after = (served(&one).await, served(&two).await);
+        assert!(after.0 - before.0 <= 2.0, "{mode}: {before:?} {after:?}");
+        assert!(after.1 - before.1 >= 4.0, "{mode}: {before:?} {after:?}");
+    }
+    one.stop().await;
+    two.stop().await;
+}
+
+/// Requests of the Model Context Protocol a gateway has answered so far.
+async fn served(gw: &Gateway) -> f64 {
+    let metrics = gw.metrics().await;
+    metric(
+        &metrics,
+        "mcp_gateway_requests_by_protocol_total{protocol=\"modelcontextprotocol\"}",
+    )
+    .unwrap_or(0.0)
 }

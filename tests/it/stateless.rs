@@ -321,6 +321,7 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
     };
     let steps = json!([
         {"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 2}},
+        {"op": "prompt", "name": "sdk__hello"},
         {"op": "listen", "uris": [COUNTER], "count": 2, "then": [
             {"op": "call", "name": "sdk__bump", "arguments": {}},
             {"op": "call", "name": "sdk__evolve", "arguments": {}},
@@ -335,8 +336,13 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
         "{}",
         answers[0]
     );
-    let events = answers[1]["events"].as_array().unwrap();
-    assert_eq!(events.len(), 2, "{}", answers[1]);
+    assert_eq!(
+        answers[1]["messages"][0]["content"]["text"], "Hello, world!",
+        "{}",
+        answers[1]
+    );
+    let events = answers[2]["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{}", answers[2]);
     assert!(events.iter().any(|e| e["type"] == "ToolsListChanged"));
     assert!(
         events
@@ -344,7 +350,7 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
             .any(|e| e["type"] == "ResourceUpdated" && e["uri"] == COUNTER)
     );
     // The session goes on after its listen: the changed definition is listed.
-    let add = answers[2]["tools"]
+    let add = answers[3]["tools"]
         .as_array()
         .unwrap()
         .iter()
@@ -356,6 +362,7 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
     // The handshake era hears changes after `notifications/initialized`,
     // resources once subscribed to.
     let steps = json!([
+        {"op": "prompt", "name": "sdk__hello"},
         {"op": "subscribe", "uri": COUNTER},
         {"op": "notified", "method": "notifications/resources/updated", "then": [
             {"op": "call", "name": "sdk__bump", "arguments": {}},
@@ -366,9 +373,14 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
     ]);
     let (revision, answers) = sdk_client_with(args("legacy"), steps).await;
     assert_eq!(revision, "2025-11-25");
-    assert!(answers[0].get("error").is_none(), "{}", answers[0]);
-    assert_eq!(answers[1]["notified"], "notifications/resources/updated");
-    assert_eq!(answers[2]["notified"], "notifications/tools/list_changed");
+    assert_eq!(
+        answers[0]["messages"][0]["content"]["text"], "Hello, world!",
+        "{}",
+        answers[0]
+    );
+    assert!(answers[1].get("error").is_none(), "{}", answers[1]);
+    assert_eq!(answers[2]["notified"], "notifications/resources/updated");
+    assert_eq!(answers[3]["notified"], "notifications/tools/list_changed");
 }
 
 #[tokio::test]
