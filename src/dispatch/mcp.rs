@@ -319,6 +319,9 @@ type Answer = Result<Payload, GatewayError>;
 /// A result before the era's fields are added.
 type Built = Result<Out, GatewayError>;
 
+/// The prompts an upstream of the protocol listed, as it listed them.
+pub(super) type OwnPrompts = Arc<Vec<Map<String, Value>>>;
+
 /// A request's params, and the members of them the face reads on every call.
 #[derive(Clone, Copy)]
 struct Call<'a> {
@@ -471,6 +474,104 @@ impl Dispatcher {
                 let index = catalog.face_index(|c| self.index_tools(u, c));
                 index.by_name.get(name).cloned()
             })
+    }
+
+    /// Whether the upstream of a namespaced id speaks the Model Context Protocol.
+    fn speaks_modelcontext(&self, id: &str) -> bool {
+        mcpid::upstream_of(&self.inner.gateway_id, id)
+            .and_then(|u| self.upstream(u))
+            .is_some_and(|u| u.dialect == Dialect::ModelContext)
+    }
+
+    /// The prompts of the tenant's ready upstreams of the protocol, as each listed them.
+    pub(super) fn own_prompts(&self, tenant: &Tenant) -> Vec<(Arc<Upstream>, OwnPrompts)> {
+        self.upstreams_of(tenant)
+            .into_iter()
+            .filter(|u| u.dialect == Dialect::ModelContext && u.status() == Status::Ready)
+            .map(|u| {
+                let own = u.own_prompts();
+                (u, own)
+            })
+            .collect()
+    }
+
+    /// A prompt as its upstream (of the protocol) listed it, arguments and
+    /// all, under the face's name, with its namespaced id in `_meta`.
+    fn own_prompt(&self, upstream: &Upstream, prompt: &Map<String, Value>) -> Option<Value> {
+        let own = prompt.get("name")?.as_str()?;
+        let id = mcpid::namespace(
+            &self.inner.gateway_id,
+            &upstream.name,
+            &mc::original_id(Kind::Prompt, own),
+        );
+        let mut out = Map::new();
+        out.insert("name".into(), self.name_of(Kind::Prompt, &id)?.into());
+        out.insert(
+            "title".into(),
+            prompt.get("title").cloned().unwrap_or_else(|| own.into()),
+        );
+        for key in ["description", "arguments", "icons"] {
+            if let Some(v) = prompt.get(key) {
+                out.insert(key.into(), v.clone());
+            }
+        }
+        let mut meta = match prompt.get("_meta") {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        };
+        meta.insert(MCPID_META.into(), id.into());
+        out.insert("_meta".into(), Value::Object(meta));
+        Some(Value::Object(out))
+    }
+
+    /// `prompts/get` of a prompt of an upstream of the protocol: sent on with
+    /// the client's arguments, its result as the upstream gave it. `None`
+    /// when no such prompt of the tenant's has this name.
+    async fn get_own_prompt(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        arguments: Option<Json<'_>>,
+    ) -> Option<Result<Value, GatewayError>> {
+        self.wait_for_starting(tenant).await;
+        let (upstream, own) = self.own_prompts(tenant).into_iter().find_map(|(u, own)| {
+            let found = own
+                .iter()
+                .filter_map(|p| p.get("name")?.as_str())
+                .find(|p| {
+                    let id = mcpid::namespace(
+                        &self.inner.gateway_id,
+                        &u.name,
+                        &mc::original_id(Kind::Prompt, p),
+                    );
+                    self.name_of(Kind::Prompt, &id).as_deref() == Some(name)
+                })?
+                .to_owned();
+            Some((u, found))
+        })?;
+        let empty: &serde_json::value::RawValue =
+            serde_json::from_str("{}").unwrap_or_else(|_| unreachable!("literal JSON"));
+        let arguments = arguments.unwrap_or(Json::from(empty));
+        if !arguments.get().starts_with('{') {
+            return Some(Err(invalid("params.arguments must be an object")));
+        }
+        let result = upstream
+            .get_prompt(&own, arguments)
+            .await
+            .map_err(|error| GatewayError::Upstream {
+                upstream: upstream.name.clone(),
+                error,
+            })
+            .and_then(|r| {
+                serde_json::from_str::<Value>(r.get())
+                    .ok()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| GatewayError::InvalidOutput {
+                        upstream: upstream.name.clone(),
+                        detail: "prompts/get answered something that is not an object".into(),
+                    })
+            });
+        Some(result)
     }
 
     /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
@@ -736,10 +837,14 @@ impl Dispatcher {
             }
             "prompts/list" => {
                 let defs = definitions(self.listing_when_started(tenant, Kind::Prompt).await);
-                let prompts: Vec<Value> = defs
+                let mut prompts: Vec<Value> = defs
                     .into_iter()
                     .filter_map(|def| {
                         let id = def.get("mcpId")?.as_str()?.to_owned();
+                        // An upstream of the protocol has its prompts listed as it listed them, below.
+                        if self.speaks_modelcontext(&id) {
+                            return None;
+                        }
                         let mut prompt = Map::new();
                         prompt.insert("name".into(), self.name_of(Kind::Prompt, &id)?.into());
                         if let Some(title) = def.get("name") {
@@ -752,12 +857,18 @@ impl Dispatcher {
                         Some(Value::Object(prompt))
                     })
                     .collect();
+                for (upstream, own) in self.own_prompts(tenant) {
+                    prompts.extend(own.iter().filter_map(|p| self.own_prompt(&upstream, p)));
+                }
                 Ok(json!({ "prompts": prompts }))
             }
             "prompts/get" => {
                 let get = params
                     .and_then(|p| serde_json::from_str::<Named<'_>>(p.get()).ok())
                     .ok_or_else(|| invalid("params must be an object {\"name\": string}"))?;
+                if let Some(answer) = self.get_own_prompt(tenant, &get.name, call.arguments).await {
+                    return answer.map(Out::Value);
+                }
                 let (_, def) = self
                     .find(tenant, Kind::Prompt, &get.name)
                     .await

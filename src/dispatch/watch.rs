@@ -58,6 +58,15 @@ impl Watcher {
                 for part in self.dispatcher.listing(t, kind) {
                     part.hash(&mut h);
                 }
+                // Prompts of upstreams of the protocol are offered as those
+                // listed them (with their arguments), beside the catalog.
+                if kind == Kind::Prompt {
+                    for (_, own) in self.dispatcher.own_prompts(t) {
+                        for p in own.iter() {
+                            serde_json::to_string(p).unwrap_or_default().hash(&mut h);
+                        }
+                    }
+                }
             }
             h.finish()
         })

@@ -331,6 +331,22 @@ impl Upstream {
         }
     }
 
+    /// The prompts an upstream of the Model Context Protocol last listed, as
+    /// it listed them, arguments and all (none for an MCP v1.0 upstream).
+    pub fn own_prompts(&self) -> Arc<Vec<serde_json::Map<String, serde_json::Value>>> {
+        match self.dialect {
+            Dialect::ModelContext => self.mc.own_prompts(),
+            Dialect::V1 => Arc::default(),
+        }
+    }
+
+    /// `prompts/get` of one of [`Self::own_prompts`] with the client's
+    /// arguments: the upstream's result as it sent it.
+    pub async fn get_prompt(&self, name: &str, arguments: Json<'_>) -> Result<JsonBuf, CallError> {
+        self.call(Op::GetPrompt, Params::CallTool { name, arguments })
+            .await
+    }
+
     /// Sends `op` with the upstream's timeout, counting the outcome.
     pub async fn call(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
         let method = self.dialect.method(op);

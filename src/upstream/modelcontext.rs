@@ -4,8 +4,8 @@
 //! into the gateway's own shapes by `crate::modelcontext`.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -39,6 +39,9 @@ pub(super) struct State {
     resources: Mutex<HashMap<String, Result<ResourceText, LeftOut>>>,
     /// Uris subscribed to on the current connection.
     subscribed: Mutex<HashSet<String>>,
+    /// The prompts as the server last listed them (arguments and all), for
+    /// the Model Context Protocol's face, which offers them as they are.
+    prompts: Mutex<Arc<Vec<serde_json::Map<String, Value>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -207,7 +210,9 @@ impl State {
                 }
             }
             Kind::Prompt => {
-                self.prompts(up, link, objects.collect(), &mut candidates, &mut left)
+                let defs: Vec<_> = objects.collect();
+                *lock(&self.prompts) = Arc::new(defs.clone());
+                self.prompts(up, link, defs, &mut candidates, &mut left)
                     .await;
             }
         }
@@ -352,6 +357,11 @@ impl State {
                 Err(l) => left.push(l),
             }
         }
+    }
+
+    /// The prompts as the server last listed them.
+    pub(super) fn own_prompts(&self) -> Arc<Vec<serde_json::Map<String, Value>>> {
+        lock(&self.prompts).clone()
     }
 
     /// A notification from the server: a changed listing is listed again; an

@@ -15,8 +15,8 @@ pub enum Params<'a> {
     /// forwarded with the upstream's own tool id, written straight into the
     /// request (the arguments are the agent's, byte for byte).
     Execute { tool: &'a str, arguments: Json<'a> },
-    /// `{"name": <tool name>, "arguments": <arguments>}`: a `tools/call` of
-    /// the Model Context Protocol, written the same way.
+    /// `{"name": <tool name>, "arguments": <arguments>}`: a `tools/call` (or
+    /// `prompts/get`) of the Model Context Protocol, written the same way.
     CallTool { name: &'a str, arguments: Json<'a> },
 }
 

@@ -196,7 +196,7 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
         {"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 1}},
         {"op": "call", "name": echo, "arguments": {"text": "ts"}},
         {"op": "read", "uri": COUNTER},
-        {"op": "prompt", "name": "sdk__hello"},
+        {"op": "prompt", "name": "sdk__greet", "arguments": {"name": "Ada"}},
         {"op": "notified", "method": "notifications/tools/list_changed", "then": [
             {"op": "call", "name": "sdk__evolve", "arguments": {}},
         ]},
@@ -222,7 +222,7 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
         answers[3]
     );
     assert_eq!(
-        answers[4]["messages"][0]["content"]["text"], "Hello, world!",
+        answers[4]["messages"][0]["content"]["text"], "Hello, Ada!",
         "{}",
         answers[4]
     );

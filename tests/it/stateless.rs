@@ -33,6 +33,8 @@ async fn the_python_sdk_client_by_default_is_stateless_and_hears_changes() {
         {"op": "read", "uri": COUNTER},
         {"op": "prompt", "name": "sdk__hello"},
         {"op": "read", "uri": "mcp://gw/sdk/resource/nothing"},
+        {"op": "prompts"},
+        {"op": "prompt", "name": "sdk__greet", "arguments": {"name": "Ada"}},
         {"op": "listen", "uris": [COUNTER], "count": 2, "then": [
             {"op": "call", "name": "sdk__bump", "arguments": {}},
             {"op": "call", "name": "sdk__evolve", "arguments": {}},
@@ -72,7 +74,27 @@ async fn the_python_sdk_client_by_default_is_stateless_and_hears_changes() {
     );
     // That revision's "not found" is invalid params.
     assert_eq!(answers[5]["error"]["code"], -32602, "{}", answers[5]);
-    let mut events: Vec<String> = answers[6]["events"]
+    // An upstream's prompt that takes arguments is offered with them, and
+    // got through it with the client's.
+    let prompts = answers[6]["prompts"].as_array().unwrap();
+    let greet = prompts.iter().find(|p| p["name"] == "sdk__greet").unwrap();
+    assert_eq!(greet["arguments"][0]["name"], "name", "{greet}");
+    assert_eq!(greet["arguments"][0]["required"], true, "{greet}");
+    assert_eq!(
+        greet["_meta"]["dev.mcp-gateway/mcpId"],
+        "mcp://gw/sdk/prompt/greet"
+    );
+    assert!(prompts.iter().any(|p| p["name"] == "sdk__hello"));
+    assert!(
+        prompts.iter().any(|p| p["title"] == "greeting"),
+        "{prompts:?}"
+    );
+    assert_eq!(
+        answers[7]["messages"][0]["content"]["text"], "Hello, Ada!",
+        "{}",
+        answers[7]
+    );
+    let mut events: Vec<String> = answers[8]["events"]
         .as_array()
         .unwrap()
         .iter()
@@ -92,7 +114,7 @@ async fn the_python_sdk_client_by_default_is_stateless_and_hears_changes() {
             "ToolsListChanged ".to_owned(),
         ],
         "{}",
-        answers[6]
+        answers[8]
     );
     // Another tenant's tool is a tool that does not exist, in this era too.
     let (_, refused) = sdk_client(
