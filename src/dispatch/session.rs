@@ -174,6 +174,8 @@ pub struct Session {
     face: Face,
     /// Open `subscriptions/listen` streams, by the listen's id (JSON text).
     listens: HashMap<Box<str>, JoinHandle<()>>,
+    /// Calls in flight of a client of the Model Context Protocol, by request id (JSON text).
+    calls: HashMap<Box<str>, tokio::task::AbortHandle>,
     /// Resources the handshake era's `resources/subscribe` asked for.
     subscribed: Arc<Mutex<HashSet<String>>>,
 }
@@ -229,6 +231,7 @@ impl Session {
             max_in_flight: usize::MAX,
             face: Face::V1,
             listens: HashMap::new(),
+            calls: HashMap::new(),
             subscribed: Arc::default(),
         }
     }
@@ -351,7 +354,7 @@ impl Session {
         );
         let (notify, trace) = (self.notify.clone(), self.trace);
         let owned = raw.to_owned();
-        self.inflight.spawn(
+        let handle = self.inflight.spawn(
             async move {
                 // The tenant's concurrency slot is held until the answer is out.
                 let _admission = admission;
@@ -365,6 +368,13 @@ impl Session {
             }
             .in_current_span(),
         );
+        if self.face == Face::ModelContext
+            && let Incoming::Request { id, .. } = classify(raw)
+        {
+            // So that `notifications/cancelled` can end it; finished ones go as others come.
+            self.calls.retain(|_, h| !h.is_finished());
+            self.calls.insert(id.get().into(), handle);
+        }
         true
     }
 
@@ -443,10 +453,15 @@ impl Session {
                 match &*method {
                     "notifications/initialized" => self.start_notifications(),
                     "notifications/cancelled" => {
-                        if let Some(listen) =
-                            cancelled_request(params).and_then(|id| self.listens.remove(id.get()))
-                        {
-                            listen.abort();
+                        // A listen ends; a call in flight is dropped, which
+                        // cancels it upstream too, and is not answered.
+                        if let Some(id) = cancelled_request(params) {
+                            if let Some(listen) = self.listens.remove(id.get()) {
+                                listen.abort();
+                            }
+                            if let Some(call) = self.calls.remove(id.get()) {
+                                call.abort();
+                            }
                         }
                     }
                     _ => {}

@@ -349,6 +349,8 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
             {"op": "call", "name": "sdk__evolve", "arguments": {}},
         ]},
         {"op": "tools"},
+        {"op": "abandon", "name": "sdk__wait", "after": 1.0},
+        {"op": "call", "name": "sdk__cancelled", "arguments": {}},
     ]);
     let (revision, answers) = sdk_client_with(args("auto"), steps).await;
     assert_eq!(revision, "2026-07-28");
@@ -380,6 +382,9 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
         .cloned()
         .unwrap();
     assert_eq!(add["description"], "Adds two numbers, now differently");
+    // A call the client gave up on (`notifications/cancelled`) is cancelled upstream.
+    assert!(answers[4].get("error").is_none(), "{}", answers[4]);
+    assert_eq!(answers[5]["content"][0]["text"], "1", "{}", answers[5]);
 
     // The handshake era hears changes after `notifications/initialized`,
     // resources once subscribed to.
