@@ -37,6 +37,8 @@ pub const SUPPORTED: [&str; 4] = [STATELESS, "2025-11-25", "2025-06-18", "2025-0
 const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// Where a resource template's own `uriTemplate` (the upstream's) travels in `_meta`.
+pub const TEMPLATE_META: &str = "dev.mcp-gateway/uriTemplate";
 /// Tags every message of a `subscriptions/listen` stream.
 pub const SUBSCRIPTION_META: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -574,6 +576,111 @@ impl Dispatcher {
         Some(result)
     }
 
+    /// The resource templates of the tenant's ready upstreams of the
+    /// protocol, each as its upstream listed it but with a template whose
+    /// expansions are namespaced ids (see `modelcontext::namespaced_template`;
+    /// the upstream's own is in `_meta`); those it cannot offer so are left out.
+    pub(super) fn templates(&self, tenant: &Tenant) -> Vec<Value> {
+        let mut out = Vec::new();
+        for u in self.upstreams_of(tenant) {
+            if u.dialect != Dialect::ModelContext || u.status() != Status::Ready {
+                continue;
+            }
+            let prefix = mcpid::namespace(
+                &self.inner.gateway_id,
+                &u.name,
+                &mc::original_id(Kind::Resource, ""),
+            );
+            for t in u.own_templates().iter() {
+                let Some(own) = t.get("uriTemplate").and_then(Value::as_str) else {
+                    continue;
+                };
+                let Some(template) = mc::namespaced_template(&prefix, own) else {
+                    continue;
+                };
+                let mut offered = Map::new();
+                offered.insert("uriTemplate".into(), template.into());
+                for key in [
+                    "name",
+                    "title",
+                    "description",
+                    "mimeType",
+                    "annotations",
+                    "icons",
+                ] {
+                    if let Some(v) = t.get(key) {
+                        offered.insert(key.into(), v.clone());
+                    }
+                }
+                let mut meta = match t.get("_meta") {
+                    Some(Value::Object(m)) => m.clone(),
+                    _ => Map::new(),
+                };
+                meta.insert(TEMPLATE_META.into(), own.into());
+                offered.insert("_meta".into(), Value::Object(meta));
+                out.push(Value::Object(offered));
+            }
+        }
+        out
+    }
+
+    /// `resources/read` of an expansion of one of those templates: read from
+    /// its upstream now, its contents' uris namespaced. `None` when `uri` is
+    /// no expansion of a template the tenant is offered.
+    async fn read_by_template(
+        &self,
+        tenant: &Tenant,
+        uri: &str,
+    ) -> Option<Result<Value, GatewayError>> {
+        let (name, original) = mcpid::parse(&self.inner.gateway_id, uri)?;
+        if !tenant.sees(name) {
+            return None;
+        }
+        let upstream = self
+            .upstream(name)
+            .filter(|u| u.dialect == Dialect::ModelContext && u.status() == Status::Ready)?;
+        let own = mc::key_of(Kind::Resource, &original)?;
+        let offered = upstream.own_templates().iter().any(|t| {
+            t.get("uriTemplate")
+                .and_then(Value::as_str)
+                .is_some_and(|t| {
+                    mc::namespaced_template("", t).is_some() && mc::expands_to(t, &own)
+                })
+        });
+        if !offered {
+            return None;
+        }
+        let failed = |error| GatewayError::Upstream {
+            upstream: upstream.name.clone(),
+            error,
+        };
+        let answer = match upstream.read_resource(&own).await {
+            Ok(answer) => answer,
+            Err(e) => return Some(Err(failed(e))),
+        };
+        let mut result: Value = match serde_json::from_str(answer.get()) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Some(Err(GatewayError::InvalidOutput {
+                    upstream: upstream.name.clone(),
+                    detail: "resources/read answered something that is not an object".into(),
+                }));
+            }
+        };
+        if let Some(Value::Array(contents)) = result.get_mut("contents") {
+            for c in contents.iter_mut() {
+                if let Some(Value::String(u)) = c.get_mut("uri") {
+                    *u = mcpid::namespace(
+                        &self.inner.gateway_id,
+                        &upstream.name,
+                        &mc::original_id(Kind::Resource, u),
+                    );
+                }
+            }
+        }
+        Some(Ok(result))
+    }
+
     /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
     async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
         self.wait_for_starting(tenant).await;
@@ -819,16 +926,24 @@ impl Dispatcher {
                     .collect();
                 Ok(json!({ "resources": resources }))
             }
-            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+            "resources/templates/list" => {
+                self.wait_for_starting(tenant).await;
+                Ok(json!({"resourceTemplates": self.templates(tenant)}))
+            }
             "resources/read" => {
                 let read = params
                     .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
                     .ok_or_else(|| invalid("params must be an object {\"uri\": string}"))?;
                 let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
-                let def = defs
+                let Some(def) = defs
                     .into_iter()
                     .find(|d| d.get("mcpId").and_then(Value::as_str) == Some(&read.uri))
-                    .ok_or_else(|| GatewayError::ResourceNotFound(read.uri.clone().into_owned()))?;
+                else {
+                    return match self.read_by_template(tenant, &read.uri).await {
+                        Some(answer) => answer.map(Out::Value),
+                        None => Err(GatewayError::ResourceNotFound(read.uri.into_owned())),
+                    };
+                };
                 Ok(json!({"contents": [{
                     "uri": read.uri,
                     "mimeType": def.get("mediaType"),

@@ -60,11 +60,17 @@ impl Watcher {
                 }
                 // Prompts of upstreams of the protocol are offered as those
                 // listed them (with their arguments), beside the catalog.
+                // and so are their resource templates.
                 if kind == Kind::Prompt {
                     for (_, own) in self.dispatcher.own_prompts(t) {
                         for p in own.iter() {
                             serde_json::to_string(p).unwrap_or_default().hash(&mut h);
                         }
+                    }
+                }
+                if kind == Kind::Resource {
+                    for t in self.dispatcher.templates(t) {
+                        t.to_string().hash(&mut h);
                     }
                 }
             }

@@ -340,6 +340,24 @@ impl Upstream {
         }
     }
 
+    /// The resource templates an upstream of the Model Context Protocol last
+    /// listed, as it listed them (none for an MCP v1.0 upstream).
+    pub fn own_templates(&self) -> Arc<Vec<serde_json::Map<String, serde_json::Value>>> {
+        match self.dialect {
+            Dialect::ModelContext => self.mc.own_templates(),
+            Dialect::V1 => Arc::default(),
+        }
+    }
+
+    /// `resources/read` of one of this upstream's uris, now: its result as the upstream gave it.
+    pub async fn read_resource(&self, uri: &str) -> Result<JsonBuf, CallError> {
+        let params = crate::modelcontext::uri_params(uri);
+        let params: &serde_json::value::RawValue = serde_json::from_str(&params)
+            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+        self.call(Op::ReadResource, Params::Json(params.into()))
+            .await
+    }
+
     /// `prompts/get` of one of [`Self::own_prompts`] with the client's
     /// arguments: the upstream's result as it sent it.
     pub async fn get_prompt(&self, name: &str, arguments: Json<'_>) -> Result<JsonBuf, CallError> {

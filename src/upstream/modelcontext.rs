@@ -42,6 +42,8 @@ pub(super) struct State {
     /// The prompts as the server last listed them (arguments and all), for
     /// the Model Context Protocol's face, which offers them as they are.
     prompts: Mutex<Arc<Vec<serde_json::Map<String, Value>>>>,
+    /// The resource templates as the server last listed them, for that face.
+    templates: Mutex<Arc<Vec<serde_json::Map<String, Value>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -196,6 +198,13 @@ impl State {
                     .await
                 {
                     Ok((templates, over)) => {
+                        *lock(&self.templates) = Arc::new(
+                            templates
+                                .iter()
+                                .filter_map(Value::as_object)
+                                .cloned()
+                                .collect(),
+                        );
                         left.extend(
                             templates
                                 .iter()
@@ -362,6 +371,11 @@ impl State {
     /// The prompts as the server last listed them.
     pub(super) fn own_prompts(&self) -> Arc<Vec<serde_json::Map<String, Value>>> {
         lock(&self.prompts).clone()
+    }
+
+    /// The resource templates as the server last listed them.
+    pub(super) fn own_templates(&self) -> Arc<Vec<serde_json::Map<String, Value>>> {
+        lock(&self.templates).clone()
     }
 
     /// A notification from the server: a changed listing is listed again; an

@@ -136,7 +136,7 @@ pub(crate) fn sdk_server() -> Server {
     start_server(cmd, "PORT ", false)
 }
 
-fn everything_stdio() -> String {
+pub(crate) fn everything_stdio() -> String {
     servers();
     format!(
         "{{stdio: {{command: node, args: [{:?}, stdio]}}, protocol: modelcontextprotocol}}",

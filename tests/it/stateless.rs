@@ -449,3 +449,45 @@ async fn tool_names_keep_within_the_configured_budget() {
     let text = format!("{:?}", refused.map(|_| ()).expect_err("refused"));
     assert!(text.contains("gateway.tool_name_budget"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_resource_templates_expand_to_ids_that_read_through_the_gateway() {
+    let gw = Gateway::start(&format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n  b: {}\n",
+        crate::modelcontext::everything_stdio(),
+        tenant("ka", &["ev"]),
+        tenant("kb", &[]),
+    ))
+    .await;
+    gw.wait_ready(&["ev"]).await;
+    let own = "demo://resource/dynamic/text/{resourceId}";
+    let template = "mcp://gw/ev/resource/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}";
+    let expanded = template.replace("{resourceId}", "3");
+    let steps = json!([
+        {"op": "templates"},
+        {"op": "read", "uri": expanded},
+        {"op": "read", "uri": "mcp://gw/ev/resource/demo%3A%2F%2Fnowhere%2F3"},
+    ]);
+    for mode in ["legacy", "auto"] {
+        let (_, answers) = sdk_client(&gw, "ka", mode, steps.clone()).await;
+        let templates = answers[0]["resourceTemplates"].as_array().unwrap();
+        let offered = templates
+            .iter()
+            .find(|t| t["_meta"]["dev.mcp-gateway/uriTemplate"] == own)
+            .unwrap_or_else(|| panic!("{mode}: {templates:?}"));
+        assert_eq!(offered["uriTemplate"], template, "{mode}");
+        let content = &answers[1]["contents"][0];
+        assert_eq!(content["uri"], expanded.as_str(), "{mode}: {}", answers[1]);
+        assert!(
+            content["text"].as_str().unwrap().starts_with("Resource 3"),
+            "{mode}: {content}"
+        );
+        // A uri that no template of the tenant's expands to is not found.
+        assert!(answers[2]["error"].is_object(), "{mode}: {}", answers[2]);
+    }
+    // Another tenant is offered none, and reads nothing through them.
+    let (_, answers) = sdk_client(&gw, "kb", "auto", steps).await;
+    assert_eq!(answers[0]["resourceTemplates"], json!([]));
+    assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
+    gw.stop().await;
+}
