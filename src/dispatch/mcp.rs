@@ -16,7 +16,7 @@ use super::watch::Change;
 use super::{Dispatcher, Payload, execute};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf};
-use crate::modelcontext::{self as mc, names};
+use crate::modelcontext::{self as mc, names, param_headers};
 use crate::protocol::catalog::{Catalog, FaceIndex, FaceTool, Route};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
@@ -145,6 +145,9 @@ pub struct Mirrored<'a> {
     pub session: Option<&'a [u8]>,
     /// One of them was sent more than once (readers would disagree on which counts).
     pub repeated: bool,
+    /// Every header, where the request may carry `Mcp-Param-*` ones (hyper's
+    /// path; the edge's own hands such requests to it).
+    pub all: Option<&'a axum::http::HeaderMap>,
 }
 
 impl Mirrored<'_> {
@@ -239,23 +242,6 @@ fn header_mismatch(why: &str) -> GatewayError {
     )
 }
 
-/// A header value with the `=?base64?...?=` sentinel decoded (`None`: a
-/// malformed sentinel, or not UTF-8, which matches no body value).
-fn decode_header(value: &[u8]) -> Option<Cow<'_, str>> {
-    let text = std::str::from_utf8(value).ok()?;
-    let Some(payload) = text
-        .strip_prefix("=?base64?")
-        .and_then(|t| t.strip_suffix("?="))
-    else {
-        return Some(Cow::Borrowed(text));
-    };
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(payload)
-        .ok()?;
-    String::from_utf8(bytes).ok().map(Cow::Owned)
-}
-
 /// The stateless era's checks of a request, in its SDKs' order: the `_meta`
 /// envelope (-32602), the mirrored headers on HTTP (-32020), then the
 /// version (-32022, naming what is served). `named` is the body's value
@@ -293,7 +279,7 @@ fn check_stateless(
         if NAMED.contains(&method) {
             let body = named.and_then(string_of);
             if let Some(body) = body
-                && h.name.and_then(decode_header).as_deref() != Some(&*body)
+                && h.name.and_then(param_headers::decode).as_deref() != Some(&*body)
             {
                 return Err(header_mismatch(
                     "the Mcp-Name header does not match the request's name or uri",
@@ -755,6 +741,10 @@ impl Dispatcher {
             index.by_name.insert(
                 name,
                 Arc::new(FaceTool {
+                    mirrors: def
+                        .get("inputSchema")
+                        .map(param_headers::mirrors)
+                        .unwrap_or_default(),
                     id,
                     structured: object_output,
                     loose_output,
@@ -856,6 +846,7 @@ impl Dispatcher {
         tenant: &Tenant,
         call: Call<'_>,
         era: Era,
+        via: Via<'_>,
         started: std::time::Instant,
     ) -> Built {
         let name = call
@@ -873,6 +864,19 @@ impl Dispatcher {
         let arguments = call.arguments.unwrap_or(Json::from(empty));
         if !arguments.get().starts_with('{') {
             return Err(invalid("params.arguments must be an object"));
+        }
+        if era == Era::Stateless
+            && !tool.mirrors.is_empty()
+            && let Some(http) = via.http
+        {
+            let args: Value = serde_json::from_str(arguments.get()).unwrap_or(Value::Null);
+            let sent = |name: &str| -> Vec<&[u8]> {
+                http.all.map_or_else(Vec::new, |all| {
+                    all.get_all(name).iter().map(|v| v.as_bytes()).collect()
+                })
+            };
+            param_headers::check(&tool.mirrors, &args, sent)
+                .map_err(|why| header_mismatch(&why))?;
         }
         let mut audit = execute::Audit::new(super::PROTOCOL_MCP);
         let result = self
@@ -895,7 +899,7 @@ impl Dispatcher {
         started: std::time::Instant,
     ) -> Built {
         match method {
-            "tools/call" => return self.call_named(tenant, call, era, started).await,
+            "tools/call" => return self.call_named(tenant, call, era, via, started).await,
             "tools/list" => return Ok(self.list_tools(tenant, era).await),
             _ => {}
         }

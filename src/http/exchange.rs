@@ -298,6 +298,7 @@ pub(super) fn mirrored(headers: &axum::http::HeaderMap) -> Mirrored<'_> {
         name: one("mcp-name"),
         session: one("mcp-session-id"),
         repeated,
+        all: Some(headers),
     }
 }
 

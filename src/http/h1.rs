@@ -296,6 +296,8 @@ impl Conn {
                 name: at(&head.mcp_name),
                 session: at(&head.mcp_session),
                 repeated: false,
+                // This path serves no request with `Mcp-Param-*` headers.
+                all: None,
             },
         }
     }

@@ -12,6 +12,7 @@
 //! of the upstream, the kind and the name or uri, unique across kinds.
 
 pub mod names;
+pub mod param_headers;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Deserialize;

@@ -145,6 +145,8 @@ pub struct FaceTool {
     pub loose_output: bool,
     /// Its upstream's own content blocks pass through.
     pub passthrough: bool,
+    /// The arguments its input schema mirrors into `Mcp-Param-*` headers.
+    pub mirrors: Vec<crate::modelcontext::param_headers::Mirror>,
 }
 
 /// The result of building one kind from an upstream's listing.

@@ -491,3 +491,51 @@ async fn an_upstreams_resource_templates_expand_to_ids_that_read_through_the_gat
     assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_a_tool_mirrors_into_headers_are_checked_against_them() {
+    let gw = Gateway::start(&config()).await;
+    gw.wait_ready(&["s", "sdk"]).await;
+    // The SDK's client mirrors the argument itself, as the listing asks.
+    let (revision, answers) = sdk_client(
+        &gw,
+        "ka",
+        "auto",
+        json!([{"op": "call", "name": "sdk__region", "arguments": {"region": "eu-west1"}}]),
+    )
+    .await;
+    assert_eq!(revision, "2026-07-28");
+    assert_eq!(
+        answers[0]["content"][0]["text"], "eu-west1",
+        "{}",
+        answers[0]
+    );
+
+    let v = "2026-07-28";
+    let call = request(
+        "tools/call",
+        json!({"name": "sdk__region", "arguments": {"region": "eu-west1"}}),
+        v,
+    );
+    let base = [
+        ("mcp-protocol-version", v),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "sdk__region"),
+    ];
+    let with = |param: Option<&'static str>| {
+        let mut h = base.to_vec();
+        if let Some(p) = param {
+            h.push(("mcp-param-region", p));
+        }
+        h
+    };
+    let (status, ok) = post(&gw, &with(Some("=?base64?ZXUtd2VzdDE=?=")), &call).await;
+    assert_eq!(status, 200, "{ok}");
+    assert_eq!(ok["result"]["content"][0]["text"], "eu-west1");
+    for param in [Some("us-east1"), None, Some("=?base64?!!?=")] {
+        let (status, err) = post(&gw, &with(param), &call).await;
+        assert_eq!(status, 400, "{param:?}: {err}");
+        assert_eq!(err["error"]["code"], -32020, "{param:?}: {err}");
+    }
+    gw.stop().await;
+}
