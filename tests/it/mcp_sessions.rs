@@ -244,7 +244,7 @@ async fn the_sdk_clients_hear_changes_on_their_sessions_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_client_goes_on_at_another_replica_without_a_new_handshake() {
+async fn the_sdk_clients_go_on_at_another_replica_without_a_new_handshake() {
     let yaml = config(true);
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     one.wait_ready(&["s", "sdk"]).await;
@@ -256,6 +256,24 @@ async fn the_python_sdk_client_goes_on_at_another_replica_without_a_new_handshak
         {"op": "call", "name": "sdk__add", "arguments": {"a": 20, "b": 22}},
         {"op": "read", "uri": COUNTER},
     ]);
+    // The TypeScript SDK's client, with its session.
+    servers();
+    let script = root().join("target/mcp-node/mcp_ts_client.mjs");
+    std::fs::copy(root().join("tests/fixtures/mcp_ts_client.mjs"), &script).unwrap();
+    let before = (served(&one).await, served(&two).await);
+    let mut client = Command::new("node");
+    client
+        .arg(&script)
+        .args([one.url.as_str(), "ka", two.url.as_str()]);
+    let answers = run_client(client, steps.clone()).await;
+    assert!(answers[0]["session"].is_string(), "{}", answers[0]);
+    assert!(answers[1]["tools"].is_array(), "{}", answers[1]);
+    assert_eq!(answers[2]["structuredContent"], json!({"text": "there"}));
+    assert_eq!(answers[3]["structuredContent"], json!({"sum": 42}));
+    assert_eq!(answers[4]["contents"][0]["text"], "count=0");
+    let after = (served(&one).await, served(&two).await);
+    assert!(after.0 - before.0 <= 2.0, "{before:?} {after:?}");
+    assert!(after.1 - before.1 >= 4.0, "{before:?} {after:?}");
     for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let before = (served(&one).await, served(&two).await);
         let args = vec![
