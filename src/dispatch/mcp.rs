@@ -503,12 +503,10 @@ impl Dispatcher {
                 out.insert(key.into(), v.clone());
             }
         }
-        let mut meta = match prompt.get("_meta") {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        };
-        meta.insert(MCPID_META.into(), id.into());
-        out.insert("_meta".into(), Value::Object(meta));
+        out.insert(
+            "_meta".into(),
+            meta_with(prompt.get("_meta"), MCPID_META, id.into()),
+        );
         Some(Value::Object(out))
     }
 
@@ -537,12 +535,10 @@ impl Dispatcher {
                 .to_owned();
             Some((u, found))
         })?;
-        let empty: &serde_json::value::RawValue =
-            serde_json::from_str("{}").unwrap_or_else(|_| unreachable!("literal JSON"));
-        let arguments = arguments.unwrap_or(Json::from(empty));
-        if !arguments.get().starts_with('{') {
-            return Some(Err(invalid("params.arguments must be an object")));
-        }
+        let arguments = match object_arguments(arguments) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
         let result = upstream
             .get_prompt(&own, arguments)
             .await
@@ -598,12 +594,10 @@ impl Dispatcher {
                         offered.insert(key.into(), v.clone());
                     }
                 }
-                let mut meta = match t.get("_meta") {
-                    Some(Value::Object(m)) => m.clone(),
-                    _ => Map::new(),
-                };
-                meta.insert(TEMPLATE_META.into(), own.into());
-                offered.insert("_meta".into(), Value::Object(meta));
+                offered.insert(
+                    "_meta".into(),
+                    meta_with(t.get("_meta"), TEMPLATE_META, own.into()),
+                );
                 out.push(Value::Object(offered));
             }
         }
@@ -859,12 +853,7 @@ impl Dispatcher {
         let Some(tool) = self.tool_named(tenant, &name).await else {
             return Err(GatewayError::UnknownTool(name.into_owned()));
         };
-        let empty: &serde_json::value::RawValue =
-            serde_json::from_str("{}").unwrap_or_else(|_| unreachable!("literal JSON"));
-        let arguments = call.arguments.unwrap_or(Json::from(empty));
-        if !arguments.get().starts_with('{') {
-            return Err(invalid("params.arguments must be an object"));
-        }
+        let arguments = object_arguments(call.arguments)?;
         if era == Era::Stateless
             && !tool.mirrors.is_empty()
             && let Some(http) = via.http
@@ -1058,13 +1047,31 @@ fn render_tool(
             tool.insert(key.into(), v.clone());
         }
     }
-    let mut meta = match kept.get("_meta") {
+    tool.insert(
+        "_meta".into(),
+        meta_with(kept.get("_meta"), MCPID_META, id.into()),
+    );
+    Value::Object(tool).to_string().into_boxed_str()
+}
+
+/// An upstream's own `_meta` (if it is an object) with the gateway's `key` added.
+fn meta_with(own: Option<&Value>, key: &str, value: Value) -> Value {
+    let mut meta = match own {
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
-    meta.insert(MCPID_META.into(), id.into());
-    tool.insert("_meta".into(), Value::Object(meta));
-    Value::Object(tool).to_string().into_boxed_str()
+    meta.insert(key.into(), value);
+    Value::Object(meta)
+}
+
+/// A call's `arguments`: an object, `{}` when absent.
+fn object_arguments(arguments: Option<Json<'_>>) -> Result<Json<'_>, GatewayError> {
+    let arguments = arguments.unwrap_or(Json::EMPTY_OBJECT);
+    if arguments.get().starts_with('{') {
+        Ok(arguments)
+    } else {
+        Err(invalid("params.arguments must be an object"))
+    }
 }
 
 fn server_info() -> Value {

@@ -23,6 +23,11 @@ const MAX_DEPTH: u32 = 128;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Json<'a>(&'a str);
 
+impl Json<'static> {
+    /// `{}`, the empty object.
+    pub const EMPTY_OBJECT: Json<'static> = Json("{}");
+}
+
 impl<'a> Json<'a> {
     /// The value's text.
     pub fn get(self) -> &'a str {
