@@ -12,6 +12,7 @@
 
 pub mod app;
 pub mod config;
+pub mod cpus;
 pub mod demo;
 pub mod dispatch;
 pub mod error;

@@ -54,7 +54,8 @@ enum Command {
         /// Log format (default: text on a terminal, json otherwise).
         #[arg(long, value_enum)]
         log_format: Option<LogFormat>,
-        /// Runtime worker threads (default: one per CPU).
+        /// Runtime worker threads (default: one per CPU the process is given,
+        /// within its cgroup's CPU quota; one means the current-thread runtime).
         #[arg(long, env = "MCP_GATEWAY_WORKERS")]
         workers: Option<usize>,
     },
@@ -114,15 +115,19 @@ fn main() -> ExitCode {
                 LogFormat::Json
             });
             telemetry::init(format);
-            // One worker: a current-thread runtime, with no cross-thread wake-ups.
-            let mut rt = if workers == Some(1) {
+            // One worker: a current-thread runtime, with no cross-thread
+            // wake-ups. By default, one worker per CPU the pod is given
+            // (its cgroup quota counts), so one CPU gets that runtime.
+            let workers = workers.unwrap_or_else(mcp_gateway::cpus::given).max(1);
+            let mut rt = if workers == 1 {
                 tokio::runtime::Builder::new_current_thread()
             } else {
                 tokio::runtime::Builder::new_multi_thread()
             };
-            if let Some(n) = workers.filter(|n| *n > 1) {
-                rt.worker_threads(n);
+            if workers > 1 {
+                rt.worker_threads(workers);
             }
+            tracing::info!(workers, "runtime");
             let Ok(rt) = rt.enable_all().build() else {
                 eprintln!("mcp-gateway: cannot start the async runtime");
                 return ExitCode::FAILURE;
