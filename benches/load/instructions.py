@@ -9,6 +9,7 @@ work is judged (the kernel's share, the same system calls for both, is not
 counted here; see docs/PERFORMANCE.md).
 
     cargo build --release && python3 benches/load/instructions.py [N]
+    GATEWAY_LOG=info python3 benches/load/instructions.py   # with audit lines, as deployed
 
 valgrind (Debian package `valgrind`) and, for its arm, nginx must be installed.
 """
@@ -41,7 +42,7 @@ def count(name, argv, port, tool, tmp):
     out = os.path.join(tmp, f"{name}.cg")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, MCP_GATEWAY_LOG="warn"))
+                            env=dict(os.environ, MCP_GATEWAY_LOG=os.environ.get("GATEWAY_LOG", "warn")))
     try:
         wait_port(port)
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
@@ -100,7 +101,10 @@ def main():
         if upstream:
             upstream.terminate()
             upstream.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if os.environ.get("KEEP") != "1":
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept: {tmp}")
 
 
 main()
