@@ -498,11 +498,7 @@ impl Dispatcher {
             "title".into(),
             prompt.get("title").cloned().unwrap_or_else(|| own.into()),
         );
-        for key in ["description", "arguments", "icons"] {
-            if let Some(v) = prompt.get(key) {
-                out.insert(key.into(), v.clone());
-            }
-        }
+        copy_members(prompt, &mut out, &["description", "arguments", "icons"]);
         out.insert(
             "_meta".into(),
             meta_with(prompt.get("_meta"), MCPID_META, id.into()),
@@ -582,18 +578,18 @@ impl Dispatcher {
                 };
                 let mut offered = Map::new();
                 offered.insert("uriTemplate".into(), template.into());
-                for key in [
-                    "name",
-                    "title",
-                    "description",
-                    "mimeType",
-                    "annotations",
-                    "icons",
-                ] {
-                    if let Some(v) = t.get(key) {
-                        offered.insert(key.into(), v.clone());
-                    }
-                }
+                copy_members(
+                    t,
+                    &mut offered,
+                    &[
+                        "name",
+                        "title",
+                        "description",
+                        "mimeType",
+                        "annotations",
+                        "icons",
+                    ],
+                );
                 offered.insert(
                     "_meta".into(),
                     meta_with(t.get("_meta"), TEMPLATE_META, own.into()),
@@ -1042,16 +1038,21 @@ fn render_tool(
     if let Some(output) = output {
         tool.insert("outputSchema".into(), output.clone());
     }
-    for key in ["annotations", "icons", "execution"] {
-        if let Some(v) = kept.get(key) {
-            tool.insert(key.into(), v.clone());
-        }
-    }
+    copy_members(&kept, &mut tool, &["annotations", "icons", "execution"]);
     tool.insert(
         "_meta".into(),
         meta_with(kept.get("_meta"), MCPID_META, id.into()),
     );
     Value::Object(tool).to_string().into_boxed_str()
+}
+
+/// The members named `keys` that `from` has, copied into `to`.
+fn copy_members(from: &Map<String, Value>, to: &mut Map<String, Value>, keys: &[&str]) {
+    for key in keys {
+        if let Some(v) = from.get(*key) {
+            to.insert((*key).into(), v.clone());
+        }
+    }
 }
 
 /// An upstream's own `_meta` (if it is an object) with the gateway's `key` added.
