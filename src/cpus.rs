@@ -25,26 +25,69 @@ pub fn from_cpu_max(text: &str) -> Option<usize> {
     from_quota(quota, period)
 }
 
-/// The cgroup's CPU quota, v2 then v1, where the process can read it.
-fn cgroup_quota(root: &Path) -> Option<usize> {
-    if let Ok(text) = std::fs::read_to_string(root.join("cpu.max")) {
-        return from_cpu_max(&text);
+/// The directories whose CPU quota binds a process in cgroup `path` of a
+/// hierarchy mounted at `mount`: its own and every ancestor's, up to the
+/// mount (a container with its own cgroup namespace sees itself at the root).
+fn cgroup_dirs(mount: &Path, path: &str) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![mount.to_path_buf()];
+    let mut dir = mount.to_path_buf();
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != "..") {
+        dir.push(part);
+        dirs.push(dir.clone());
     }
-    let read = |file: &str| -> Option<i64> {
-        std::fs::read_to_string(root.join("cpu").join(file))
-            .or_else(|_| std::fs::read_to_string(root.join("cpu,cpuacct").join(file)))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+    dirs
+}
+
+/// The tightest quota among `dirs`, read by `read` (None: no quota).
+fn tightest(dirs: &[std::path::PathBuf], read: impl Fn(&Path) -> Option<usize>) -> Option<usize> {
+    dirs.iter().filter_map(|d| read(d)).min()
+}
+
+/// The cgroup's CPU quota, v2 then v1, where the process can read it:
+/// `root` is where cgroups are mounted, `own` the text of
+/// `/proc/self/cgroup`.
+fn cgroup_quota(root: &Path, own: &str) -> Option<usize> {
+    let mut v2 = None;
+    let mut v1 = None;
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if controllers.is_empty() {
+            v2 = Some(path);
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            v1 = Some((controllers, path));
+        }
+    }
+    if root.join("cpu.max").exists() {
+        let max = |d: &Path| from_cpu_max(&std::fs::read_to_string(d.join("cpu.max")).ok()?);
+        return tightest(&cgroup_dirs(root, v2.unwrap_or("/")), max);
+    }
+    let (controllers, path) = v1.unwrap_or(("cpu", "/"));
+    let mount = [controllers, "cpu", "cpu,cpuacct"]
+        .iter()
+        .map(|m| root.join(m))
+        .find(|m| m.join("cpu.cfs_quota_us").exists())?;
+    let cfs = |d: &Path| {
+        let read = |file: &str| -> Option<i64> {
+            std::fs::read_to_string(d.join(file))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        from_quota(read("cpu.cfs_quota_us")?, read("cpu.cfs_period_us")?)
     };
-    from_quota(read("cpu.cfs_quota_us")?, read("cpu.cfs_period_us")?)
+    tightest(&cgroup_dirs(&mount, path), cfs)
 }
 
 /// CPUs the gateway is given: those it may run on, within the cgroup's quota.
 pub fn given() -> usize {
     let on = std::thread::available_parallelism().map_or(1, usize::from);
-    match cgroup_quota(Path::new("/sys/fs/cgroup")) {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    match cgroup_quota(Path::new("/sys/fs/cgroup"), &own) {
         Some(quota) => on.min(quota),
         None => on,
     }
@@ -74,8 +117,48 @@ mod tests {
         std::fs::create_dir(dir.path().join("cpu")).unwrap();
         std::fs::write(dir.path().join("cpu/cpu.cfs_quota_us"), "250000\n").unwrap();
         std::fs::write(dir.path().join("cpu/cpu.cfs_period_us"), "100000\n").unwrap();
-        assert_eq!(cgroup_quota(dir.path()), Some(3));
+        assert_eq!(cgroup_quota(dir.path(), "1:cpu:/\n"), Some(3));
+        assert_eq!(
+            cgroup_quota(dir.path(), ""),
+            Some(3),
+            "no cgroup file: the mount's own"
+        );
         std::fs::write(dir.path().join("cpu.max"), "max 100000\n").unwrap();
-        assert_eq!(cgroup_quota(dir.path()), None, "v2 first");
+        assert_eq!(cgroup_quota(dir.path(), "0::/\n"), None, "v2 first");
+    }
+
+    #[test]
+    fn the_process_own_cgroup_and_its_ancestors_count() {
+        // v1, as a host without cgroup namespaces shows it: the quota is
+        // on the process's own cgroup, and a parent's may be tighter.
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("cpu,cpuacct/kubepods/pod1");
+        std::fs::create_dir_all(&own).unwrap();
+        for (d, quota) in [
+            (own.clone(), "400000"),
+            (own.parent().unwrap().to_path_buf(), "150000"),
+        ] {
+            std::fs::write(d.join("cpu.cfs_quota_us"), quota).unwrap();
+            std::fs::write(d.join("cpu.cfs_period_us"), "100000").unwrap();
+        }
+        std::fs::write(dir.path().join("cpu,cpuacct/cpu.cfs_quota_us"), "-1").unwrap();
+        std::fs::write(dir.path().join("cpu,cpuacct/cpu.cfs_period_us"), "100000").unwrap();
+        let cgroup = "5:cpu,cpuacct:/kubepods/pod1\n4:memory:/kubepods/pod1\n";
+        assert_eq!(cgroup_quota(dir.path(), cgroup), Some(2));
+        // v2: the own cgroup's cpu.max; a path the mount does not show
+        // (another namespace) leaves the mount's own.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("system.slice/gw.service")).unwrap();
+        std::fs::write(dir.path().join("cpu.max"), "max 100000").unwrap();
+        std::fs::write(
+            dir.path().join("system.slice/gw.service/cpu.max"),
+            "100000 100000",
+        )
+        .unwrap();
+        assert_eq!(
+            cgroup_quota(dir.path(), "0::/system.slice/gw.service\n"),
+            Some(1)
+        );
+        assert_eq!(cgroup_quota(dir.path(), "0::/elsewhere\n"), None);
     }
 }

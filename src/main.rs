@@ -100,7 +100,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let code = run(Cli::parse());
+    telemetry::flush();
+    code
+}
+
+fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve {
             config,

@@ -39,6 +39,8 @@ pub struct Metrics {
     pub definitions_quarantined: IntGaugeVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
+    /// Follows the log writer's count (`telemetry::writer::dropped`).
+    log_lines_dropped: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -183,6 +185,12 @@ impl Metrics {
                 "Configuration reloads by outcome (applied, rejected).",
                 &["outcome"],
             ),
+            log_lines_dropped: counter(
+                &r,
+                "log_lines_dropped_total",
+                "Log lines (audit lines included) dropped because the log writer was 4 MiB behind (stderr blocked or too slow).",
+                &[],
+            ),
             registry: r,
         }
         .init()
@@ -193,11 +201,17 @@ impl Metrics {
         for outcome in ["applied", "rejected"] {
             self.config_reloads.with_label_values(&[outcome]);
         }
+        self.log_lines_dropped.with_label_values::<&str>(&[]);
         self
     }
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        let dropped = self.log_lines_dropped.with_label_values::<&str>(&[]);
+        let behind = crate::telemetry::writer::dropped().saturating_sub(dropped.get());
+        if behind > 0 {
+            dropped.inc_by(behind);
+        }
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8(out).unwrap_or_default()

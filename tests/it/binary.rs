@@ -495,3 +495,135 @@ fn proxy_variables_are_ignored_on_both_http_paths() {
     assert!(proxy.accept().is_err(), "a connection went to the proxy");
     assert!(p.terminate().success());
 }
+
+#[test]
+fn audit_lines_never_wait_for_stderr_and_those_dropped_are_counted() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    // A long tenant name and request id make long audit lines: the 4 MiB
+    // the log writer holds fill after fewer calls.
+    let name = "t".repeat(64);
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  s: {}\ntenants:\n  {name}: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("demo-key", &["s"])
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (mut agent, mut admin, mut ready) = (None, None, false);
+    while agent.is_none() || admin.is_none() || !ready {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the gateway ended"
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let addr = v["addr"].as_str().map(str::to_owned);
+        match v["message"].as_str() {
+            Some("agent listener bound") => agent = addr,
+            Some("admin listener bound") => admin = addr,
+            Some("upstream ready") => ready = true,
+            _ => {}
+        }
+    }
+    // Nobody reads stderr now: the pipe fills, the log writer blocks on it,
+    // and its 4 MiB fill with audit lines of about 800 bytes. Arguments that
+    // break the tool's schema are refused without another log line.
+    const CALLS: usize = 8_000;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/s/s/tools/echo:v1", "arguments": {}}}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer demo-key\r\nx-request-id: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "r".repeat(128),
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(agent.unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = Vec::new();
+    for call in 0..CALLS {
+        s.write_all(request.as_bytes()).unwrap();
+        let answer = loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .split("content-length: ")
+                    .nth(1)
+                    .and_then(|r| r.split("\r\n").next())
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if buf.len() >= end + 4 + length {
+                    let answer =
+                        String::from_utf8_lossy(&buf[end + 4..end + 4 + length]).into_owned();
+                    buf.drain(..end + 4 + length);
+                    break answer;
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s
+                .read(&mut chunk)
+                .unwrap_or_else(|e| panic!("call {call} waited (for stderr?): {e}"));
+            assert!(n > 0, "the gateway closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        assert!(answer.contains("-32602"), "{answer}");
+    }
+    let metrics = http_get(admin.as_deref().unwrap(), "/metrics");
+    let dropped = metric(&metrics, "mcp_gateway_log_lines_dropped_total").unwrap() as usize;
+    assert!(dropped > 0, "4 MiB could not hold {CALLS} lines");
+    // Reading again, every line that was not dropped arrives, whole, and
+    // nothing more.
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut audited = 0;
+    let check = |line: String| {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["target"], "mcp_gateway::audit", "{v}");
+        assert_eq!(v["outcome"], "invalid_params");
+        assert_eq!(v["span"]["tenant"], name.as_str());
+    };
+    while audited + dropped < CALLS {
+        let line = lines
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{audited} lines and {dropped} dropped of {CALLS}"));
+        check(line);
+        audited += 1;
+    }
+    if let Ok(line) = lines.recv_timeout(Duration::from_millis(300)) {
+        panic!("a line beyond the {CALLS} calls: {line}");
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+/// The body of a GET, over a fresh connection.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n").unwrap().1.to_owned()
+}
