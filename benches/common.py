@@ -84,15 +84,17 @@ def stop(procs):
             p.kill()
 
 
-def nginx_conf(tmp, upstream_port, port, master=True):
+def nginx_conf(tmp, upstream_port, port, master=True, access_log=None):
     """nginx, one worker, proxy_pass with keepalive to the upstream; written to tmp, returns its path.
-    Without master, one process does everything (for valgrind)."""
+    Without master, one process does everything (for valgrind). With access_log (a path), nginx
+    writes its default access log there, the `combined` format unbuffered, as Debian ships it."""
     first = "worker_processes 1;" if master else "master_process off;"
     conf = os.path.join(tmp, "nginx.conf")
+    log = f"access_log {access_log};" if access_log else "access_log off;"
     with open(conf, "w") as f:
         f.write(f"""{first} daemon off; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err warn;
 events {{ worker_connections 4096; }}
-http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
+http {{ {log} client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
   uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
   upstream up {{ server 127.0.0.1:{upstream_port}; keepalive 128; }}
   server {{ listen 127.0.0.1:{port}; location /mcp {{ proxy_pass http://up; proxy_http_version 1.1;

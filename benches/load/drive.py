@@ -30,6 +30,32 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin
 
 
 
+def one_cpu_cgroup(tmp):
+    """A cgroup whose CPU quota is one CPU, as the chart's default `limits.cpu: "1"` gives a pod
+    (cgroup v2 `cpu.max`, or v1's CFS quota), made when this script may (root); returns the
+    path of its `cgroup.procs`, or None."""
+    name = f"mcp-bench-{os.getpid()}"
+    candidates = []
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        candidates.append(("/sys/fs/cgroup", {"cpu.max": "100000 100000"}))
+    if os.path.exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
+        candidates.append(("/sys/fs/cgroup/cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"}))
+    for base, quota in candidates:
+        path = os.path.join(base, name)
+        try:
+            os.mkdir(path)
+            for file, value in quota.items():
+                with open(os.path.join(path, file), "w") as f:
+                    f.write(value)
+            return os.path.join(path, "cgroup.procs")
+        except OSError:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    return None
+
+
 def body(tool_id):
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
                        "params": {"id": tool_id, "arguments": {"text": "hello, world"}}})
@@ -58,41 +84,64 @@ def wrk(url, payload, conns, pid=None):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="mcp-load-")
-    procs = []
+    procs, cgroups = [], []
     try:
         up_port = free_port()
         upstream = subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--http", f"127.0.0.1:{up_port}"],
                                     stdout=subprocess.DEVNULL)
         procs.append(upstream)
         wait_port(up_port)
-        gw_port, stdio_port = free_port(), free_port()
-        def gateway(port, upstream_yaml, name):
+        gw_port, stdio_port, dflt_port = free_port(), free_port(), free_port()
+        def gateway(port, upstream_yaml, name, defaults=False):
+            """The tuned gateway (one worker, logs at warn); with defaults, `serve` as deployed:
+            its own runtime choice, logs at info with audit lines, JSON to a file."""
             cfg = os.path.join(tmp, f"{name}.yaml")
             with open(cfg, "w") as f:
                 f.write(f"gateway: {{listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
                         f"upstreams:\n  up: {upstream_yaml}\ntenants:\n  bench: {{api_keys: [bench-key], upstreams: [up]}}\n")
-            env = dict(os.environ, MCP_GATEWAY_LOG="warn")
-            p = subprocess.Popen([BIN, "serve", "--config", cfg, "--workers", "1", "--log-format", "json"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            if defaults:
+                env = {k: v for k, v in os.environ.items() if k not in ("MCP_GATEWAY_LOG", "MCP_GATEWAY_WORKERS")}
+                procs_file = one_cpu_cgroup(tmp)
+                cgroups.append(procs_file)
+                def enter():
+                    if procs_file:
+                        with open(procs_file, "w") as f:
+                            f.write(str(os.getpid()))
+                log = open(os.path.join(tmp, f"{name}.log"), "w")
+                p = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=log,
+                                     env=env, preexec_fn=enter)
+                print(f"gateway at its defaults: logs at info, JSON to a file, "
+                      + ("in a cgroup of one CPU (the chart's default limit)" if procs_file else
+                         "on every CPU of this machine (no cgroup could be made: not root?)"))
+            else:
+                env = dict(os.environ, MCP_GATEWAY_LOG="warn")
+                p = subprocess.Popen([BIN, "serve", "--config", cfg, "--workers", "1", "--log-format", "json"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             procs.append(p)
             wait_port(port)
             return p
-        gw = gateway(gw_port, f'{{http: {{url: "http://127.0.0.1:{up_port}/mcp"}}}}', "http")
+        http_up = f'{{http: {{url: "http://127.0.0.1:{up_port}/mcp"}}}}'
+        gw = gateway(gw_port, http_up, "http")
+        dflt = gateway(dflt_port, http_up, "defaults", defaults=True)
         arms = {
             "direct": (f"http://127.0.0.1:{up_port}/mcp", body("mcp://up/tools/echo:v1"), upstream.pid),
             "gateway": (f"http://127.0.0.1:{gw_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), gw.pid),
+            "gw-dflt": (f"http://127.0.0.1:{dflt_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), dflt.pid),
         }
         if NGINX:
-            ng_port = free_port()
-            conf = nginx_conf(tmp, up_port, ng_port)
-            ng = subprocess.Popen([NGINX, "-c", conf, "-p", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            procs.append(ng)
-            wait_port(ng_port)
-            time.sleep(0.2)
-            worker = int(subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True, text=True).stdout.split()[0])
-            arms["nginx"] = (f"http://127.0.0.1:{ng_port}/mcp", body("mcp://up/tools/echo:v1"), worker)
+            for arm, log in (("nginx", None), ("ngx-log", "access.log")):
+                ng_port, ng_tmp = free_port(), os.path.join(tmp, arm)
+                os.mkdir(ng_tmp)
+                conf = nginx_conf(ng_tmp, up_port, ng_port, access_log=log and os.path.join(ng_tmp, log))
+                ng = subprocess.Popen([NGINX, "-c", conf, "-p", ng_tmp], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+                procs.append(ng)
+                wait_port(ng_port)
+                time.sleep(0.2)
+                worker = int(subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True, text=True).stdout.split()[0])
+                arms[arm] = (f"http://127.0.0.1:{ng_port}/mcp", body("mcp://up/tools/echo:v1"), worker)
         else:
-            print("nginx: not installed and could not be installed here; its arm is skipped")
+            print("nginx: not installed and could not be installed here; its arms are skipped")
         for arm, (url, payload, _) in arms.items():  # every arm really answers the call
             r = subprocess.run(["curl", "-s", url, "-H", "Authorization: Bearer bench-key",
                                 "-H", "Content-Type: application/json", "-d", payload], capture_output=True, text=True)
@@ -127,6 +176,12 @@ def main():
                 line += f", added p50 gateway {med(results[('gateway', conns)], 'p50') - med(results[('direct', conns)], 'p50'):.0f} µs"
                 line += f" vs nginx {med(results[('nginx', conns)], 'p50') - med(results[('direct', conns)], 'p50'):.0f} µs"
             print(line)
+        if "ngx-log" in arms:  # what users deploy: both with their logs on
+            for conns in CONNS:
+                d, n = results[("gw-dflt", conns)], results[("ngx-log", conns)]
+                print(f"conns {conns:3d}, logs on: gateway at its defaults / nginx with its access log: "
+                      f"req/s {med(d, 'rps') / med(n, 'rps'):.2f}, CPU per call {med(d, 'cpu_us') / med(n, 'cpu_us'):.2f}, "
+                      f"p90 {med(d, 'p90'):.0f} vs {med(n, 'p90'):.0f} µs")
         # The gateway in front of a stdio child, 64 connections.
         st = gateway(stdio_port, f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}", "stdio")
         wait_port(stdio_port)
@@ -143,6 +198,11 @@ def main():
               + (f"{stdio_rps / http_rps:.2f}" if 64 in CONNS else "not compared (64 connections not in CONNS)"))
     finally:
         stop(procs)
+        for procs_file in filter(None, cgroups):
+            try:
+                os.rmdir(os.path.dirname(procs_file))
+            except OSError:
+                pass
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -11,7 +11,9 @@ counted here; see docs/PERFORMANCE.md).
     cargo build --release && python3 benches/load/instructions.py [N]
     GATEWAY_LOG=info python3 benches/load/instructions.py   # with audit lines, as deployed
 
-valgrind (Debian package `valgrind`) and, for its arm, nginx must be installed.
+valgrind (Debian package `valgrind`) and, for its arms, nginx must be installed.
+System calls are not counted: nginx's access log costs a write(2) per request,
+the gateway's log writer one per batch of lines (see benches/load/run.sh).
 """
 import glob
 import http.client
@@ -91,10 +93,13 @@ def main():
                    gw_port, "mcp://gateway/up/up/tools/echo:v1", tmp)
         print(f"gateway: {gw:,.0f} user-space instructions per call ({N} calls)")
         if NGINX:
-            ng_port = free_port()
-            conf = nginx_conf(tmp, up_port, ng_port, master=False)
-            ng = count("nginx", [NGINX, "-c", conf, "-p", tmp], ng_port, "mcp://up/tools/echo:v1", tmp)
-            print(f"nginx:   {ng:,.0f} user-space instructions per call ({N} calls); gateway/nginx {gw / ng:.2f}")
+            # nginx without a log, and with its access log (`combined`, unbuffered, as shipped):
+            # compare the gateway at warn with the first, at info (audit lines) with the second.
+            for name, log in (("nginx", None), ("nginx, access log", os.path.join(tmp, "access.log"))):
+                ng_port = free_port()
+                conf = nginx_conf(tmp, up_port, ng_port, master=False, access_log=log)
+                ng = count("nginx", [NGINX, "-c", conf, "-p", tmp], ng_port, "mcp://up/tools/echo:v1", tmp)
+                print(f"{name}: {ng:,.0f} user-space instructions per call ({N} calls); gateway/nginx {gw / ng:.2f}")
         else:
             print("nginx: not installed; its arm is skipped")
     finally:
