@@ -4,19 +4,21 @@
 //!
 //! JSON lines are handed to a writer thread of its own ([`writer`]): no
 //! call waits for stderr, and a stderr that blocks costs dropped, counted
-//! lines, never a stalled gateway. The audit line of every tool call (target
-//! [`AUDIT`]) is written straight into the line, in the shape
-//! tracing-subscriber's JSON formatter gives every other line, which keep
-//! that formatter. Text lines (for a terminal) are written where they happen.
+//! lines, never a stalled gateway. The audit line of every tool call is
+//! written straight into a reused line ([`audit`]), in the shape
+//! tracing-subscriber's JSON formatter gives every other line; spans keep
+//! their fields as JSON text that a field recorded later is appended to
+//! ([`SpanFields`]). Text lines (for a terminal) are written where they happen.
 
 use std::fmt::{self, Write as _};
 use std::io;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::fmt::format::{Format, Json, Writer};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
 pub mod writer;
@@ -37,13 +39,13 @@ pub fn init(format: LogFormat) {
     let _ = match format {
         LogFormat::Json => {
             writer::start();
-            builder
+            let set = builder
                 .fmt_fields(SpanFields)
-                .event_format(Lines {
-                    json: tracing_subscriber::fmt::format().json().flatten_event(true),
-                })
+                .event_format(tracing_subscriber::fmt::format().json().flatten_event(true))
                 .with_writer(Out)
-                .try_init()
+                .try_init();
+            DIRECT.store(set.is_ok(), Ordering::Relaxed);
+            set
         }
         LogFormat::Text => builder.with_writer(io::stderr).try_init(),
     };
@@ -79,71 +81,87 @@ impl io::Write for Queued {
     }
 }
 
-/// The JSON line format: tracing-subscriber's, but audit events are written
-/// field by field into the line, with the spans' fields copied as recorded.
-struct Lines {
-    json: Format<Json>,
+/// Whether audit lines are written by [`audit`] (the JSON format is on).
+static DIRECT: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`audit`] writes the audit line; otherwise it is a `tracing`
+/// event like any other (the text format, a test's own subscriber).
+pub fn audit_direct() -> bool {
+    DIRECT.load(Ordering::Relaxed)
 }
 
-impl<S> FormatEvent<S, SpanFields> for Lines
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, SpanFields>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let meta = event.metadata();
-        if meta.target() != AUDIT {
-            return self.json.format_event(ctx, writer, event);
-        }
-        thread_local! {
-            static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
-        LINE.with(|line| {
-            let Ok(mut line) = line.try_borrow_mut() else {
-                return self.json.format_event(ctx, writer, event);
-            };
-            line.clear();
-            audit_line(&mut line, ctx, event)?;
-            writer.write_str(&line)
-        })
+/// The fields of a tool call's audit line (README, "Logs").
+pub struct AuditLine<'a> {
+    pub tenant: &'a str,
+    pub tool: &'a str,
+    pub upstream: &'a str,
+    pub outcome: &'a str,
+    pub duration_ms: f64,
+    pub args_hmac: &'a str,
+    pub protocol: &'a str,
+}
+
+/// Writes the audit line of a tool call to the log writer, as
+/// tracing-subscriber's JSON formatter (with `flatten_event`) writes the
+/// event `info!(target: AUDIT, tenant, tool, upstream, outcome, duration_ms,
+/// args_hmac, protocol, "tool call")` inside the current span: each piece
+/// straight into one reused line, without dispatching an event.
+pub fn audit(line: &AuditLine<'_>) {
+    thread_local! {
+        static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     }
+    LINE.with(|buf| {
+        let Ok(mut out) = buf.try_borrow_mut() else {
+            return;
+        };
+        out.clear();
+        audit_line(&mut out, line);
+        writer::line(out.as_bytes());
+    });
 }
 
-/// An audit event as tracing-subscriber's JSON formatter writes it (with
-/// `flatten_event`): timestamp, level, the event's fields in order, target,
-/// the current span and the list of spans from the root.
-fn audit_line<S>(
-    out: &mut String,
-    ctx: &FmtContext<'_, S, SpanFields>,
-    event: &Event<'_>,
-) -> fmt::Result
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let meta = event.metadata();
+fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     // As tracing-subscriber's SystemTime writes it: RFC 3339, UTC, microseconds.
-    write!(
+    let _ = write!(
         out,
-        "{{\"timestamp\":\"{}\",\"level\":\"{}\"",
-        humantime::format_rfc3339_micros(std::time::SystemTime::now()),
-        meta.level().as_str()
-    )?;
-    let mut fields = FieldsJson {
-        out: &mut *out,
-        first: false,
-    };
-    event.record(&mut fields);
-    out.push_str(",\"target\":");
-    string(out, meta.target());
-    let current = event
-        .parent()
-        .and_then(|id| ctx.span(id))
-        .or_else(|| ctx.lookup_current());
-    if let Some(current) = current {
+        "{{\"timestamp\":\"{}\",\"level\":\"INFO\",\"message\":\"tool call\",\"tenant\":",
+        humantime::format_rfc3339_micros(std::time::SystemTime::now())
+    );
+    // Only the tool id comes from the client; the rest are names the
+    // configuration allows (letters, digits, '-', '_'), closed sets and hex,
+    // which JSON writes as they are.
+    plain(out, line.tenant);
+    out.push_str(",\"tool\":");
+    string(out, line.tool);
+    out.push_str(",\"upstream\":");
+    plain(out, line.upstream);
+    out.push_str(",\"outcome\":");
+    plain(out, line.outcome);
+    out.push_str(",\"duration_ms\":");
+    number(out, line.duration_ms);
+    out.push_str(",\"args_hmac\":");
+    plain(out, line.args_hmac);
+    out.push_str(",\"protocol\":");
+    plain(out, line.protocol);
+    out.push_str(",\"target\":\"mcp_gateway::audit\"");
+    spans(out);
+    out.push_str("}\n");
+}
+
+/// `"span"` and `"spans"` as the JSON formatter writes them: the current
+/// span, then every span from the root; nothing outside any span.
+fn spans(out: &mut String) {
+    tracing::dispatcher::get_default(|dispatch| {
+        let Some(registry) = dispatch.downcast_ref::<tracing_subscriber::Registry>() else {
+            return;
+        };
+        let Some(current) = dispatch
+            .current_span()
+            .id()
+            .and_then(|id| registry.span(id))
+        else {
+            return;
+        };
         out.push_str(",\"span\":");
         span_object(out, &current);
         out.push_str(",\"spans\":[");
@@ -154,9 +172,18 @@ where
             span_object(out, &span);
         }
         out.push(']');
-    }
-    out.push_str("}\n");
-    Ok(())
+    });
+}
+
+/// A number as serde_json writes it (`null` for NaN and the infinities).
+fn number(out: &mut String, value: impl serde::Serialize) {
+    let mut buf = [0u8; 48];
+    let mut rest = &mut buf[..];
+    let written = match serde_json::to_writer(&mut rest, &value) {
+        Ok(()) => 48 - rest.len(),
+        Err(_) => 0,
+    };
+    out.push_str(std::str::from_utf8(&buf[..written]).unwrap_or("null"));
 }
 
 /// A span as the JSON formatter shows it: its fields, then its `name`.
@@ -188,11 +215,22 @@ fn string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// A JSON string of text known to need no escaping (checked in debug builds).
+fn plain(out: &mut String, s: &str) {
+    debug_assert!(
+        !s.bytes().any(|b| ESCAPES[usize::from(b)]),
+        "{s:?} needs escaping"
+    );
+    out.push('"');
+    out.push_str(s);
+    out.push('"');
+}
+
 /// Escapes what is written through it as the inside of a JSON string.
 struct Escaped<'a>(&'a mut String);
 
 /// The bytes a JSON string escapes: `"`, `\\` and the control characters.
-const ESCAPES: [bool; 256] = {
+static ESCAPES: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 0x20 {
@@ -248,14 +286,7 @@ impl FieldsJson<'_> {
 
     fn number(&mut self, field: &Field, value: impl serde::Serialize) {
         self.name(field);
-        let mut buf = [0u8; 48];
-        let mut rest = &mut buf[..];
-        let written = match serde_json::to_writer(&mut rest, &value) {
-            Ok(()) => 48 - rest.len(),
-            Err(_) => 0,
-        };
-        self.out
-            .push_str(std::str::from_utf8(&buf[..written]).unwrap_or("null"));
+        number(self.out, value);
     }
 }
 
@@ -301,7 +332,8 @@ impl<'w> FormatFields<'w> for SpanFields {
         mut writer: Writer<'w>,
         fields: R,
     ) -> fmt::Result {
-        let mut out = String::from("{");
+        let mut out = String::with_capacity(96);
+        out.push('{');
         fields.record(&mut FieldsJson {
             out: &mut out,
             first: true,
@@ -380,89 +412,119 @@ mod tests {
         }
     }
 
-    /// What `events` log, through a subscriber, as lines without their timestamps.
-    fn lines(
-        subscriber: impl Subscriber + Send + Sync + 'static,
-        out: &Capture,
-        events: fn(),
-    ) -> Vec<String> {
-        tracing::subscriber::with_default(subscriber, events);
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| {
-                let (head, rest) = l.split_once("\",\"level\"").unwrap();
-                let stamp = head.strip_prefix("{\"timestamp\":\"").unwrap();
-                // 2026-12-01T17:04:50.621894Z
-                assert_eq!(stamp.len(), 27, "{stamp}");
-                assert!(
-                    stamp.ends_with('Z') && stamp.as_bytes()[19] == b'.',
-                    "{stamp}"
-                );
-                rest.to_owned()
-            })
-            .collect()
+    /// Strips a line's timestamp, checking its shape.
+    fn untimed(l: &str) -> String {
+        let (head, rest) = l.split_once("\",\"level\"").unwrap();
+        let stamp = head.strip_prefix("{\"timestamp\":\"").unwrap();
+        // 2026-12-01T17:04:50.621894Z
+        assert_eq!(stamp.len(), 27, "{stamp}");
+        assert!(
+            stamp.ends_with('Z') && stamp.as_bytes()[19] == b'.',
+            "{stamp}"
+        );
+        rest.to_owned()
     }
 
-    fn events() {
+    fn lines(out: &Capture) -> Vec<String> {
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        text.lines().map(untimed).collect()
+    }
+
+    /// Spans, audit lines (through `audit`) and another line.
+    fn events(audit: &dyn Fn(&AuditLine<'_>)) {
+        let line = |tool, took, outcome| AuditLine {
+            tenant: "acme",
+            tool,
+            upstream: "files",
+            outcome,
+            duration_ms: took,
+            args_hmac: "00ff",
+            protocol: "v1",
+        };
+        audit(&line("outside", 1.0, "ok"));
         let span = tracing::info_span!(
             "request",
             request_id = "r\"1\u{1}\u{7f}é",
             tenant = tracing::field::Empty
         );
         let _in = span.enter();
-        tracing::info!(target: AUDIT, tenant = "before", "tool call");
+        audit(&line("before the tenant", 2.5, "ok"));
         span.record("tenant", "acme\\\n\t");
         for took in [0.1 + 0.2, 1e-7, 12345.678, f64::NAN] {
-            tracing::info!(
-                target: AUDIT,
-                tenant = "acme",
-                tool = "mcp://gateway/s/s/tools/é\"x\u{8}\u{c}\r😀",
-                duration_ms = took,
-                n = -3i64,
-                ok = true,
-                "tool call"
-            );
+            audit(&line(
+                "mcp://gateway/s/s/tools/é\"x\u{8}\u{c}\r😀",
+                took,
+                "denied",
+            ));
         }
-        tracing::warn!(other = "kept as tracing-subscriber writes it", "elsewhere");
-        let inner = tracing::info_span!("inner", depth = 2u64);
+        tracing::warn!(
+            other = "kept as tracing-subscriber writes it",
+            n = 3u64,
+            "elsewhere"
+        );
+        let inner = tracing::info_span!("inner", depth = 2u64, ok = true);
         let _deeper = inner.enter();
-        tracing::info!(target: AUDIT, outcome = "ok", "tool call");
+        audit(&line("nested", 0.0, "ok"));
         span.record("tenant", "again");
-        tracing::info!(target: AUDIT, outcome = "ok", "tool call");
-        drop(_deeper);
-        drop(_in);
-        tracing::info!(target: AUDIT, outcome = "no span", "tool call");
+        audit(&line("recorded twice", 0.0, "ok"));
+        tracing::info!(x = -1i64, "inner line");
     }
 
     #[test]
-    fn audit_lines_are_what_the_general_json_formatter_writes() {
-        let fast = Capture::default();
-        let general = Capture::default();
-        let ours = lines(
-            tracing_subscriber::fmt()
-                .fmt_fields(SpanFields)
-                .event_format(Lines {
-                    json: tracing_subscriber::fmt::format().json().flatten_event(true),
-                })
-                .with_writer(fast.clone())
-                .finish(),
-            &fast,
-            events,
+    fn audit_lines_and_spans_are_what_the_general_json_formatter_writes() {
+        let ours = Capture::default();
+        let direct = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::fmt()
+            .fmt_fields(SpanFields)
+            .event_format(tracing_subscriber::fmt::format().json().flatten_event(true))
+            .with_writer(ours.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            events(&|line| {
+                let mut out = String::new();
+                audit_line(&mut out, line);
+                assert!(out.ends_with("}\n"));
+                direct.lock().unwrap().push(untimed(out.trim_end()));
+            })
+        });
+        let theirs = Capture::default();
+        let general = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(theirs.clone())
+            .finish();
+        tracing::subscriber::with_default(general, || {
+            events(&|l| {
+                tracing::info!(
+                    target: AUDIT,
+                    tenant = l.tenant,
+                    tool = l.tool,
+                    upstream = l.upstream,
+                    outcome = l.outcome,
+                    duration_ms = l.duration_ms,
+                    args_hmac = l.args_hmac,
+                    protocol = l.protocol,
+                    "tool call"
+                )
+            })
+        });
+        let theirs = lines(&theirs);
+        let (their_audit, their_other): (Vec<_>, Vec<_>) = theirs
+            .into_iter()
+            .partition(|l| l.contains("\"target\":\"mcp_gateway::audit\""));
+        let direct = direct.lock().unwrap().clone();
+        assert_eq!(direct.len(), 8);
+        assert_eq!(direct, their_audit);
+        assert_eq!(
+            lines(&ours),
+            their_other,
+            "other lines, with the spans' fields"
         );
-        let theirs = lines(
-            tracing_subscriber::fmt()
-                .json()
-                .flatten_event(true)
-                .with_writer(general.clone())
-                .finish(),
-            &general,
-            events,
+        assert!(
+            direct[2].contains("\"span\":{\"request_id\":\"r\\\"1\\u0001\u{7f}é\",\"tenant\":\"acme\\\\\\n\\t\",\"name\":\"request\"}"),
+            "{}",
+            direct[2]
         );
-        assert_eq!(ours.len(), 9);
-        assert_eq!(ours.len(), theirs.len());
-        for (a, b) in ours.iter().zip(&theirs) {
-            assert_eq!(a, b);
-        }
-        assert!(ours[2].contains("\"span\":{\"request_id\":\"r\\\"1\\u0001\u{7f}é\",\"tenant\":\"acme\\\\\\n\\t\",\"name\":\"request\"}"), "{}", ours[2]);
+        assert!(!direct[0].contains("\"span\""), "no span outside one");
     }
 }

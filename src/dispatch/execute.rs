@@ -56,6 +56,18 @@ impl Audit {
         took: std::time::Duration,
     ) {
         let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
+        if crate::telemetry::audit_direct() {
+            crate::telemetry::audit(&crate::telemetry::AuditLine {
+                tenant: &tenant.name,
+                tool: self.tool.as_deref().unwrap_or(""),
+                upstream: self.upstream.as_deref().unwrap_or(""),
+                outcome,
+                duration_ms: took.as_secs_f64() * 1000.0,
+                args_hmac: self.args_hmac.as_deref().unwrap_or(""),
+                protocol: self.protocol,
+            });
+            return;
+        }
         tracing::info!(
             target: crate::telemetry::AUDIT,
             tenant = &*tenant.name,

@@ -216,13 +216,15 @@ pub(crate) async fn connection(
             Next::Other => break,
         };
         let id = RequestId::of(conn.header(&head).request_id);
+        // The credentials are read first, so that the span is made with its
+        // tenant rather than the field recorded into it afterwards.
+        let tenant = auth.authenticate(&edge.keys, conn.header(&head).authorization);
         // The request's future is made in place and polled inside its span
         // (what `Instrument` does): wrapping it would copy its 2.5 KiB twice
         // per request as it moved into the wrapper and into this future.
         let step = {
-            let span = id.span();
-            let mut step =
-                std::pin::pin!(serve_one(&edge, &service.1, &mut conn, &head, &mut auth));
+            let span = id.span(tenant.as_deref().map(|t| &*t.name));
+            let mut step = std::pin::pin!(serve_one(&edge, &service.1, &mut conn, &head, tenant));
             std::future::poll_fn(|cx| span.in_scope(|| step.as_mut().poll(cx))).await
         };
         let (reply, keep) = match step {
@@ -270,12 +272,11 @@ async fn serve_one(
     place: &ConnPlace,
     conn: &mut Conn,
     head: &h1::Head,
-    auth: &mut AuthCache,
+    tenant: Option<Arc<Tenant>>,
 ) -> Step {
     let end = head.len + head.body_len;
     let headers = conn.header(head);
-    let tenant = auth.authenticate(&s.keys, headers.authorization);
-    let tenant = match admit_head(tenant, headers.content_type) {
+    let tenant = match admit_head(tenant, headers.content_type, true) {
         Ok(tenant) => tenant,
         Err(reply) => {
             // The body is not read: skipped if it is all here, else the
@@ -360,7 +361,9 @@ async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let id = RequestId::of(headers.get(REQUEST_ID).map(HeaderValue::as_bytes));
-    let mut response = handle(&s, place, headers, body).instrument(id.span()).await;
+    let mut response = handle(&s, place, headers, body)
+        .instrument(id.span(None))
+        .await;
     s.count(response.status());
     if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
         response.headers_mut().insert(REQUEST_ID, value);
@@ -420,17 +423,19 @@ pub(super) fn authenticate(keys: &KeyStore, authorization: Option<&[u8]>) -> Opt
 }
 
 /// The checks of a head before its body is read, in order: the tenant its
-/// credentials name (401), then the content type (415).
+/// credentials name (401), then the content type (415). The tenant is
+/// recorded in the request's span unless the span was made with it.
 fn admit_head(
     tenant: Option<Arc<Tenant>>,
     content_type: Option<&[u8]>,
+    in_span: bool,
 ) -> Result<Arc<Tenant>, Reply> {
     let Some(tenant) = tenant else {
         tracing::debug!("unauthenticated request");
         return Err(unauthorized());
     };
     // Finding the current span costs even when it is disabled: only when it can be enabled.
-    if tracing::level_enabled!(tracing::Level::INFO) {
+    if !in_span && tracing::level_enabled!(tracing::Level::INFO) {
         tracing::Span::current().record("tenant", &*tenant.name);
     }
     if !is_json(content_type) {
@@ -452,7 +457,7 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
         .and_then(|token| Credential::new(s.keys.clone(), token))
         .unzip();
     let content_type = headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes);
-    let tenant = match admit_head(tenant, content_type) {
+    let tenant = match admit_head(tenant, content_type, false) {
         Ok(tenant) => tenant,
         Err(reply) => return reply.into_response(),
     };

@@ -39,12 +39,10 @@ impl RequestId {
         std::str::from_utf8(self.as_bytes()).unwrap_or("-")
     }
 
-    pub(super) fn span(&self) -> tracing::Span {
-        tracing::info_span!(
-            "request",
-            request_id = self.as_str(),
-            tenant = tracing::field::Empty
-        )
+    /// The request's span; its `tenant` is recorded once known, or given
+    /// here when the credentials were read before the span was made.
+    pub(super) fn span(&self, tenant: Option<&str>) -> tracing::Span {
+        tracing::info_span!("request", request_id = self.as_str(), tenant)
     }
 }
 
