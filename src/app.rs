@@ -48,29 +48,29 @@ pub struct Core {
     supervisors: TaskTracker,
     running: Mutex<HashMap<String, Handle>>,
     http_client: Mutex<Option<reqwest::Client>>,
+    /// The JWT issuers in force, each with the token that stops its key
+    /// refresher; kept across reloads that leave them unchanged, so that
+    /// their keys stay cached.
+    issuers: Mutex<Vec<(Arc<crate::auth::Issuer>, CancellationToken)>>,
 }
 
 impl Core {
     /// Starts every upstream's supervisor (children are spawned, handshakes begin).
     pub fn start(config: &Config) -> std::io::Result<Core> {
         let metrics = Metrics::new();
-        let keys = KeyStore::new(&config.tenants);
-        let dispatcher = Dispatcher::new(
-            &config.gateway.id,
-            Vec::new(),
-            keys.tenants(),
-            metrics.clone(),
-        );
+        let dispatcher = Dispatcher::new(&config.gateway.id, Vec::new(), &[], metrics.clone());
         dispatcher.set_name_budget(config.gateway.tool_name_budget);
         let core = Core {
             dispatcher,
-            keys: Arc::new(ArcSwap::from_pointee(keys)),
+            keys: Arc::new(ArcSwap::from_pointee(KeyStore::default())),
             metrics,
             settings: config.gateway.clone(),
             supervisors: TaskTracker::new(),
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
+            issuers: Mutex::new(Vec::new()),
         };
+        core.keys.store(Arc::new(core.key_store(config)?));
         let mut running = HashMap::new();
         for spec in &config.upstreams {
             running.insert(spec.name.clone(), core.launch(spec, &config.gateway)?);
@@ -80,6 +80,50 @@ impl Core {
             .replace(upstreams, core.keys.load().tenants());
         *lock(&core.running) = running;
         Ok(core)
+    }
+
+    /// The HTTP client upstreams and issuers' key fetches share.
+    fn http_client(&self) -> std::io::Result<reqwest::Client> {
+        let mut slot = lock(&self.http_client);
+        Ok(match &*slot {
+            Some(c) => c.clone(),
+            None => slot
+                .insert(upstream::http::client().map_err(std::io::Error::other)?)
+                .clone(),
+        })
+    }
+
+    /// The key set of a configuration: its tenants' API keys, and its JWT
+    /// issuers (those already running keep their cached keys; new ones
+    /// start fetching theirs, removed ones stop).
+    fn key_store(&self, config: &Config) -> std::io::Result<KeyStore> {
+        use crate::auth::{Issuer, Issuers, ProtectedResource};
+        let mut held = lock(&self.issuers);
+        let mut next = Vec::new();
+        for spec in &config.auth.issuers {
+            if let Some(at) = held.iter().position(|(i, _)| i.spec == *spec) {
+                next.push(held.remove(at));
+                continue;
+            }
+            let issuer = Issuer::new(spec.clone(), self.http_client()?);
+            let stop = CancellationToken::new();
+            self.supervisors
+                .spawn(crate::auth::keep_fresh(vec![issuer.clone()], stop.clone()));
+            next.push((issuer, stop));
+        }
+        for (_, stop) in held.drain(..) {
+            stop.cancel();
+        }
+        held.clone_from(&next);
+        let names: Vec<&str> = next.iter().map(|(i, _)| i.spec.issuer.as_str()).collect();
+        let resource = config
+            .auth
+            .resource
+            .as_deref()
+            .and_then(|r| ProtectedResource::new(r, &names))
+            .map(Arc::new);
+        let list = next.into_iter().map(|(i, _)| i).collect();
+        Ok(KeyStore::new(&config.tenants).with_issuers(Arc::new(Issuers { list }), resource))
     }
 
     /// The current tenants and keys (swapped on reload).
@@ -113,15 +157,7 @@ impl Core {
                 ));
             }
             TransportSpec::Http(http) => {
-                let client = {
-                    let mut slot = lock(&self.http_client);
-                    match &*slot {
-                        Some(c) => c.clone(),
-                        None => slot
-                            .insert(upstream::http::client().map_err(std::io::Error::other)?)
-                            .clone(),
-                    }
-                };
+                let client = self.http_client()?;
                 match spec.protocol {
                     crate::config::Protocol::V1 => {
                         let link = upstream::http::HttpLink::new(client, http, max_frame)
@@ -226,7 +262,9 @@ impl Core {
         }
         retired.extend(running.drain().map(|(_, h)| h));
         *running = next;
-        let keys = KeyStore::new(&config.tenants);
+        let keys = self
+            .key_store(config)
+            .map_err(|e| format!("cannot start the issuers' key refresh: {e}"))?;
         self.dispatcher.replace(
             running.values().map(|h| h.up.clone()).collect(),
             keys.tenants(),
@@ -248,6 +286,9 @@ impl Core {
     pub async fn stop(&self) {
         for h in lock(&self.running).values() {
             h.stop.cancel();
+        }
+        for (_, stop) in lock(&self.issuers).iter() {
+            stop.cancel();
         }
         self.supervisors.close();
         if tokio::time::timeout(UPSTREAM_STOP_DEADLINE, self.supervisors.wait())

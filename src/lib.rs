@@ -11,6 +11,7 @@
 //! - [`app`]: the composition root. [`demo`] is the demo/test upstream server.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod cpus;
 pub mod demo;

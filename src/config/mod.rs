@@ -220,11 +220,22 @@ fn set(
 #[derive(Debug, Clone)]
 pub struct Config {
     pub gateway: GatewaySettings,
+    /// Bearer tokens beside API keys (`gateway.auth`); applied on reload.
+    pub auth: AuthSettings,
     pub upstreams: Vec<UpstreamSpec>,
     pub tenants: Vec<TenantSpec>,
     /// The files it was read from (the config file, key files): a change to
     /// any of them is a reason to reload.
     pub sources: Vec<PathBuf>,
+}
+
+/// `gateway.auth`: this gateway as an OAuth protected resource, and the
+/// identity providers whose JWTs it accepts.
+#[derive(Debug, Clone, Default)]
+pub struct AuthSettings {
+    /// This gateway's resource identifier (RFC 8707, RFC 9728).
+    pub resource: Option<String>,
+    pub issuers: Vec<crate::auth::IssuerSpec>,
 }
 
 /// Where secrets referenced by the config (`env:`, `file:`) are read from; tests fake it.
@@ -288,6 +299,13 @@ impl Config {
         config.sources = std::iter::once(path.to_owned())
             .chain(secrets.read.into_inner().unwrap_or_default())
             .collect();
+        for issuer in &mut config.auth.issuers {
+            if let (crate::auth::KeySource::File(file), Some(base)) = (&mut issuer.keys, &base) {
+                if file.is_relative() {
+                    *file = base.join(&*file);
+                }
+            }
+        }
         if let (Some(pins), Some(base)) = (&mut config.gateway.pins_file, base) {
             if pins.is_relative() {
                 *pins = base.join(&*pins);

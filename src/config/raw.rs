@@ -31,6 +31,29 @@ pub struct RawGateway {
     pub allowed_origins: Vec<String>,
     #[serde(default)]
     pub limits: RawLimits,
+    pub auth: Option<RawAuth>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuth {
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub jwt: Vec<RawJwt>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJwt {
+    pub issuer: String,
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    pub jwks_url: Option<String>,
+    pub jwks_file: Option<String>,
+    pub tenant_claim: Option<String>,
+    pub tenant: Option<String>,
+    pub leeway_s: Option<u64>,
+    pub refresh_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -10,10 +10,12 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::raw::{RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
+use crate::auth::{IssuerSpec, KeySource, TenantFrom};
+
+use super::raw::{RawAuth, RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
 use super::{
-    Config, GatewaySettings, HttpSpec, Limits, Protocol, Secrets, StdioSpec, TenantSpec, ToolGlobs,
-    TransportSpec, UpstreamSpec,
+    AuthSettings, Config, GatewaySettings, HttpSpec, Limits, Protocol, Secrets, StdioSpec,
+    TenantSpec, ToolGlobs, TransportSpec, UpstreamSpec,
 };
 
 /// One thing wrong with the configuration, and where.
@@ -88,7 +90,27 @@ fn is_name(s: &str) -> bool {
 pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, Vec<Problem>> {
     let mut p = Problems::default();
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
-    let gateway = gateway(raw.gateway.unwrap_or_default(), secrets, &mut p);
+    let mut raw_gateway = raw.gateway.unwrap_or_default();
+    let raw_auth = raw_gateway.auth.take().unwrap_or_default();
+    let gateway = gateway(raw_gateway, secrets, &mut p);
+    let tenant_names: Vec<String> = raw.tenants.keys().cloned().collect();
+    let auth = auth(raw_auth, &tenant_names, &mut p);
+    let by_token: Vec<&str> = if auth
+        .issuers
+        .iter()
+        .any(|i| matches!(i.tenant, TenantFrom::Claim(_)))
+    {
+        tenant_names.iter().map(String::as_str).collect()
+    } else {
+        auth.issuers
+            .iter()
+            .filter_map(|i| match &i.tenant {
+                TenantFrom::Fixed(t) => Some(t.as_str()),
+                TenantFrom::Claim(_) => None,
+            })
+            .collect()
+    };
+    let by_token: Vec<String> = by_token.into_iter().map(str::to_owned).collect();
     // Tenants are checked against every declared name, valid or not, so that one
     // broken upstream is reported once, not again at every tenant that uses it.
     let declared: Vec<String> = raw.upstreams.keys().cloned().collect();
@@ -97,7 +119,7 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
         .into_iter()
         .filter_map(|(name, u)| upstream(name, u, &mut p))
         .collect();
-    let tenants = tenants(raw.tenants, &declared, secrets, &mut p);
+    let tenants = tenants(raw.tenants, &declared, &by_token, secrets, &mut p);
     if let Some(u) = upstreams.iter().find(|u| u.pin) {
         if !has_pins_file {
             p.add(
@@ -109,6 +131,7 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
     match (gateway, p.0.is_empty()) {
         (Some(gateway), true) => Ok(Config {
             gateway,
+            auth,
             upstreams,
             tenants,
             sources: Vec::new(),
@@ -224,6 +247,96 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         tool_name_budget,
     })
     .filter(|_| id_ok)
+}
+
+/// `gateway.auth`: the resource identifier, and each issuer's settings.
+fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSettings {
+    let resource = raw.resource.filter(|r| {
+        let ok = crate::auth::ProtectedResource::new(r, &[]).is_some();
+        if !ok {
+            p.add(
+                "gateway.auth.resource",
+                "must be this gateway's URL, http:// or https:// (e.g. https://gateway.example.com/mcp)",
+            );
+        }
+        ok
+    });
+    if !raw.jwt.is_empty()
+        && resource.is_none()
+        && p.0.iter().all(|x| x.path != "gateway.auth.resource")
+    {
+        p.add(
+            "gateway.auth.resource",
+            "JWT issuers need the gateway's resource identifier (the audience tokens are issued for)",
+        );
+    }
+    let mut issuers: Vec<IssuerSpec> = Vec::new();
+    for (i, j) in raw.jwt.into_iter().enumerate() {
+        let at = format!("gateway.auth.jwt[{i}]");
+        if j.issuer.is_empty() {
+            p.add(
+                format!("{at}.issuer"),
+                "must be the issuer's identifier, as its tokens' iss",
+            );
+        } else if issuers.iter().any(|x| x.issuer == j.issuer) {
+            p.add(format!("{at}.issuer"), "this issuer is configured twice");
+        }
+        let keys = match (j.jwks_url, j.jwks_file) {
+            (Some(url), None) => match reqwest::Url::parse(&url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
+                    Some(KeySource::Url(url))
+                }
+                _ => {
+                    p.add(
+                        format!("{at}.jwks_url"),
+                        "must be an http:// or https:// URL",
+                    );
+                    None
+                }
+            },
+            (None, Some(file)) => Some(KeySource::File(PathBuf::from(file))),
+            _ => {
+                p.add(&at, "give exactly one of jwks_url and jwks_file");
+                None
+            }
+        };
+        let tenant = match (j.tenant_claim, j.tenant) {
+            (Some(claim), None) if !claim.is_empty() => Some(TenantFrom::Claim(claim)),
+            (None, Some(t)) if tenants.contains(&t) => Some(TenantFrom::Fixed(t)),
+            (None, Some(t)) => {
+                p.add(format!("{at}.tenant"), format!("unknown tenant '{t}'"));
+                None
+            }
+            _ => {
+                p.add(&at, "give exactly one of tenant_claim and tenant");
+                None
+            }
+        };
+        let audiences = if j.audiences.is_empty() {
+            resource.iter().cloned().collect()
+        } else {
+            j.audiences
+        };
+        let leeway = Duration::from_secs(j.leeway_s.unwrap_or(30));
+        if leeway > Duration::from_secs(300) {
+            p.add(format!("{at}.leeway_s"), "at most 300 (a small clock skew)");
+        }
+        let refresh = Duration::from_secs(j.refresh_s.unwrap_or(300));
+        if refresh < crate::auth::MIN_REFETCH {
+            p.add(format!("{at}.refresh_s"), "at least 10");
+        }
+        if let (Some(keys), Some(tenant)) = (keys, tenant) {
+            issuers.push(IssuerSpec {
+                issuer: j.issuer,
+                audiences,
+                keys,
+                tenant,
+                leeway,
+                refresh,
+            });
+        }
+    }
+    AuthSettings { resource, issuers }
 }
 
 fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
@@ -454,6 +567,7 @@ fn http(
 fn tenants(
     raw: BTreeMap<String, RawTenant>,
     upstreams: &[String],
+    by_token: &[String],
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Vec<TenantSpec> {
@@ -473,8 +587,11 @@ fn tenants(
                 "tenant names use only letters, digits, '-' and '_' (at most 64)",
             );
         }
-        if t.api_keys.is_empty() {
-            p.add(format!("{at}.api_keys"), "at least one key is needed");
+        if t.api_keys.is_empty() && !by_token.contains(&name) {
+            p.add(
+                format!("{at}.api_keys"),
+                "at least one key is needed (or a gateway.auth.jwt issuer whose tokens name this tenant)",
+            );
         }
         let mut keys = Vec::new();
         for (i, key) in t.api_keys.iter().enumerate() {

@@ -24,7 +24,7 @@ use super::{Reply, error};
 use crate::dispatch::Dispatcher;
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::metrics::Metrics;
-use crate::tenant::{Credential, KeyStore, Places, Tenant, bearer_token};
+use crate::tenant::{Credential, Denied, KeyStore, Places, Tenant, bearer_token};
 
 /// What the agent edge needs; a cheap clone.
 #[derive(Clone)]
@@ -106,6 +106,8 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
             } else if !edge.origin_allowed(request.headers()) {
                 edge.count(StatusCode::FORBIDDEN);
                 forbidden_origin().into_response()
+            } else if let Some(document) = edge.resource_metadata(&request) {
+                document
             } else if request.uri().path() != "/mcp" {
                 not_found().into_response()
             } else if request.method() == axum::http::Method::POST {
@@ -117,7 +119,8 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 )
             {
                 let response =
-                    super::exchange::session_request(&edge, request.method(), request.headers());
+                    super::exchange::session_request(&edge, request.method(), request.headers())
+                        .await;
                 edge.count(response.status());
                 response
             } else {
@@ -128,6 +131,37 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
 }
 
 impl Edge {
+    /// `GET` of this gateway's protected resource metadata (RFC 9728), when
+    /// `gateway.auth.resource` is set; `None` for any other request.
+    fn resource_metadata<B>(&self, request: &hyper::Request<B>) -> Option<Response> {
+        let keys = self.keys.load();
+        let resource = keys.resource()?;
+        if !resource.paths.iter().any(|p| p == request.uri().path()) {
+            return None;
+        }
+        if request.method() != axum::http::Method::GET {
+            return Some(
+                error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    ErrorObject::invalid_request("the resource metadata is read with GET"),
+                )
+                .with_header(header::ALLOW, HeaderValue::from_static("GET"))
+                .into_response(),
+            );
+        }
+        let mut response = Response::new(Body::from(resource.document.clone()));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=300"),
+        );
+        self.count(StatusCode::OK);
+        Some(response)
+    }
+
     /// A request without `Origin` is served; one with an `Origin` only when it
     /// is one of `gateway.allowed_origins` (a browser page on another origin
     /// must not reach a gateway on localhost: DNS rebinding).
@@ -218,12 +252,14 @@ pub(crate) async fn connection(
         let id = RequestId::of(conn.header(&head).request_id);
         // The credentials are read first, so that the span is made with its
         // tenant rather than the field recorded into it afterwards.
-        let tenant = auth.authenticate(&edge.keys, conn.header(&head).authorization);
+        let tenant = auth
+            .authenticate(&edge.keys, conn.header(&head).authorization)
+            .await;
         // The request's future is made in place and polled inside its span
         // (what `Instrument` does): wrapping it would copy its 2.5 KiB twice
         // per request as it moved into the wrapper and into this future.
         let step = {
-            let span = id.span(tenant.as_deref().map(|t| &*t.name));
+            let span = id.span(tenant.as_deref().ok().map(|t| &*t.name));
             let mut step = std::pin::pin!(serve_one(&edge, &service.1, &mut conn, &head, tenant));
             std::future::poll_fn(|cx| span.in_scope(|| step.as_mut().poll(cx))).await
         };
@@ -272,11 +308,11 @@ async fn serve_one(
     place: &ConnPlace,
     conn: &mut Conn,
     head: &h1::Head,
-    tenant: Option<Arc<Tenant>>,
+    tenant: Result<Arc<Tenant>, Denied>,
 ) -> Step {
     let end = head.len + head.body_len;
     let headers = conn.header(head);
-    let tenant = match admit_head(tenant, headers.content_type, true) {
+    let tenant = match admit_head(&s.keys, tenant, headers.content_type, true) {
         Ok(tenant) => tenant,
         Err(reply) => {
             // The body is not read: skipped if it is all here, else the
@@ -329,30 +365,44 @@ async fn serve_one(
 /// The tenant that a connection's last `Authorization` value named, kept while
 /// the key set it was found in is the current one: the key's digest is
 /// computed once per connection, not once per request.
+/// A JWT's tenant is kept until the token expires.
 #[derive(Default)]
-struct AuthCache(Option<(Arc<KeyStore>, Vec<u8>, Arc<Tenant>)>);
+struct AuthCache(Option<Cached>);
+
+struct Cached {
+    store: Arc<KeyStore>,
+    value: Vec<u8>,
+    tenant: Arc<Tenant>,
+    /// A JWT's `exp` (seconds since the epoch); `None` for an API key.
+    expires: Option<u64>,
+}
 
 impl AuthCache {
-    fn authenticate(
+    async fn authenticate(
         &mut self,
         keys: &arc_swap::ArcSwap<KeyStore>,
         authorization: Option<&[u8]>,
-    ) -> Option<Arc<Tenant>> {
-        let sent = authorization?;
-        let current = keys.load();
-        if let Some((store, value, tenant)) = &self.0
-            && Arc::ptr_eq(store, &current)
-            && value.as_slice() == sent
+    ) -> Result<Arc<Tenant>, Denied> {
+        let sent = authorization.ok_or(Denied::Unknown)?;
+        if let Some(c) = &self.0
+            && Arc::ptr_eq(&c.store, &keys.load())
+            && c.value.as_slice() == sent
+            && c.expires.is_none_or(|e| crate::auth::now() < e)
         {
-            return Some(tenant.clone());
+            return Ok(c.tenant.clone());
         }
-        let tenant = authenticate(&current, Some(sent))?;
-        self.0 = Some((
-            arc_swap::Guard::into_inner(current),
-            sent.to_vec(),
-            tenant.clone(),
-        ));
-        Some(tenant)
+        let current = keys.load_full();
+        let token = header_str(sent)
+            .and_then(bearer_token)
+            .ok_or(Denied::Unknown)?;
+        let tenant = current.authenticate_token(token).await?;
+        self.0 = Some(Cached {
+            expires: current.expiry_of(token),
+            store: current,
+            value: sent.to_vec(),
+            tenant: tenant.clone(),
+        });
+        Ok(tenant)
     }
 }
 
@@ -371,13 +421,30 @@ async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -
     response
 }
 
-pub(super) fn unauthorized() -> Reply {
+/// A 401. With `gateway.auth.resource` set, its challenge names the
+/// resource's metadata (RFC 9728), and says `invalid_token` when a JWT was
+/// refused (RFC 6750).
+pub(super) fn unauthorized(keys: &KeyStore, denied: Denied) -> Reply {
+    let (challenge, hint) = match keys.resource() {
+        None => (
+            HeaderValue::from_static("Bearer"),
+            "send Authorization: Bearer <api key>",
+        ),
+        Some(r) => (
+            HeaderValue::from_str(&r.challenge(denied == Denied::InvalidToken))
+                .unwrap_or_else(|_| HeaderValue::from_static("Bearer")),
+            if denied == Denied::InvalidToken {
+                "the bearer token is not valid here: expired, not yet valid, or not for this gateway"
+            } else {
+                "send Authorization: Bearer <api key or access token>"
+            },
+        ),
+    };
     error(
         StatusCode::UNAUTHORIZED,
-        ErrorObject::new(codes::INVALID_REQUEST, "Unauthorized")
-            .with_data("send Authorization: Bearer <api key>"),
+        ErrorObject::new(codes::INVALID_REQUEST, "Unauthorized").with_data(hint),
     )
-    .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+    .with_header(header::WWW_AUTHENTICATE, challenge)
 }
 
 fn too_large(limit: usize) -> Reply {
@@ -417,22 +484,32 @@ fn is_json(content_type: Option<&[u8]>) -> bool {
     })
 }
 
-pub(super) fn authenticate(keys: &KeyStore, authorization: Option<&[u8]>) -> Option<Arc<Tenant>> {
-    keys.authenticate(bearer_token(header_str(authorization?)?)?)
-        .cloned()
+pub(super) async fn authenticate(
+    keys: &KeyStore,
+    authorization: Option<&[u8]>,
+) -> Result<Arc<Tenant>, Denied> {
+    let token = authorization
+        .and_then(header_str)
+        .and_then(bearer_token)
+        .ok_or(Denied::Unknown)?;
+    keys.authenticate_token(token).await
 }
 
 /// The checks of a head before its body is read, in order: the tenant its
 /// credentials name (401), then the content type (415). The tenant is
 /// recorded in the request's span unless the span was made with it.
 fn admit_head(
-    tenant: Option<Arc<Tenant>>,
+    keys: &arc_swap::ArcSwap<KeyStore>,
+    tenant: Result<Arc<Tenant>, Denied>,
     content_type: Option<&[u8]>,
     in_span: bool,
 ) -> Result<Arc<Tenant>, Reply> {
-    let Some(tenant) = tenant else {
-        tracing::debug!("unauthenticated request");
-        return Err(unauthorized());
+    let tenant = match tenant {
+        Ok(tenant) => tenant,
+        Err(denied) => {
+            tracing::debug!("unauthenticated request");
+            return Err(unauthorized(&keys.load(), denied));
+        }
     };
     // Finding the current span costs even when it is disabled: only when it can be enabled.
     if !in_span && tracing::level_enabled!(tracing::Level::INFO) {
@@ -450,14 +527,19 @@ fn admit_head(
 async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Body) -> Response {
     // The key is kept (as its digest): a session it opens is admitted by the
     // keys in force at each of its messages.
-    let (credential, tenant) = headers
+    let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| header_str(v.as_bytes()))
-        .and_then(bearer_token)
-        .and_then(|token| Credential::new(s.keys.clone(), token))
-        .unzip();
+        .and_then(bearer_token);
+    let (credential, tenant) = match token {
+        Some(token) => match Credential::new(s.keys.clone(), token).await {
+            Ok((credential, tenant)) => (Some(credential), Ok(tenant)),
+            Err(denied) => (None, Err(denied)),
+        },
+        None => (None, Err(Denied::Unknown)),
+    };
     let content_type = headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes);
-    let tenant = match admit_head(tenant, content_type, false) {
+    let tenant = match admit_head(&s.keys, tenant, content_type, false) {
         Ok(tenant) => tenant,
         Err(reply) => return reply.into_response(),
     };

@@ -383,7 +383,7 @@ fn session_not_found(id: Option<Json<'_>>) -> Reply {
 /// GET on `/mcp` (an event stream of the session's changes: listings, and
 /// resources it subscribed to) and DELETE (ends the session), when sessions
 /// are issued.
-pub(super) fn session_request(
+pub(super) async fn session_request(
     s: &AgentState,
     method: &axum::http::Method,
     headers: &axum::http::HeaderMap,
@@ -398,8 +398,10 @@ pub(super) fn session_request(
     let authorization = headers
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);
-    let Some(tenant) = super::agent::authenticate(&s.keys.load(), authorization) else {
-        return super::agent::unauthorized().into_response();
+    let keys = s.keys.load_full();
+    let tenant = match super::agent::authenticate(&keys, authorization).await {
+        Ok(tenant) => tenant,
+        Err(denied) => return super::agent::unauthorized(&keys, denied).into_response(),
     };
     let Some(id) = headers.get("mcp-session-id") else {
         return error(

@@ -10,6 +10,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::auth::Issuers;
 use crate::config::{KeyDigest, TenantSpec, ToolGlobs};
 
 /// A tenant as dispatch sees it.
@@ -138,10 +139,39 @@ impl std::fmt::Debug for Tenant {
 /// Every API key's digest, mapped to its tenant. Lookup hashes the presented
 /// token once (SHA-256) and compares digests in constant time, so neither the
 /// number of tenants nor the key's bytes shape the time an attempt takes.
-#[derive(Debug, Default)]
+///
+/// Beside keys, JWTs of the configured issuers ([`crate::auth`]): a token
+/// verified once is kept, by its digest, until it expires, in this key set
+/// only (a reload verifies it again against the issuers then in force).
+#[derive(Default)]
 pub struct KeyStore {
     by_digest: HashMap<KeyDigest, Arc<Tenant>>,
     tenants: Vec<Arc<Tenant>>,
+    issuers: Arc<Issuers>,
+    resource: Option<Arc<crate::auth::ProtectedResource>>,
+    verified: dashmap::DashMap<KeyDigest, (Arc<Tenant>, u64)>,
+}
+
+/// Tokens kept verified at most; past it the cache starts again.
+const MAX_VERIFIED: usize = 10_000;
+
+/// Why a request's credentials were refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    /// None sent, or not a key this gateway knows.
+    Unknown,
+    /// A JWT that does not verify, has expired, is not for this gateway, or
+    /// names no configured tenant (`error="invalid_token"`).
+    InvalidToken,
+}
+
+impl std::fmt::Debug for KeyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyStore")
+            .field("tenants", &self.tenants)
+            .field("issuers", &self.issuers.list.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl KeyStore {
@@ -171,14 +201,97 @@ impl KeyStore {
         store
     }
 
-    /// The tenant a bearer token belongs to.
-    pub fn authenticate(&self, token: &str) -> Option<&Arc<Tenant>> {
-        self.by_digest(&KeyDigest::of(token.as_bytes()))
+    /// The same, with JWTs of these issuers accepted too, and this
+    /// gateway's identity as a protected resource.
+    pub fn with_issuers(
+        mut self,
+        issuers: Arc<Issuers>,
+        resource: Option<Arc<crate::auth::ProtectedResource>>,
+    ) -> Self {
+        self.issuers = issuers;
+        self.resource = resource;
+        self
     }
 
-    /// The tenant of a key, by its digest.
-    pub fn by_digest(&self, digest: &KeyDigest) -> Option<&Arc<Tenant>> {
-        self.by_digest.get(digest)
+    /// This gateway as an OAuth protected resource, when `gateway.auth.resource` is set.
+    pub fn resource(&self) -> Option<&crate::auth::ProtectedResource> {
+        self.resource.as_deref()
+    }
+
+    /// When a JWT verified in this key set expires (seconds since the epoch).
+    pub fn expiry_of(&self, token: &str) -> Option<u64> {
+        self.verified
+            .get(&KeyDigest::of(token.as_bytes()))
+            .map(|kept| kept.1)
+    }
+
+    pub fn issuers(&self) -> &Issuers {
+        &self.issuers
+    }
+
+    /// The tenant a bearer token (an API key) belongs to.
+    pub fn authenticate(&self, token: &str) -> Option<&Arc<Tenant>> {
+        self.by_digest.get(&KeyDigest::of(token.as_bytes()))
+    }
+
+    /// The tenant a bearer token names: an API key, or a JWT of a
+    /// configured issuer (its keys fetched again when it names a key id
+    /// they do not hold).
+    pub async fn authenticate_token(&self, token: &str) -> Result<Arc<Tenant>, Denied> {
+        let digest = KeyDigest::of(token.as_bytes());
+        if let Some(tenant) = self.by_digest(&digest) {
+            return Ok(tenant);
+        }
+        if self.issuers.is_empty() || !crate::auth::looks_like_jwt(token) {
+            return Err(Denied::Unknown);
+        }
+        let verified = self.issuers.verify(token).await;
+        self.admit_verified(digest, verified)
+    }
+
+    /// [`Self::authenticate_token`] with the keys already fetched (a
+    /// session's token, looked at again after a reload).
+    pub fn authenticate_cached(&self, token: &str) -> Result<Arc<Tenant>, Denied> {
+        let digest = KeyDigest::of(token.as_bytes());
+        if let Some(tenant) = self.by_digest(&digest) {
+            return Ok(tenant);
+        }
+        if self.issuers.is_empty() || !crate::auth::looks_like_jwt(token) {
+            return Err(Denied::Unknown);
+        }
+        let verified = self.issuers.verify_cached(token);
+        self.admit_verified(digest, verified)
+    }
+
+    fn admit_verified(
+        &self,
+        digest: KeyDigest,
+        verified: Result<crate::auth::Verified, crate::auth::Refused>,
+    ) -> Result<Arc<Tenant>, Denied> {
+        let verified = verified.map_err(|why| {
+            tracing::debug!(why, "bearer token refused");
+            Denied::InvalidToken
+        })?;
+        let Some(tenant) = self.tenants.iter().find(|t| *t.name == *verified.tenant) else {
+            tracing::debug!(tenant = %verified.tenant, "bearer token refused: it names no tenant");
+            return Err(Denied::InvalidToken);
+        };
+        if self.verified.len() >= MAX_VERIFIED {
+            self.verified.clear();
+        }
+        self.verified
+            .insert(digest, (tenant.clone(), verified.expires));
+        Ok(tenant.clone())
+    }
+
+    /// The tenant of a key, or of a JWT verified already and not expired, by its digest.
+    pub fn by_digest(&self, digest: &KeyDigest) -> Option<Arc<Tenant>> {
+        if let Some(tenant) = self.by_digest.get(digest) {
+            return Some(tenant.clone());
+        }
+        let kept = self.verified.get(digest)?;
+        let (tenant, expires) = &*kept;
+        (crate::auth::now() < *expires).then(|| tenant.clone())
     }
 
     pub fn tenants(&self) -> &[Arc<Tenant>] {
@@ -195,6 +308,8 @@ pub struct Credential {
     digest: KeyDigest,
     /// The key set the tenant was last looked up in.
     seen: Arc<KeyStore>,
+    /// A JWT, kept to be verified again after a reload, and its expiry.
+    token: Option<(Box<str>, u64)>,
 }
 
 /// What a [`Credential`] names now.
@@ -209,21 +324,45 @@ pub enum Standing {
 
 impl Credential {
     /// The credential of a bearer token, and its tenant now.
-    pub fn new(keys: Arc<arc_swap::ArcSwap<KeyStore>>, token: &str) -> Option<(Self, Arc<Tenant>)> {
+    pub async fn new(
+        keys: Arc<arc_swap::ArcSwap<KeyStore>>,
+        token: &str,
+    ) -> Result<(Self, Arc<Tenant>), Denied> {
         let digest = KeyDigest::of(token.as_bytes());
         let seen = keys.load_full();
-        let tenant = seen.by_digest(&digest)?.clone();
-        Some((Credential { keys, digest, seen }, tenant))
+        let tenant = seen.authenticate_token(token).await?;
+        let token = seen
+            .verified
+            .get(&digest)
+            .map(|kept| (token.into(), kept.1));
+        Ok((
+            Credential {
+                keys,
+                digest,
+                seen,
+                token,
+            },
+            tenant,
+        ))
     }
 
     /// Looks the key up again when the key set has changed since the last
-    /// look; otherwise costs one pointer comparison.
+    /// look; otherwise costs one pointer comparison (and, for a JWT, a
+    /// look at the clock: an expired token ends the session).
     pub fn standing(&mut self) -> Standing {
+        if let Some((_, expires)) = &self.token
+            && crate::auth::now() >= *expires
+        {
+            return Standing::Revoked;
+        }
         let current = self.keys.load();
         if Arc::ptr_eq(&current, &self.seen) {
             return Standing::Unchanged;
         }
-        let tenant = current.by_digest(&self.digest).cloned();
+        let tenant = match &self.token {
+            Some((token, _)) => current.authenticate_cached(token).ok(),
+            None => current.by_digest(&self.digest),
+        };
         self.seen = arc_swap::Guard::into_inner(current);
         match tenant {
             Some(tenant) => Standing::Reloaded(tenant),

@@ -12,6 +12,7 @@ mod edge;
 mod fuzz_corpus;
 mod hardening;
 mod isolation;
+mod jwt;
 mod mcp_sessions;
 mod modelcontext;
 mod ops;

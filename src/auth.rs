@@ -1,0 +1,565 @@
+//! Bearer tokens from an identity provider: JWTs verified against each
+//! configured issuer's keys (its JWKS), beside API keys.
+//!
+//! A token is accepted when its issuer is configured (`iss` exactly), its
+//! signature verifies with a key of that issuer's JWKS under the algorithm
+//! the key is for (never the token's choice: `none`, and an HMAC "signed"
+//! with a public key, cannot verify), `aud` holds one of the audiences, and
+//! `exp`/`nbf` hold within a small leeway. The cryptography is
+//! `jsonwebtoken`'s (ring).
+//!
+//! Keys are fetched at start and cached; refetched on a schedule and when a
+//! token names a key id the cache does not hold, at most once per
+//! [`MIN_REFETCH`] per issuer, so unknown ids cannot make the gateway hammer
+//! the provider. A fetch that fails leaves the cached keys in force.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value};
+
+/// The least time between two fetches of one issuer's keys.
+pub const MIN_REFETCH: Duration = Duration::from_secs(10);
+
+/// How long a fetch of keys may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Largest JWKS document read.
+const MAX_JWKS_BYTES: usize = 1 << 20;
+
+/// Where an issuer's keys are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// `jwks_url`: `https://`, or plain `http://` (in-cluster providers).
+    Url(String),
+    /// `jwks_file` (re-read on every refetch, so a rotated file is followed).
+    File(PathBuf),
+}
+
+/// Which tenant a token of this issuer is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantFrom {
+    /// The value of this claim names the tenant.
+    Claim(String),
+    /// Every token of the issuer is this tenant.
+    Fixed(String),
+}
+
+/// One trusted issuer, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuerSpec {
+    /// Must equal `iss`.
+    pub issuer: String,
+    /// `aud` must hold one of these.
+    pub audiences: Vec<String>,
+    pub keys: KeySource,
+    pub tenant: TenantFrom,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// How often the keys are refetched.
+    pub refresh: Duration,
+}
+
+/// A key of an issuer, with the one algorithm it verifies.
+struct Key {
+    kid: Option<String>,
+    alg: Algorithm,
+    key: DecodingKey,
+}
+
+/// One issuer, its keys cached.
+pub struct Issuer {
+    pub spec: IssuerSpec,
+    keys: ArcSwap<Vec<Key>>,
+    /// When a token's unknown key id last made the keys be fetched; held
+    /// while any fetch runs, so that callers who all miss a key wait for
+    /// one fetch.
+    on_demand: tokio::sync::Mutex<Option<Instant>>,
+    client: reqwest::Client,
+}
+
+/// What a verified token says.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    pub tenant: String,
+    /// `sub`, when the token has one.
+    pub subject: Option<String>,
+    /// `scope` (space-separated) or `scp` (a list).
+    pub scopes: HashSet<String>,
+    /// `exp`, seconds since the epoch.
+    pub expires: u64,
+}
+
+/// Why a token was refused (for the log; the client hears `invalid_token`).
+pub type Refused = &'static str;
+
+impl Issuer {
+    pub fn new(spec: IssuerSpec, client: reqwest::Client) -> Arc<Issuer> {
+        Arc::new(Issuer {
+            spec,
+            keys: ArcSwap::from_pointee(Vec::new()),
+            on_demand: tokio::sync::Mutex::new(None),
+            client,
+        })
+    }
+
+    /// How many keys are cached.
+    pub fn key_count(&self) -> usize {
+        self.keys.load().len()
+    }
+
+    /// Fetches the keys now. `on_demand` (a token named a key id the cache
+    /// does not hold): unless such a fetch ran less than [`MIN_REFETCH`]
+    /// ago. A failure keeps the keys cached.
+    pub async fn refetch(&self, on_demand: bool) {
+        let mut last = self.on_demand.lock().await;
+        if on_demand {
+            if last.is_some_and(|at| at.elapsed() < MIN_REFETCH) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        match self.fetch().await {
+            Ok(keys) => {
+                tracing::info!(issuer = %self.spec.issuer, keys = keys.len(), "issuer keys fetched");
+                self.keys.store(Arc::new(keys));
+            }
+            Err(e) => tracing::warn!(
+                issuer = %self.spec.issuer,
+                error = %e,
+                kept = self.key_count(),
+                "issuer keys could not be fetched; the cached keys stay in force"
+            ),
+        }
+    }
+
+    async fn fetch(&self) -> Result<Vec<Key>, String> {
+        let text = match &self.spec.keys {
+            KeySource::File(path) => tokio::fs::read(path)
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+            KeySource::Url(url) => {
+                let response = self
+                    .client
+                    .get(url)
+                    .timeout(FETCH_TIMEOUT)
+                    .send()
+                    .await
+                    .map_err(|e| format!("GET {url}: {e}"))?;
+                if !response.status().is_success() {
+                    return Err(format!("GET {url}: HTTP {}", response.status()));
+                }
+                let mut body = Vec::new();
+                let mut response = response;
+                while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+                    body.extend_from_slice(&chunk);
+                    if body.len() > MAX_JWKS_BYTES {
+                        return Err(format!("GET {url}: larger than {MAX_JWKS_BYTES} bytes"));
+                    }
+                }
+                body
+            }
+        };
+        parse_jwks(&text)
+    }
+
+    /// The cached keys a token with this header may be verified with.
+    fn candidates(&self, kid: Option<&str>, alg: Algorithm) -> Vec<(Algorithm, DecodingKey)> {
+        self.keys
+            .load()
+            .iter()
+            .filter(|k| kid.is_none_or(|kid| k.kid.as_deref() == Some(kid)))
+            .filter(|k| k.alg == alg)
+            .map(|k| (k.alg, k.key.clone()))
+            .collect()
+    }
+
+    /// Whether any cached key has this id.
+    fn knows(&self, kid: Option<&str>) -> bool {
+        let keys = self.keys.load();
+        match kid {
+            Some(kid) => keys.iter().any(|k| k.kid.as_deref() == Some(kid)),
+            None => !keys.is_empty(),
+        }
+    }
+}
+
+/// The keys of a JWKS document that verify signatures: RSA, P-256/P-384
+/// and Ed25519 public keys, each with its algorithm (the key's `alg` when
+/// given and consistent with its type). Symmetric keys, keys for
+/// encryption and keys this gateway cannot use are left out.
+fn parse_jwks(text: &[u8]) -> Result<Vec<Key>, String> {
+    let doc: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Some(list) = doc.get("keys").and_then(Value::as_array) else {
+        return Err("not a JWKS: no \"keys\" array".into());
+    };
+    let mut keys = Vec::new();
+    for item in list {
+        let Ok(jwk) = serde_json::from_value::<Jwk>(item.clone()) else {
+            continue;
+        };
+        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+            continue;
+        }
+        let Some(alg) = key_algorithm(&jwk) else {
+            continue;
+        };
+        let Ok(key) = DecodingKey::from_jwk(&jwk) else {
+            continue;
+        };
+        keys.push(Key {
+            kid: jwk.common.key_id.clone(),
+            alg,
+            key,
+        });
+    }
+    Ok(keys)
+}
+
+/// The algorithm a public key verifies.
+fn key_algorithm(jwk: &Jwk) -> Option<Algorithm> {
+    let by_type = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => [
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+        ]
+        .as_slice(),
+        AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
+            EllipticCurve::P256 => [Algorithm::ES256].as_slice(),
+            EllipticCurve::P384 => [Algorithm::ES384].as_slice(),
+            _ => return None,
+        },
+        AlgorithmParameters::OctetKeyPair(okp) => match okp.curve {
+            EllipticCurve::Ed25519 => [Algorithm::EdDSA].as_slice(),
+            _ => return None,
+        },
+        // A shared secret is never a key this gateway trusts.
+        AlgorithmParameters::OctetKey(_) => return None,
+    };
+    let declared = match jwk.common.key_algorithm {
+        None => return Some(by_type[0]),
+        Some(KeyAlgorithm::RS256) => Algorithm::RS256,
+        Some(KeyAlgorithm::RS384) => Algorithm::RS384,
+        Some(KeyAlgorithm::RS512) => Algorithm::RS512,
+        Some(KeyAlgorithm::PS256) => Algorithm::PS256,
+        Some(KeyAlgorithm::PS384) => Algorithm::PS384,
+        Some(KeyAlgorithm::PS512) => Algorithm::PS512,
+        Some(KeyAlgorithm::ES256) => Algorithm::ES256,
+        Some(KeyAlgorithm::ES384) => Algorithm::ES384,
+        Some(KeyAlgorithm::EdDSA) => Algorithm::EdDSA,
+        Some(_) => return None,
+    };
+    by_type.contains(&declared).then_some(declared)
+}
+
+/// Whether a bearer token has a JWT's shape (three base64url parts): only
+/// then is it verified as one; anything else is an API key.
+pub fn looks_like_jwt(token: &str) -> bool {
+    let mut parts = 0;
+    for part in token.split('.') {
+        parts += 1;
+        if part.is_empty() && parts < 3
+            || !part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return false;
+        }
+    }
+    parts == 3
+}
+
+/// The configured issuers, for one configuration.
+#[derive(Default)]
+pub struct Issuers {
+    pub list: Vec<Arc<Issuer>>,
+}
+
+impl Issuers {
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Verifies a JWT; fetches its issuer's keys again first when the token
+    /// names a key id the cache does not hold.
+    pub async fn verify(&self, token: &str) -> Result<Verified, Refused> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| "not a JWT this gateway can verify")?;
+        let issuer = self.issuer_of(token)?;
+        let kid = header.kid.as_deref();
+        if !issuer.knows(kid) {
+            issuer.refetch(true).await;
+        }
+        verify_with(issuer, token, kid, header.alg)
+    }
+
+    /// [`Self::verify`] with the keys cached, fetching none.
+    pub fn verify_cached(&self, token: &str) -> Result<Verified, Refused> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| "not a JWT this gateway can verify")?;
+        verify_with(
+            self.issuer_of(token)?,
+            token,
+            header.kid.as_deref(),
+            header.alg,
+        )
+    }
+
+    /// The configured issuer that the token's unverified `iss` names.
+    fn issuer_of(&self, token: &str) -> Result<&Arc<Issuer>, Refused> {
+        let mut peek = Validation::new(Algorithm::RS256);
+        peek.insecure_disable_signature_validation();
+        peek.validate_exp = false;
+        peek.validate_aud = false;
+        peek.required_spec_claims.clear();
+        #[derive(serde::Deserialize)]
+        struct Iss {
+            iss: Option<String>,
+        }
+        let claims = jsonwebtoken::decode::<Iss>(token, &DecodingKey::from_secret(&[]), &peek)
+            .map_err(|_| "claims are not JSON")?
+            .claims;
+        let iss = claims.iss.ok_or("no iss")?;
+        self.list
+            .iter()
+            .find(|i| i.spec.issuer == iss)
+            .ok_or("issuer not configured")
+    }
+}
+
+fn verify_with(
+    issuer: &Issuer,
+    token: &str,
+    kid: Option<&str>,
+    alg: Algorithm,
+) -> Result<Verified, Refused> {
+    let keys = issuer.candidates(kid, alg);
+    if keys.is_empty() {
+        return Err(if issuer.knows(kid) {
+            "the token's algorithm is not its key's"
+        } else {
+            "unknown key id"
+        });
+    }
+    let spec = &issuer.spec;
+    let mut last = "signature does not verify";
+    for (alg, key) in keys {
+        let mut v = Validation::new(alg);
+        v.set_issuer(&[&spec.issuer]);
+        v.set_audience(&spec.audiences);
+        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        v.validate_nbf = true;
+        v.leeway = spec.leeway.as_secs();
+        match jsonwebtoken::decode::<Map<String, Value>>(token, &key, &v) {
+            Ok(data) => return claims(spec, data.claims),
+            Err(e) => {
+                use jsonwebtoken::errors::ErrorKind as K;
+                last = match e.kind() {
+                    K::ExpiredSignature => "expired",
+                    K::ImmatureSignature => "not valid yet (nbf)",
+                    K::InvalidAudience => "audience is not this gateway's",
+                    K::InvalidIssuer => "wrong issuer",
+                    K::MissingRequiredClaim(_) => "a required claim (exp, iss, aud) is missing",
+                    K::InvalidSignature => "signature does not verify",
+                    _ => "not a valid token",
+                };
+                if !matches!(e.kind(), K::InvalidSignature) {
+                    break;
+                }
+            }
+        }
+    }
+    Err(last)
+}
+
+/// The tenant, subject, scopes and expiry of verified claims.
+fn claims(spec: &IssuerSpec, claims: Map<String, Value>) -> Result<Verified, Refused> {
+    let tenant = match &spec.tenant {
+        TenantFrom::Fixed(t) => t.clone(),
+        TenantFrom::Claim(name) => claims
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or("the tenant claim is missing")?
+            .to_owned(),
+    };
+    let mut scopes = HashSet::new();
+    if let Some(s) = claims.get("scope").and_then(Value::as_str) {
+        scopes.extend(s.split_whitespace().map(str::to_owned));
+    }
+    if let Some(list) = claims.get("scp") {
+        match list {
+            Value::Array(items) => {
+                scopes.extend(items.iter().filter_map(Value::as_str).map(str::to_owned))
+            }
+            Value::String(s) => scopes.extend(s.split_whitespace().map(str::to_owned)),
+            _ => {}
+        }
+    }
+    Ok(Verified {
+        tenant,
+        subject: claims.get("sub").and_then(Value::as_str).map(str::to_owned),
+        scopes,
+        expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
+    })
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    jsonwebtoken::get_current_timestamp()
+}
+
+/// Keeps every issuer's keys fresh: fetched now, then again on its schedule
+/// (every 10 s while an issuer has no keys yet), until `stop`.
+pub async fn keep_fresh(issuers: Vec<Arc<Issuer>>, stop: tokio_util::sync::CancellationToken) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for issuer in issuers {
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            loop {
+                issuer.refetch(false).await;
+                let wait = if issuer.key_count() == 0 {
+                    MIN_REFETCH
+                } else {
+                    issuer.spec.refresh
+                };
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_three_base64url_parts_are_a_jwt() {
+        assert!(looks_like_jwt("eyJh.eyJi.c2ln"));
+        assert!(
+            looks_like_jwt("eyJh.eyJi."),
+            "an unsigned token is still refused, as a JWT"
+        );
+        assert!(!looks_like_jwt("demo-key"));
+        assert!(!looks_like_jwt("a.b"));
+        assert!(!looks_like_jwt("a.b.c.d"));
+        assert!(!looks_like_jwt("a b.c.d"));
+        assert!(!looks_like_jwt(".b.c"));
+    }
+
+    #[test]
+    fn keys_verify_only_the_algorithm_they_are_for() {
+        let jwks = br#"{"keys":[
+            {"kty":"oct","k":"c2VjcmV0","kid":"hmac"},
+            {"kty":"EC","crv":"P-256","kid":"ec","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+            {"kty":"EC","crv":"P-256","kid":"ec-as-rsa","alg":"RS256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+            {"kty":"OKP","crv":"Ed25519","kid":"ed","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"},
+            {"kty":"EC","crv":"P-256","kid":"enc","use":"enc","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+            {"kty":"weird"}
+        ]}"#;
+        let keys = parse_jwks(jwks).unwrap();
+        let got: Vec<(Option<&str>, Algorithm)> =
+            keys.iter().map(|k| (k.kid.as_deref(), k.alg)).collect();
+        assert_eq!(
+            got,
+            [
+                (Some("ec"), Algorithm::ES256),
+                (Some("ed"), Algorithm::EdDSA)
+            ]
+        );
+        assert!(parse_jwks(b"{}").is_err());
+        assert!(parse_jwks(b"not json").is_err());
+    }
+}
+
+/// This gateway as an OAuth protected resource (RFC 9728): its identifier,
+/// where its metadata is, and the metadata document.
+#[derive(Debug)]
+pub struct ProtectedResource {
+    pub resource: String,
+    /// `https://host/.well-known/oauth-protected-resource/path`, as RFC 9728
+    /// (3.1) forms it from the resource identifier.
+    pub metadata_url: String,
+    /// The paths on this listener that serve the document: the one above,
+    /// and the bare well-known path clients also try.
+    pub paths: [String; 2],
+    pub document: String,
+}
+
+/// Where RFC 9728 puts a protected resource's metadata.
+const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+impl ProtectedResource {
+    /// `None` when `resource` is not an absolute http(s) URL.
+    pub fn new(resource: &str, issuers: &[&str]) -> Option<ProtectedResource> {
+        let url = reqwest::Url::parse(resource).ok()?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return None;
+        }
+        let authority = &resource[url.scheme().len() + 3..];
+        let authority = authority.split(['/', '?', '#']).next().unwrap_or(authority);
+        let path = url.path().trim_end_matches('/');
+        let document = serde_json::json!({
+            "resource": resource,
+            "authorization_servers": issuers,
+            "bearer_methods_supported": ["header"],
+        });
+        Some(ProtectedResource {
+            resource: resource.to_owned(),
+            metadata_url: format!("{}://{authority}{WELL_KNOWN}{path}", url.scheme()),
+            paths: [format!("{WELL_KNOWN}{path}"), WELL_KNOWN.to_owned()],
+            document: document.to_string(),
+        })
+    }
+
+    /// The `WWW-Authenticate` value of a 401 (RFC 6750, RFC 9728 5.1).
+    pub fn challenge(&self, invalid_token: bool) -> String {
+        let mut v = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
+        if invalid_token {
+            v.push_str(", error=\"invalid_token\"");
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod resource_tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_url_inserts_the_well_known_path() {
+        let r =
+            ProtectedResource::new("https://gateway.example.com/mcp", &["https://idp/realms/a"])
+                .unwrap();
+        assert_eq!(
+            r.metadata_url,
+            "https://gateway.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(r.paths[0], "/.well-known/oauth-protected-resource/mcp");
+        let doc: Value = serde_json::from_str(&r.document).unwrap();
+        assert_eq!(doc["resource"], "https://gateway.example.com/mcp");
+        assert_eq!(doc["authorization_servers"][0], "https://idp/realms/a");
+        let root = ProtectedResource::new("http://127.0.0.1:8080", &[]).unwrap();
+        assert_eq!(
+            root.metadata_url,
+            "http://127.0.0.1:8080/.well-known/oauth-protected-resource"
+        );
+        assert!(ProtectedResource::new("gateway", &[]).is_none());
+        assert!(
+            r.challenge(true)
+                .ends_with("/mcp\", error=\"invalid_token\"")
+        );
+    }
+}
