@@ -271,6 +271,7 @@ fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSettings {
         );
     }
     let mut issuers: Vec<IssuerSpec> = Vec::new();
+    let mut named: Vec<String> = Vec::new();
     for (i, j) in raw.jwt.into_iter().enumerate() {
         let at = format!("gateway.auth.jwt[{i}]");
         if j.issuer.is_empty() {
@@ -278,9 +279,10 @@ fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSettings {
                 format!("{at}.issuer"),
                 "must be the issuer's identifier, as its tokens' iss",
             );
-        } else if issuers.iter().any(|x| x.issuer == j.issuer) {
+        } else if named.contains(&j.issuer) {
             p.add(format!("{at}.issuer"), "this issuer is configured twice");
         }
+        named.push(j.issuer.clone());
         let keys = match (j.jwks_url, j.jwks_file) {
             (Some(url), None) => match reqwest::Url::parse(&url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
@@ -820,6 +822,65 @@ tenants:
         }
         assert!(!text.contains("x-api-key"), "{text}");
         assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn identity_providers_are_checked() {
+        let good = r#"
+gateway:
+  auth:
+    resource: "https://gateway.example.com/mcp"
+    jwt:
+      - issuer: "https://idp.example.com/realms/agents"
+        jwks_url: "http://keycloak.idp.svc:8080/realms/agents/protocol/openid-connect/certs"
+        tenant_claim: tenant
+      - issuer: "https://other.example.com"
+        audiences: [api://gateway]
+        jwks_file: jwks.json
+        tenant: acme
+tenants:
+  acme: {upstreams: []}
+"#;
+        let config = Config::from_yaml(good, &Fake).unwrap();
+        let issuers = &config.auth.issuers;
+        assert_eq!(issuers.len(), 2);
+        assert_eq!(issuers[0].audiences, ["https://gateway.example.com/mcp"], "the resource by default");
+        assert_eq!(issuers[1].tenant, TenantFrom::Fixed("acme".into()));
+        assert_eq!(issuers[0].leeway, Duration::from_secs(30));
+        let bad = r#"
+gateway:
+  auth:
+    jwt:
+      - issuer: "https://idp.example.com"
+        jwks_url: "ftp://idp.example.com/keys"
+        tenant: ghost
+      - issuer: "https://idp.example.com"
+        jwks_url: "https://a/keys"
+        jwks_file: keys.json
+        tenant_claim: tenant
+        tenant: acme
+        leeway_s: 3600
+        refresh_s: 1
+tenants:
+  acme: {upstreams: []}
+  lone: {upstreams: []}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(bad, &Fake) else {
+            panic!("should fail")
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        for expected in [
+            "gateway.auth.resource",
+            "gateway.auth.jwt[0].jwks_url",
+            "gateway.auth.jwt[0].tenant",
+            "gateway.auth.jwt[1].issuer",
+            "gateway.auth.jwt[1]",
+            "gateway.auth.jwt[1].leeway_s",
+            "gateway.auth.jwt[1].refresh_s",
+            "tenants.lone.api_keys",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {paths:?}");
+        }
     }
 
     #[test]
