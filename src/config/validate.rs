@@ -844,7 +844,11 @@ tenants:
         let config = Config::from_yaml(good, &Fake).unwrap();
         let issuers = &config.auth.issuers;
         assert_eq!(issuers.len(), 2);
-        assert_eq!(issuers[0].audiences, ["https://gateway.example.com/mcp"], "the resource by default");
+        assert_eq!(
+            issuers[0].audiences,
+            ["https://gateway.example.com/mcp"],
+            "the resource by default"
+        );
         assert_eq!(issuers[1].tenant, TenantFrom::Fixed("acme".into()));
         assert_eq!(issuers[0].leeway, Duration::from_secs(30));
         let bad = r#"

@@ -11,6 +11,7 @@ mod deploy;
 mod edge;
 mod fuzz_corpus;
 mod hardening;
+mod idp;
 mod isolation;
 mod jwt;
 mod mcp_sessions;

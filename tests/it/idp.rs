@@ -1,0 +1,195 @@
+//! A real identity provider nobody on this project wrote: oidc-provider
+//! (npm, installed by .ci/run), on 127.0.0.1, issuing client-credentials
+//! access tokens as RS256 JWTs for the gateway's resource.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::modelcontext::root;
+use crate::support::*;
+
+const RESOURCE: &str = "http://gateway.test/mcp";
+
+/// The provider's process; ended when dropped.
+struct Provider {
+    child: Child,
+    issuer: String,
+    port: u16,
+}
+
+impl Provider {
+    /// Starts it on `port` (0: any); each start signs with a new key.
+    fn start(port: u16) -> Provider {
+        let script = root().join("target/mcp-node/oidc_provider.mjs");
+        std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
+        let mut child = Command::new("node")
+            .arg(&script)
+            .args([&port.to_string(), RESOURCE])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node (and .ci/run's npm install of oidc-provider)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|_| panic!("the provider did not start: {line:?}"));
+        Provider {
+            issuer: v["issuer"].as_str().unwrap().to_owned(),
+            port: v["port"].as_u64().unwrap() as u16,
+            child,
+        }
+    }
+
+    /// An access token for `client`, by the client-credentials grant for the gateway's resource.
+    async fn token(&self, client: &str) -> String {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer))
+            .basic_auth(client, Some("secret"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "grant_type=client_credentials&scope=files&resource={RESOURCE}"
+            ))
+            .send()
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        body["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token: {body}"))
+            .to_owned()
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Tenants `a` and `b`, each with its own upstream, tokens from `issuer`.
+async fn gateway(issuer: &str) -> Gateway {
+    let yaml = format!(
+        "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {issuer:?}\n        jwks_url: \"{issuer}/jwks\"\n        tenant_claim: tenant\n        refresh_s: 3600\n\
+         upstreams:\n  s: {}\n  t: {}\ntenants:\n  a: {}\n  b: {{upstreams: [t]}}\n",
+        stdio_upstream("s", &[]),
+        stdio_upstream("t", &[]),
+        tenant("ka", &["s"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "t"]).await;
+    gw
+}
+
+fn ids(listing: &[Value]) -> Vec<String> {
+    listing
+        .iter()
+        .map(|t| t["mcpId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `tools/list` of the Model Context Protocol (handshake era, served
+/// statelessly) with this bearer token: the tools' names.
+async fn mcp_tools(gw: &Gateway, token: &str) -> Vec<String> {
+    let resp = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    v["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|t| {
+            t["_meta"]["dev.mcp-gateway/mcpId"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn tokens_of_a_real_provider_reach_their_tenant_over_both_protocols() {
+    let idp = Provider::start(0);
+    let gw = gateway(&idp.issuer).await;
+    let b = idp.token("agent-b").await;
+    let listed = ids(&gw.list(&b, "mcp/listTools").await);
+    assert!(!listed.is_empty());
+    assert!(
+        listed.iter().all(|id| id.starts_with("mcp://gateway/t/")),
+        "{listed:?}"
+    );
+    let r = gw
+        .execute(&b, "mcp://gateway/t/t/tools/echo:v1", json!({"text": "hi"}))
+        .await;
+    assert_eq!(r["result"]["output"]["text"], "hi", "{r}");
+    let face = mcp_tools(&gw, &b).await;
+    assert!(!face.is_empty());
+    assert!(
+        face.iter().all(|id| id.starts_with("mcp://gateway/t/")),
+        "{face:?}"
+    );
+    let a = idp.token("agent-a").await;
+    assert!(
+        mcp_tools(&gw, &a)
+            .await
+            .iter()
+            .all(|id| id.starts_with("mcp://gateway/s/"))
+    );
+    // A token of this provider for another resource is refused.
+    let (status, headers, _) = gw
+        .post_raw(Some(&format!("{b}x")), Some("application/json"), "{}")
+        .await;
+    assert_eq!(status, 401);
+    assert!(
+        headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("error=\"invalid_token\"")
+    );
+    gw.stop().await;
+    idp.stop();
+}
+
+#[tokio::test]
+async fn a_key_rotation_is_followed_and_a_provider_down_leaves_tokens_working() {
+    let first = Provider::start(0);
+    let gw = gateway(&first.issuer).await;
+    let before = first.token("agent-b").await;
+    assert!(!gw.list(&before, "mcp/listTools").await.is_empty());
+    // The provider restarts with a new signing key: a rotation.
+    let port = first.port;
+    first.stop();
+    let second = Provider::start(port);
+    let (rotated, kept) = (second.token("agent-b").await, second.token("agent-b").await);
+    assert!(
+        !gw.list(&rotated, "mcp/listTools").await.is_empty(),
+        "the new key is fetched when a token names it"
+    );
+    // The provider goes down: a token the gateway has not seen yet still
+    // verifies, with the keys it cached.
+    second.stop();
+    assert!(!gw.list(&kept, "mcp/listTools").await.is_empty());
+    assert!(!gw.list(&rotated, "mcp/listTools").await.is_empty());
+    gw.stop().await;
+}
