@@ -116,11 +116,18 @@ impl Core {
         }
         held.clone_from(&next);
         let names: Vec<&str> = next.iter().map(|(i, _)| i.spec.issuer.as_str()).collect();
+        let mut scopes: Vec<&str> = config
+            .tenants
+            .iter()
+            .flat_map(|t| t.tools.scoped.iter().map(|(_, s)| s.as_str()))
+            .collect();
+        scopes.sort_unstable();
+        scopes.dedup();
         let resource = config
             .auth
             .resource
             .as_deref()
-            .and_then(|r| ProtectedResource::new(r, &names))
+            .and_then(|r| ProtectedResource::new(r, &names, &scopes))
             .map(Arc::new);
         let list = next.into_iter().map(|(i, _)| i).collect();
         Ok(KeyStore::new(&config.tenants).with_issuers(Arc::new(Issuers { list }), resource))

@@ -503,7 +503,7 @@ const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
 impl ProtectedResource {
     /// `None` when `resource` is not an absolute http(s) URL.
-    pub fn new(resource: &str, issuers: &[&str]) -> Option<ProtectedResource> {
+    pub fn new(resource: &str, issuers: &[&str], scopes: &[&str]) -> Option<ProtectedResource> {
         let url = reqwest::Url::parse(resource).ok()?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return None;
@@ -511,11 +511,14 @@ impl ProtectedResource {
         let authority = &resource[url.scheme().len() + 3..];
         let authority = authority.split(['/', '?', '#']).next().unwrap_or(authority);
         let path = url.path().trim_end_matches('/');
-        let document = serde_json::json!({
+        let mut document = serde_json::json!({
             "resource": resource,
             "authorization_servers": issuers,
             "bearer_methods_supported": ["header"],
         });
+        if !scopes.is_empty() {
+            document["scopes_supported"] = serde_json::json!(scopes);
+        }
         Some(ProtectedResource {
             resource: resource.to_owned(),
             metadata_url: format!("{}://{authority}{WELL_KNOWN}{path}", url.scheme()),
@@ -540,9 +543,12 @@ mod resource_tests {
 
     #[test]
     fn the_metadata_url_inserts_the_well_known_path() {
-        let r =
-            ProtectedResource::new("https://gateway.example.com/mcp", &["https://idp/realms/a"])
-                .unwrap();
+        let r = ProtectedResource::new(
+            "https://gateway.example.com/mcp",
+            &["https://idp/realms/a"],
+            &["files"],
+        )
+        .unwrap();
         assert_eq!(
             r.metadata_url,
             "https://gateway.example.com/.well-known/oauth-protected-resource/mcp"
@@ -551,12 +557,13 @@ mod resource_tests {
         let doc: Value = serde_json::from_str(&r.document).unwrap();
         assert_eq!(doc["resource"], "https://gateway.example.com/mcp");
         assert_eq!(doc["authorization_servers"][0], "https://idp/realms/a");
-        let root = ProtectedResource::new("http://127.0.0.1:8080", &[]).unwrap();
+        assert_eq!(doc["scopes_supported"], serde_json::json!(["files"]));
+        let root = ProtectedResource::new("http://127.0.0.1:8080", &[], &[]).unwrap();
         assert_eq!(
             root.metadata_url,
             "http://127.0.0.1:8080/.well-known/oauth-protected-resource"
         );
-        assert!(ProtectedResource::new("gateway", &[]).is_none());
+        assert!(ProtectedResource::new("gateway", &[], &[]).is_none());
         assert!(
             r.challenge(true)
                 .ends_with("/mcp\", error=\"invalid_token\"")

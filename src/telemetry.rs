@@ -99,12 +99,14 @@ pub struct AuditLine<'a> {
     pub duration_ms: f64,
     pub args_hmac: &'a str,
     pub protocol: &'a str,
+    /// The token's subject, when the caller presented a JWT.
+    pub subject: Option<&'a str>,
 }
 
 /// Writes the audit line of a tool call to the log writer, as
 /// tracing-subscriber's JSON formatter (with `flatten_event`) writes the
 /// event `info!(target: AUDIT, tenant, tool, upstream, outcome, duration_ms,
-/// args_hmac, protocol, "tool call")` inside the current span: each piece
+/// args_hmac, protocol, subject, "tool call")` inside the current span: each piece
 /// straight into one reused line, without dispatching an event.
 pub fn audit(line: &AuditLine<'_>) {
     thread_local! {
@@ -143,6 +145,10 @@ fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     plain(out, line.args_hmac);
     out.push_str(",\"protocol\":");
     plain(out, line.protocol);
+    if let Some(subject) = line.subject {
+        out.push_str(",\"subject\":");
+        string(out, subject);
+    }
     out.push_str(",\"target\":\"mcp_gateway::audit\"");
     spans(out);
     out.push_str("}\n");
@@ -440,6 +446,7 @@ mod tests {
             duration_ms: took,
             args_hmac: "00ff",
             protocol: "v1",
+            subject: (tool == "nested").then_some("agent \"7\"\n"),
         };
         audit(&line("outside", 1.0, "ok"));
         let span = tracing::info_span!(
@@ -504,6 +511,7 @@ mod tests {
                     duration_ms = l.duration_ms,
                     args_hmac = l.args_hmac,
                     protocol = l.protocol,
+                    subject = l.subject,
                     "tool call"
                 )
             })

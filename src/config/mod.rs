@@ -176,6 +176,9 @@ pub struct ToolGlobs {
     /// `None`: every tool not denied.
     pub allow: Option<globset::GlobSet>,
     pub deny: globset::GlobSet,
+    /// `tools.scopes`: a tool matching a glob needs that scope in the
+    /// caller's token (API keys hold every scope).
+    pub scoped: Vec<(globset::GlobMatcher, String)>,
 }
 
 impl ToolGlobs {
@@ -192,6 +195,7 @@ impl ToolGlobs {
                 Some(set("allow", allow)?)
             },
             deny: set("deny", deny)?,
+            scoped: Vec::new(),
         })
     }
 

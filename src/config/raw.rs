@@ -134,4 +134,6 @@ pub struct RawToolPolicy {
     pub allow: Vec<String>,
     #[serde(default)]
     pub deny: Vec<String>,
+    #[serde(default)]
+    pub scopes: BTreeMap<String, String>,
 }

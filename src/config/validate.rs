@@ -252,7 +252,7 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
 /// `gateway.auth`: the resource identifier, and each issuer's settings.
 fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSettings {
     let resource = raw.resource.filter(|r| {
-        let ok = crate::auth::ProtectedResource::new(r, &[]).is_some();
+        let ok = crate::auth::ProtectedResource::new(r, &[], &[]).is_some();
         if !ok {
             p.add(
                 "gateway.auth.resource",
@@ -650,6 +650,17 @@ fn tenants(
                 Ok(compiled) if list == "allow" => tools.allow = compiled.allow,
                 Ok(compiled) => tools.deny = compiled.deny,
                 Err((list, i, why)) => p.add(format!("{at}.tools.{list}[{i}]"), why),
+            }
+        }
+        for (pattern, scope) in &policy.scopes {
+            let sat = format!("{at}.tools.scopes.{pattern}");
+            match globset::Glob::new(pattern) {
+                Ok(_) if scope.is_empty() || scope.contains(char::is_whitespace) => p.add(
+                    &sat,
+                    "a scope is one word (as in a token's space-separated scope)",
+                ),
+                Ok(glob) => tools.scoped.push((glob.compile_matcher(), scope.clone())),
+                Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
             }
         }
         if t.max_sessions == Some(0) {

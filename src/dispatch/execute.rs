@@ -65,6 +65,7 @@ impl Audit {
                 duration_ms: took.as_secs_f64() * 1000.0,
                 args_hmac: self.args_hmac.as_deref().unwrap_or(""),
                 protocol: self.protocol,
+                subject: tenant.subject.as_deref(),
             });
             return;
         }
@@ -77,6 +78,7 @@ impl Audit {
             duration_ms = took.as_secs_f64() * 1000.0,
             args_hmac = self.args_hmac.as_deref().unwrap_or(""),
             protocol = self.protocol,
+            subject = tenant.subject.as_deref(),
             "tool call"
         );
     }

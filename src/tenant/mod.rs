@@ -22,11 +22,16 @@ pub struct Tenant {
     pub policy: Option<ToolPolicy>,
     /// Sessions it may have open at once (`None`: the gateway's default).
     pub max_sessions: Option<usize>,
-    rate: Option<DefaultDirectRateLimiter>,
+    rate: Option<Arc<DefaultDirectRateLimiter>>,
     concurrency: Option<Arc<Semaphore>>,
     /// `requests{tenant, method="mcp/executeTool", outcome="ok"}`, the series
     /// every forwarded call counts in, resolved on first use.
-    pub executed: std::sync::OnceLock<prometheus::IntCounter>,
+    pub executed: Arc<std::sync::OnceLock<prometheus::IntCounter>>,
+    /// `tools.scopes`: globs of tools, and the scope each needs in a token.
+    scoped: Vec<(globset::GlobMatcher, String)>,
+    /// The subject (`sub`) of the token this view of the tenant is for;
+    /// `None` for an API key.
+    pub subject: Option<Arc<str>>,
 }
 
 /// Why a tenant's request is refused before any work is done.
@@ -105,12 +110,52 @@ impl Tenant {
     pub fn may_use(&self, tool: &str) -> bool {
         self.policy.as_ref().is_none_or(|p| p.allows(tool))
     }
+
+    /// The tenant as a token with these scopes sees it: the tools whose
+    /// scope it lacks are hidden (absent from listings, refused as denied).
+    /// Limits, counters and everything else are the tenant's own, shared.
+    pub fn for_token(
+        &self,
+        subject: Option<&str>,
+        scopes: &std::collections::HashSet<String>,
+    ) -> Tenant {
+        let hidden: Vec<globset::GlobMatcher> = self
+            .scoped
+            .iter()
+            .filter(|(_, scope)| !scopes.contains(scope))
+            .map(|(glob, _)| glob.clone())
+            .collect();
+        let policy = match (&self.policy, hidden.is_empty()) {
+            (policy, true) => policy.clone(),
+            (Some(p), false) => Some(ToolPolicy {
+                globs: p.globs.clone(),
+                hidden,
+            }),
+            (None, false) => Some(ToolPolicy {
+                globs: ToolGlobs::default(),
+                hidden,
+            }),
+        };
+        Tenant {
+            name: self.name.clone(),
+            upstreams: self.upstreams.clone(),
+            policy,
+            max_sessions: self.max_sessions,
+            rate: self.rate.clone(),
+            concurrency: self.concurrency.clone(),
+            executed: self.executed.clone(),
+            scoped: Vec::new(),
+            subject: subject.map(Arc::from),
+        }
+    }
 }
 
 /// Allow and deny globs on namespaced tool ids (`*` matches any characters, `/` included).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ToolPolicy {
     globs: ToolGlobs,
+    /// Tools a token's missing scopes hide.
+    hidden: Vec<globset::GlobMatcher>,
 }
 
 impl ToolPolicy {
@@ -118,12 +163,14 @@ impl ToolPolicy {
     pub fn new(globs: &ToolGlobs) -> Option<ToolPolicy> {
         (!globs.is_empty()).then(|| ToolPolicy {
             globs: globs.clone(),
+            hidden: Vec::new(),
         })
     }
 
     pub fn allows(&self, tool: &str) -> bool {
         self.globs.allow.as_ref().is_none_or(|a| a.is_match(tool))
             && !self.globs.deny.is_match(tool)
+            && !self.hidden.iter().any(|g| g.is_match(tool))
     }
 }
 
@@ -186,12 +233,14 @@ impl KeyStore {
                 rate: spec.rate_limit.and_then(|(per_second, burst)| {
                     let quota = Quota::per_second(NonZeroU32::new(per_second)?)
                         .allow_burst(NonZeroU32::new(burst)?);
-                    Some(RateLimiter::direct(quota))
+                    Some(Arc::new(RateLimiter::direct(quota)))
                 }),
                 concurrency: spec
                     .max_concurrency
                     .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
-                executed: std::sync::OnceLock::new(),
+                executed: Arc::default(),
+                scoped: spec.tools.scoped.clone(),
+                subject: None,
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());
@@ -276,12 +325,13 @@ impl KeyStore {
             tracing::debug!(tenant = %verified.tenant, "bearer token refused: it names no tenant");
             return Err(Denied::InvalidToken);
         };
+        let tenant = Arc::new(tenant.for_token(verified.subject.as_deref(), &verified.scopes));
         if self.verified.len() >= MAX_VERIFIED {
             self.verified.clear();
         }
         self.verified
             .insert(digest, (tenant.clone(), verified.expires));
-        Ok(tenant.clone())
+        Ok(tenant)
     }
 
     /// The tenant of a key, or of a JWT verified already and not expired, by its digest.
@@ -423,6 +473,49 @@ pub fn bearer_token(header: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_sees_the_tools_its_scopes_allow_and_shares_the_limits() {
+        let mut tools = ToolGlobs::compile(&[] as &[&str], &["*/delete*"]).unwrap();
+        for (glob, scope) in [("*/files/*", "files"), ("*/search/*", "search")] {
+            tools.scoped.push((
+                globset::Glob::new(glob).unwrap().compile_matcher(),
+                scope.into(),
+            ));
+        }
+        let store = KeyStore::new(&[TenantSpec {
+            name: "a".into(),
+            keys: vec![KeyDigest::of(b"ka")],
+            upstreams: vec![],
+            tools,
+            rate_limit: None,
+            max_concurrency: Some(1),
+            max_sessions: None,
+        }]);
+        let base = store.authenticate("ka").unwrap();
+        assert!(
+            base.may_use("mcp://g/files/f/tools/read"),
+            "an API key holds every scope"
+        );
+        assert!(base.subject.is_none());
+        let granted: std::collections::HashSet<String> = ["files".to_owned()].into();
+        let token = base.for_token(Some("agent-7"), &granted);
+        assert_eq!(token.subject.as_deref(), Some("agent-7"));
+        assert!(token.may_use("mcp://g/files/f/tools/read"));
+        assert!(
+            !token.may_use("mcp://g/search/s/tools/find"),
+            "its scope is missing"
+        );
+        assert!(
+            !token.may_use("mcp://g/files/f/tools/delete"),
+            "the policy still holds"
+        );
+        // One tenant: the concurrency slot the token's view takes is the tenant's.
+        let held = token.admit(1).unwrap();
+        assert_eq!(base.admit(1).err(), Some(Refusal::Concurrency));
+        drop(held);
+        assert!(base.admit(1).is_ok());
+    }
 
     #[test]
     fn authenticates_by_key() {

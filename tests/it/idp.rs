@@ -46,12 +46,18 @@ impl Provider {
 
     /// An access token for `client`, by the client-credentials grant for the gateway's resource.
     async fn token(&self, client: &str) -> String {
+        self.token_for(client, "files").await
+    }
+
+    /// The same, asking for these (space-separated) scopes.
+    async fn token_for(&self, client: &str, scope: &str) -> String {
         let resp = reqwest::Client::new()
             .post(format!("{}/token", self.issuer))
             .basic_auth(client, Some("secret"))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(format!(
-                "grant_type=client_credentials&scope=files&resource={RESOURCE}"
+                "grant_type=client_credentials&scope={}&resource={RESOURCE}",
+                scope.replace(' ', "+")
             ))
             .send()
             .await
@@ -82,7 +88,7 @@ impl Drop for Provider {
 async fn gateway(issuer: &str) -> Gateway {
     let yaml = format!(
         "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {issuer:?}\n        jwks_url: \"{issuer}/jwks\"\n        tenant_claim: tenant\n        refresh_s: 3600\n\
-         upstreams:\n  s: {}\n  t: {}\ntenants:\n  a: {}\n  b: {{upstreams: [t]}}\n",
+         upstreams:\n  s: {}\n  t: {}\ntenants:\n  a: {}\n  b:\n    upstreams: [t]\n    tools:\n      scopes: {{\"*/tools/echo*\": files, \"*/tools/add*\": search}}\n",
         stdio_upstream("s", &[]),
         stdio_upstream("t", &[]),
         tenant("ka", &["s"])
@@ -192,4 +198,51 @@ async fn a_key_rotation_is_followed_and_a_provider_down_leaves_tokens_working() 
     assert!(!gw.list(&kept, "mcp/listTools").await.is_empty());
     assert!(!gw.list(&rotated, "mcp/listTools").await.is_empty());
     gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_tool_is_only_for_tokens_with_its_scope() {
+    let idp = Provider::start(0);
+    let gw = gateway(&idp.issuer).await;
+    let files = idp.token_for("agent-b", "files").await;
+    let listed = ids(&gw.list(&files, "mcp/listTools").await);
+    assert!(
+        listed.iter().any(|id| id.contains("/tools/echo")),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.iter().any(|id| id.contains("/tools/add")),
+        "{listed:?}"
+    );
+    assert!(
+        !mcp_tools(&gw, &files)
+            .await
+            .iter()
+            .any(|id| id.contains("/tools/add"))
+    );
+    // Refused as a denied tool is: -32007.
+    let r = gw
+        .execute(
+            &files,
+            "mcp://gateway/t/t/tools/add:v1",
+            json!({"a": 1, "b": 2}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32007, "{r}");
+    let both = idp.token_for("agent-b", "files search").await;
+    let listed = ids(&gw.list(&both, "mcp/listTools").await);
+    assert!(
+        listed.iter().any(|id| id.contains("/tools/add")),
+        "{listed:?}"
+    );
+    let r = gw
+        .execute(
+            &both,
+            "mcp://gateway/t/t/tools/add:v1",
+            json!({"a": 1, "b": 2}),
+        )
+        .await;
+    assert_eq!(r["result"]["output"]["sum"], 3.0, "{r}");
+    gw.stop().await;
+    idp.stop();
 }
