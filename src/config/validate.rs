@@ -117,7 +117,7 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
     let upstreams: Vec<UpstreamSpec> = raw
         .upstreams
         .into_iter()
-        .filter_map(|(name, u)| upstream(name, u, &mut p))
+        .filter_map(|(name, u)| upstream(name, u, secrets, &mut p))
         .collect();
     let tenants = tenants(raw.tenants, &declared, &by_token, secrets, &mut p);
     if let Some(u) = upstreams.iter().find(|u| u.pin) {
@@ -402,7 +402,12 @@ fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
     Some(limits)
 }
 
-fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<UpstreamSpec> {
+fn upstream(
+    name: String,
+    raw: RawUpstream,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Option<UpstreamSpec> {
     let at = format!("upstreams.{name}");
     if !is_name(&name) {
         p.add(
@@ -457,7 +462,7 @@ fn upstream(name: String, raw: RawUpstream, p: &mut Problems) -> Option<Upstream
                 }))
             }
         }
-        (None, Some(h)) => http(&at, h.url, h.headers, p).map(|t| match t {
+        (None, Some(h)) => http(&at, h.url, h.headers, secrets, p).map(|t| match t {
             TransportSpec::Http(spec) => TransportSpec::Http(HttpSpec {
                 notifications: h.notifications,
                 ..spec
@@ -510,6 +515,7 @@ fn http(
     at: &str,
     url: String,
     headers: BTreeMap<String, String>,
+    secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Option<TransportSpec> {
     // The URL is never echoed whole: its userinfo or query may be a secret.
@@ -538,14 +544,21 @@ fn http(
         }
     }
     let mut bad = false;
-    for (name, value) in &headers {
+    let mut resolved = BTreeMap::new();
+    for (name, value) in headers {
         let hat = format!("{at}.http.headers.{name}");
+        // A credential toward the upstream, from a Secret: read now, and
+        // again at every reload (the file is watched).
+        let Some(value) = header_value(&value, secrets, &hat, p) else {
+            bad = true;
+            continue;
+        };
         let Ok(parsed) = reqwest::header::HeaderName::from_bytes(name.as_bytes()) else {
             p.add(hat, "is not a valid HTTP header name");
             bad = true;
             continue;
         };
-        if reqwest::header::HeaderValue::from_str(value).is_err() {
+        if reqwest::header::HeaderValue::from_str(&value).is_err() {
             p.add(hat, "is not a valid HTTP header value");
             bad = true;
         } else if FRAMING_HEADERS.contains(&parsed.as_str()) {
@@ -555,15 +568,39 @@ fn http(
             );
             bad = true;
         }
+        resolved.insert(name, value);
     }
     if bad {
         return None;
     }
     Some(TransportSpec::Http(HttpSpec {
         url,
-        headers,
+        headers: resolved,
         notifications: false,
     }))
+}
+
+/// A header value given as itself, `env:VAR` or `file:PATH` (one trailing
+/// newline dropped). The problem text never contains the value.
+fn header_value(value: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> Option<String> {
+    let read = if let Some(var) = value.strip_prefix("env:") {
+        secrets
+            .var(var)
+            .ok_or_else(|| format!("environment variable {var} is not set"))
+    } else if let Some(path) = value.strip_prefix("file:") {
+        secrets
+            .file(Path::new(path))
+            .ok_or_else(|| format!("file {path} cannot be read"))
+    } else {
+        return Some(value.to_owned());
+    };
+    match read {
+        Ok(v) => Some(v.trim_end_matches(['\r', '\n']).to_owned()),
+        Err(why) => {
+            p.add(at, why);
+            None
+        }
+    }
 }
 
 fn tenants(
@@ -833,6 +870,35 @@ tenants:
         }
         assert!(!text.contains("x-api-key"), "{text}");
         assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn upstream_header_values_come_from_env_and_files() {
+        let text = r#"
+upstreams:
+  up:
+    http:
+      url: "http://x/mcp"
+      headers: {Authorization: "env:ACME_KEY", x-token: "file:/keys/acme", x-plain: "Bearer abc"}
+tenants:
+  a: {api_keys: [k], upstreams: [up]}
+"#;
+        let config = Config::from_yaml(text, &Fake).unwrap();
+        let TransportSpec::Http(http) = &config.upstreams[0].transport else {
+            panic!("an HTTP upstream")
+        };
+        assert_eq!(http.headers["Authorization"], "from-env");
+        assert_eq!(
+            http.headers["x-token"], "from-file",
+            "one trailing newline dropped"
+        );
+        assert_eq!(http.headers["x-plain"], "Bearer abc");
+        let missing = text.replace("file:/keys/acme", "file:/keys/gone");
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(&missing, &Fake) else {
+            panic!("should fail")
+        };
+        assert_eq!(problems[0].path, "upstreams.up.http.headers.x-token");
+        assert!(problems[0].message.contains("cannot be read"));
     }
 
     #[test]
