@@ -63,6 +63,10 @@ gateway:
   limits:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- with .Values.gateway.auth }}
+  auth:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 upstreams:
   {{- if .Values.gateway.upstreams }}
   {{- toYaml .Values.gateway.upstreams | nindent 2 }}
@@ -73,5 +77,8 @@ tenants:
   {{ $name }}:
     api_keys: [{{ printf "file:../keys/%s" $name | quote }}]
     upstreams: {{ toJson (default (list) $tenant.upstreams) }}
+    {{- with $tenant.tools }}
+    tools: {{ toJson . }}
+    {{- end }}
   {{- end }}
 {{- end -}}
