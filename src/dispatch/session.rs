@@ -249,6 +249,12 @@ impl Session {
         self
     }
 
+    /// When the token the session was opened with expires (seconds since
+    /// the epoch): the session ends then.
+    pub fn token_expires(&self) -> Option<u64> {
+        self.credential.as_ref().and_then(Credential::expires)
+    }
+
     /// Follows a reload: false when the session's key is no longer valid.
     fn still_admitted(&mut self) -> bool {
         let Some(credential) = &mut self.credential else {

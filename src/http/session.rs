@@ -147,6 +147,15 @@ async fn run(mut session: Session, out: mpsc::Sender<Vec<u8>>, reading: Reading)
     let mut heard = tokio::time::Instant::now();
     let idle_timer = tokio::time::sleep(idle);
     tokio::pin!(idle_timer);
+    // A session opened with a token ends when the token expires, whether or
+    // not its client sends anything.
+    let expires = session.token_expires().map(|exp| {
+        tokio::time::Instant::now()
+            + std::time::Duration::from_secs(exp.saturating_sub(crate::auth::now()))
+    });
+    let expiry =
+        tokio::time::sleep_until(expires.unwrap_or_else(|| tokio::time::Instant::now() + idle));
+    tokio::pin!(expiry);
     loop {
         if !reader.drain(&mut session, &mut buf).await {
             return;
@@ -164,6 +173,10 @@ async fn run(mut session: Session, out: mpsc::Sender<Vec<u8>>, reading: Reading)
             chunk = body.next() => chunk,
             // The client stopped reading (connection closed): cancel everything.
             _ = out.closed() => return,
+            () = &mut expiry, if expires.is_some() => {
+                tracing::info!("session ended: its token expired");
+                return;
+            }
             () = &mut idle_timer => {
                 let now = tokio::time::Instant::now();
                 if now < heard + idle {

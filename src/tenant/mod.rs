@@ -396,6 +396,12 @@ impl Credential {
         ))
     }
 
+    /// When the JWT this credential is expires (seconds since the epoch);
+    /// `None` for an API key.
+    pub fn expires(&self) -> Option<u64> {
+        self.token.as_ref().map(|(_, expires)| *expires)
+    }
+
     /// Looks the key up again when the key set has changed since the last
     /// look; otherwise costs one pointer comparison (and, for a JWT, a
     /// look at the clock: an expired token ends the session).

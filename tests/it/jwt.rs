@@ -326,3 +326,31 @@ async fn the_protected_resource_metadata_names_the_resource_and_its_issuers() {
     assert_eq!(resp.status(), 405);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_session_opened_with_a_token_ends_when_the_token_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let ec = SigningKey::es256("ec-1");
+    let jwks = dir.path().join("jwks.json");
+    write_jwks(&jwks, &[&ec]);
+    let gw = gateway(&jwks).await;
+    let mut c = claims("b");
+    c["exp"] = json!(now() + 2);
+    let token = ec.sign(&c);
+    let started = std::time::Instant::now();
+    let mut live = Live::ready(&gw, &token, false).await;
+    live.send(json!({"jsonrpc": "2.0", "id": 2, "method": "mcp/listTools"}))
+        .await;
+    assert_eq!(
+        live.next_answer().await["id"],
+        2,
+        "served while the token is valid"
+    );
+    // Nothing more is sent: the session ends at the token's expiry.
+    assert!(live.next().await.is_none(), "the session ended");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "not before the expiry"
+    );
+    gw.stop().await;
+}
