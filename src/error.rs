@@ -30,6 +30,11 @@ pub enum GatewayError {
     /// The tenant's policy denies this tool.
     #[error("tool {0} is not allowed for this tenant")]
     ToolDenied(String),
+    /// The caller's token lacks the scope this tool needs: answered exactly
+    /// as [`Self::ToolDenied`]; over HTTP a lone request also gets the
+    /// `insufficient_scope` challenge naming the scope.
+    #[error("tool {id} needs scope {scope}")]
+    ScopeMissing { id: String, scope: Arc<str> },
     #[error("upstream {upstream} does not declare {}", .method.as_str())]
     CapabilityMissing { upstream: Arc<str>, method: Method },
     #[error("upstream {upstream}: {error}")]
@@ -111,7 +116,7 @@ impl GatewayError {
                     "the definition of tool {id} changed since it was pinned; it is refused until an operator approves it"
                 )),
             ),
-            E::ToolDenied(id) => own(
+            E::ToolDenied(id) | E::ScopeMissing { id, .. } => own(
                 codes::UNAUTHORIZED_TOOL,
                 "Unauthorized tool",
                 Some(format!("tool {id} is not allowed for this tenant")),
@@ -224,7 +229,7 @@ impl GatewayError {
             E::InvalidParams(_) | E::UnknownTool(_) | E::InvalidArguments(_) => "invalid_params",
             E::InitializeId => "invalid_request",
             E::NotInitialized => "not_initialized",
-            E::ToolDenied(_) => "unauthorized_tool",
+            E::ToolDenied(_) | E::ScopeMissing { .. } => "unauthorized_tool",
             E::Quarantined(_) => "quarantined",
             E::CapabilityMissing { .. } => "capability_missing",
             E::Upstream { error, .. } => match error {

@@ -210,6 +210,12 @@ impl Dispatcher {
         }
         let entry = self.tool_entry(&up, &id).await?;
         if !tenant.may_use(&id) {
+            if let Some(scope) = tenant.missing_scope(&id) {
+                return Err(GatewayError::ScopeMissing {
+                    id: id.into_owned(),
+                    scope,
+                });
+            }
             return Err(GatewayError::ToolDenied(id.into_owned()));
         }
         let args = Instance::parse(arguments.get())

@@ -64,14 +64,24 @@ pub async fn respond_traced(
 /// Like [`respond_traced`], for a message its caller has classified already
 /// (each classification parses the message's envelope again); also the HTTP
 /// status the answer goes out with.
+/// The HTTP status a lone request's answer goes with, and the scope the
+/// caller's token lacked when that is why it was refused.
+pub struct Status {
+    pub http: u16,
+    pub missing_scope: Option<std::sync::Arc<str>>,
+}
+
 pub async fn respond_classified(
     dispatcher: &Dispatcher,
     tenant: &Tenant,
     incoming: Incoming<'_>,
     trace: bool,
     via: Via<'_>,
-) -> (Option<Outgoing>, Option<String>, u16) {
-    let mut status = 200;
+) -> (Option<Outgoing>, Option<String>, Status) {
+    let mut status = Status {
+        http: 200,
+        missing_scope: None,
+    };
     let (out, line) = match incoming {
         Incoming::Request { id, method, params } => {
             // Only a traced exchange reports how long it took.
@@ -84,7 +94,7 @@ pub async fn respond_classified(
                 if era == Era::Stateless
                     && let Err(e) = &result
                 {
-                    status = super::mcp::stateless_status(e.code());
+                    status.http = super::mcp::stateless_status(e.code());
                 }
                 result
             } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
@@ -92,6 +102,9 @@ pub async fn respond_classified(
             } else {
                 dispatcher.request(tenant, &method, params).await
             };
+            if let Err(GatewayError::ScopeMissing { scope, .. }) = &result {
+                status.missing_scope = Some(scope.clone());
+            }
             let line = trace.then(|| {
                 describe(
                     dispatcher,

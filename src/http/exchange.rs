@@ -177,7 +177,21 @@ async fn one_message(
         notifies: s.mcp_sessions.is_some(),
     };
     let (out, _, status) = respond_classified(&s.dispatcher, tenant, message, false, via).await;
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    // A call refused for a scope the token lacks: 403 and the challenge that
+    // names it, so that an OAuth client can ask for a token with it (RFC 6750
+    // 3.1, the MCP authorization spec's step-up).
+    let challenge = status.missing_scope.map(|scope| {
+        let keys = s.keys.load();
+        let mut v = format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
+        if let Some(r) = keys.resource() {
+            v.push_str(&format!(", resource_metadata=\"{}\"", r.metadata_url));
+        }
+        v
+    });
+    let status = match challenge {
+        Some(_) => StatusCode::FORBIDDEN,
+        None => StatusCode::from_u16(status.http).unwrap_or(StatusCode::OK),
+    };
     let reply = match out {
         Some(Outgoing::Flat(reply)) => Reply::json(status, reply),
         Some(Outgoing::Parts(parts)) => Reply {
@@ -186,6 +200,10 @@ async fn one_message(
             header: None,
         },
         None => accepted(),
+    };
+    let reply = match challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        Some(c) => reply.with_header(header::WWW_AUTHENTICATE, c),
+        None => reply,
     };
     Exchange::Reply(match issue.and_then(|id| HeaderValue::from_str(&id).ok()) {
         Some(id) => reply.with_header(HeaderName::from_static("mcp-session-id"), id),

@@ -111,6 +111,20 @@ impl Tenant {
         self.policy.as_ref().is_none_or(|p| p.allows(tool))
     }
 
+    /// The scope a token would need for this tool, when that is all that
+    /// keeps it from the caller (the policy itself allows it).
+    pub fn missing_scope(&self, tool: &str) -> Option<Arc<str>> {
+        let policy = self.policy.as_ref()?;
+        if !policy.policy_allows(tool) {
+            return None;
+        }
+        policy
+            .hidden
+            .iter()
+            .find(|(g, _)| g.is_match(tool))
+            .map(|(_, scope)| scope.clone())
+    }
+
     /// The tenant as a token with these scopes sees it: the tools whose
     /// scope it lacks are hidden (absent from listings, refused as denied).
     /// Limits, counters and everything else are the tenant's own, shared.
@@ -119,11 +133,11 @@ impl Tenant {
         subject: Option<&str>,
         scopes: &std::collections::HashSet<String>,
     ) -> Tenant {
-        let hidden: Vec<globset::GlobMatcher> = self
+        let hidden: Vec<(globset::GlobMatcher, Arc<str>)> = self
             .scoped
             .iter()
             .filter(|(_, scope)| !scopes.contains(scope))
-            .map(|(glob, _)| glob.clone())
+            .map(|(glob, scope)| (glob.clone(), Arc::from(scope.as_str())))
             .collect();
         let policy = match (&self.policy, hidden.is_empty()) {
             (policy, true) => policy.clone(),
@@ -154,8 +168,8 @@ impl Tenant {
 #[derive(Debug, Clone)]
 pub struct ToolPolicy {
     globs: ToolGlobs,
-    /// Tools a token's missing scopes hide.
-    hidden: Vec<globset::GlobMatcher>,
+    /// Tools a token's missing scopes hide, with the scope each needs.
+    hidden: Vec<(globset::GlobMatcher, Arc<str>)>,
 }
 
 impl ToolPolicy {
@@ -168,9 +182,13 @@ impl ToolPolicy {
     }
 
     pub fn allows(&self, tool: &str) -> bool {
+        self.policy_allows(tool) && !self.hidden.iter().any(|(g, _)| g.is_match(tool))
+    }
+
+    /// Allow and deny alone, scopes aside.
+    fn policy_allows(&self, tool: &str) -> bool {
         self.globs.allow.as_ref().is_none_or(|a| a.is_match(tool))
             && !self.globs.deny.is_match(tool)
-            && !self.hidden.iter().any(|g| g.is_match(tool))
     }
 }
 

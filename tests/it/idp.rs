@@ -220,16 +220,48 @@ async fn a_tool_is_only_for_tokens_with_its_scope() {
             .iter()
             .any(|id| id.contains("/tools/add"))
     );
-    // Refused as a denied tool is: -32007.
-    let r = gw
-        .execute(
-            &files,
-            "mcp://gateway/t/t/tools/add:v1",
-            json!({"a": 1, "b": 2}),
-        )
+    // Refused as a denied tool is (-32007), with 403 and the challenge that
+    // names the scope, for a client to step up.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                      "params": {"id": "mcp://gateway/t/t/tools/add:v1", "arguments": {"a": 1, "b": 2}}});
+    let (status, headers, body) = gw
+        .post_raw(Some(&files), Some("application/json"), call.to_string())
         .await;
+    assert_eq!(status, 403, "{body}");
+    let r: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(r["error"]["code"], -32007, "{r}");
+    assert_eq!(
+        headers["www-authenticate"],
+        "Bearer error=\"insufficient_scope\", scope=\"search\", \
+         resource_metadata=\"http://gateway.test/.well-known/oauth-protected-resource/mcp\""
+    );
+    // The same over the Model Context Protocol.
     let both = idp.token_for("agent-b", "files search").await;
+    let name = mcp_tool_named(&gw, &both, "/tools/add").await;
+    let resp = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth(&files)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": name, "arguments": {"a": 1, "b": 2}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert!(
+        resp.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("scope=\"search\"")
+    );
+    let r: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(r["error"]["code"], -32007, "{r}");
     let listed = ids(&gw.list(&both, "mcp/listTools").await);
     assert!(
         listed.iter().any(|id| id.contains("/tools/add")),
@@ -245,4 +277,32 @@ async fn a_tool_is_only_for_tokens_with_its_scope() {
     assert_eq!(r["result"]["output"]["sum"], 3.0, "{r}");
     gw.stop().await;
     idp.stop();
+}
+
+/// The Model Context Protocol name of the tool whose mcpId contains `part`.
+async fn mcp_tool_named(gw: &Gateway, token: &str, part: &str) -> String {
+    let resp = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    v["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["_meta"]["dev.mcp-gateway/mcpId"]
+                .as_str()
+                .is_some_and(|id| id.contains(part))
+        })
+        .and_then(|t| t["name"].as_str())
+        .unwrap_or_else(|| panic!("no tool {part}: {v}"))
+        .to_owned()
 }
