@@ -627,3 +627,48 @@ fn http_get(addr: &str, path: &str) -> String {
     s.read_to_string(&mut out).unwrap();
     out.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
+
+#[test]
+fn the_audit_line_of_a_token_names_its_subject_never_the_token() {
+    use crate::jwt::{ISSUER, RESOURCE, SigningKey, now, write_jwks};
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::es256("k");
+    write_jwks(&dir.path().join("jwks.json"), &[&key]);
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: jwks.json\n        tenant: demo\n\
+             upstreams:\n  s: {}\ntenants:\n  demo: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("demo-key", &["s"])
+        ),
+    )
+    .unwrap();
+    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let token =
+        key.sign(&json!({"iss": ISSUER, "aud": RESOURCE, "sub": "agent-42", "exp": now() + 300}));
+    let answer = {
+        use std::io::{Read, Write};
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                          "params": {"id": "mcp://gateway/s/s/tools/echo:v1", "arguments": {"text": "t"}}})
+        .to_string();
+        let mut s = std::net::TcpStream::connect(&agent).unwrap();
+        write!(s, "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let line = p.wait_log("audit", |v| v["target"] == "mcp_gateway::audit");
+    assert_eq!(line["subject"], "agent-42");
+    assert_eq!(line["tenant"], "demo");
+    let status = p.terminate();
+    assert!(status.success());
+    assert!(
+        p.seen.iter().all(|v| !v.to_string().contains(&token)),
+        "the token is in no log line"
+    );
+}

@@ -10,15 +10,15 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-const ISSUER: &str = "http://127.0.0.1:1/realms/agents";
-const RESOURCE: &str = "http://gateway.test/mcp";
+pub(crate) const ISSUER: &str = "http://127.0.0.1:1/realms/agents";
+pub(crate) const RESOURCE: &str = "http://gateway.test/mcp";
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// A signing key and its public JWK.
-struct SigningKey {
+pub(crate) struct SigningKey {
     kid: String,
     alg: Algorithm,
     der: Vec<u8>,
@@ -26,7 +26,7 @@ struct SigningKey {
 }
 
 impl SigningKey {
-    fn es256(kid: &str) -> SigningKey {
+    pub(crate) fn es256(kid: &str) -> SigningKey {
         let rng = ring::rand::SystemRandom::new();
         let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
         let pkcs8 = signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
@@ -61,14 +61,14 @@ impl SigningKey {
         }
     }
 
-    fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(self.alg);
         header.kid = Some(self.kid.clone());
         jsonwebtoken::encode(&header, claims, &self.encoding()).unwrap()
     }
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     jsonwebtoken::get_current_timestamp() as i64
 }
 
@@ -78,7 +78,7 @@ fn claims(tenant: &str) -> Value {
            "iat": now(), "exp": now() + 300})
 }
 
-fn write_jwks(path: &std::path::Path, keys: &[&SigningKey]) {
+pub(crate) fn write_jwks(path: &std::path::Path, keys: &[&SigningKey]) {
     let doc = json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()});
     std::fs::write(path, doc.to_string()).unwrap();
 }
@@ -351,6 +351,85 @@ async fn a_session_opened_with_a_token_ends_when_the_token_expires() {
     assert!(
         started.elapsed() >= Duration::from_secs(1),
         "not before the expiry"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_to_the_next_message_of_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let ec = SigningKey::es256("ec-1");
+    let jwks = dir.path().join("jwks.json");
+    write_jwks(&jwks, &[&ec]);
+    let path = dir.path().join("gw.yaml");
+    let config = |scopes: &str, issuer: bool| {
+        let auth = if issuer {
+            format!(
+                "  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: {:?}\n        tenant_claim: tenant\n",
+                jwks.display()
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "gateway:\n  id: gateway\n  reload_poll_ms: 50\n{auth}upstreams:\n  t: {}\ntenants:\n  b:\n    api_keys: [kb]\n    upstreams: [t]\n    tools: {{scopes: {{{scopes}}}}}\n",
+            stdio_upstream("t", &[])
+        )
+    };
+    std::fs::write(&path, config("\"*/tools/add*\": search", true)).unwrap();
+    let running = mcp_gateway::app::start_on(
+        mcp_gateway::config::Config::load(&path).unwrap(),
+        Some(path.clone()),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    )
+    .unwrap();
+    let gw = Gateway::wrap(running);
+    gw.wait_ready(&["t"]).await;
+    let mut c = claims("b");
+    c["scope"] = json!("files");
+    let token = ec.sign(&c);
+    let sees_add = |listing: &[Value]| ids(listing).iter().any(|id| id.contains("/tools/add"));
+    assert!(!sees_add(&gw.list(&token, "mcp/listTools").await));
+    let mut live = Live::ready(&gw, &token, false).await;
+    let reloads = |n: f64| {
+        let gw = &gw;
+        async move {
+            within(async {
+                while metric(
+                    &gw.metrics().await,
+                    r#"mcp_gateway_config_reloads_total{outcome="applied"}"#,
+                ) != Some(n)
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
+        }
+    };
+    // The scope rule goes: from the next message on, the token sees the tool.
+    std::fs::write(&path, config("", true)).unwrap();
+    reloads(1.0).await;
+    assert!(sees_add(&gw.list(&token, "mcp/listTools").await));
+    live.send(json!({"jsonrpc": "2.0", "id": 3, "method": "mcp/listTools"}))
+        .await;
+    let answer = live.next_answer().await;
+    assert!(sees_add(answer["result"].as_array().unwrap()), "{answer}");
+    // The issuer goes: the token is refused, and the session ends at its next message.
+    std::fs::write(&path, config("", false)).unwrap();
+    reloads(2.0).await;
+    let (status, _, _) = gw
+        .post_raw(Some(&token), Some("application/json"), "{}")
+        .await;
+    assert_eq!(status, 401);
+    live.send(json!({"jsonrpc": "2.0", "id": 4, "method": "mcp/listTools"}))
+        .await;
+    let answer = live.next_answer().await;
+    assert_eq!(answer["error"]["message"], "Unauthorized", "{answer}");
+    assert!(live.next().await.is_none(), "the session ended");
+    assert!(
+        !gw.list("kb", "mcp/listTools").await.is_empty(),
+        "the key is unchanged"
     );
     gw.stop().await;
 }

@@ -13,7 +13,7 @@ mod fuzz_corpus;
 mod hardening;
 mod idp;
 mod isolation;
-mod jwt;
+pub(crate) mod jwt;
 mod mcp_sessions;
 mod modelcontext;
 mod ops;
