@@ -108,7 +108,7 @@ impl Core {
             let issuer = Issuer::new(spec.clone(), self.http_client()?);
             let stop = CancellationToken::new();
             self.supervisors
-                .spawn(crate::auth::keep_fresh(vec![issuer.clone()], stop.clone()));
+                .spawn(crate::auth::keep_fresh(issuer.clone(), stop.clone()));
             next.push((issuer, stop));
         }
         for (_, stop) in held.drain(..) {

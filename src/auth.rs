@@ -417,28 +417,21 @@ pub fn now() -> u64 {
     jsonwebtoken::get_current_timestamp()
 }
 
-/// Keeps every issuer's keys fresh: fetched now, then again on its schedule
-/// (every 10 s while an issuer has no keys yet), until `stop`.
-pub async fn keep_fresh(issuers: Vec<Arc<Issuer>>, stop: tokio_util::sync::CancellationToken) {
-    let mut tasks = tokio::task::JoinSet::new();
-    for issuer in issuers {
-        let stop = stop.clone();
-        tasks.spawn(async move {
-            loop {
-                issuer.refetch(false).await;
-                let wait = if issuer.key_count() == 0 {
-                    MIN_REFETCH
-                } else {
-                    issuer.spec.refresh
-                };
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => {}
-                }
-            }
-        });
+/// Keeps an issuer's keys fresh: fetched now, then again on its schedule
+/// (every 10 s while it has no keys yet), until `stop`.
+pub async fn keep_fresh(issuer: Arc<Issuer>, stop: tokio_util::sync::CancellationToken) {
+    loop {
+        issuer.refetch(false).await;
+        let wait = if issuer.key_count() == 0 {
+            MIN_REFETCH
+        } else {
+            issuer.spec.refresh
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
     }
-    while tasks.join_next().await.is_some() {}
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::jwt::ids;
 use crate::modelcontext::root;
 use crate::support::*;
 
@@ -105,16 +106,9 @@ async fn gateway(issuer: &str) -> Gateway {
     gw
 }
 
-fn ids(listing: &[Value]) -> Vec<String> {
-    listing
-        .iter()
-        .map(|t| t["mcpId"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// `tools/list` of the Model Context Protocol (handshake era, served
-/// statelessly) with this bearer token: the tools' names.
-async fn mcp_tools(gw: &Gateway, token: &str) -> Vec<String> {
+/// statelessly) with this bearer token: the tools as listed.
+async fn mcp_listing(gw: &Gateway, token: &str) -> Vec<Value> {
     let resp = gw
         .client
         .post(&gw.url)
@@ -131,14 +125,30 @@ async fn mcp_tools(gw: &Gateway, token: &str) -> Vec<String> {
     v["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("{v}"))
+        .clone()
+}
+
+fn mcp_id(tool: &Value) -> &str {
+    tool["_meta"]["dev.mcp-gateway/mcpId"]
+        .as_str()
+        .unwrap_or("")
+}
+
+/// The mcpIds of the tools that listing shows.
+async fn mcp_tools(gw: &Gateway, token: &str) -> Vec<String> {
+    let listing = mcp_listing(gw, token).await;
+    listing.iter().map(|t| mcp_id(t).to_owned()).collect()
+}
+
+/// The Model Context Protocol name of the tool whose mcpId contains `part`.
+async fn mcp_tool_named(gw: &Gateway, token: &str, part: &str) -> String {
+    let listing = mcp_listing(gw, token).await;
+    listing
         .iter()
-        .map(|t| {
-            t["_meta"]["dev.mcp-gateway/mcpId"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned()
-        })
-        .collect()
+        .find(|t| mcp_id(t).contains(part))
+        .and_then(|t| t["name"].as_str())
+        .unwrap_or_else(|| panic!("no tool {part}: {listing:?}"))
+        .to_owned()
 }
 
 #[tokio::test]
@@ -284,32 +294,4 @@ async fn a_tool_is_only_for_tokens_with_its_scope() {
     assert_eq!(r["result"]["output"]["sum"], 3.0, "{r}");
     gw.stop().await;
     idp.stop();
-}
-
-/// The Model Context Protocol name of the tool whose mcpId contains `part`.
-async fn mcp_tool_named(gw: &Gateway, token: &str, part: &str) -> String {
-    let resp = gw
-        .client
-        .post(&gw.url)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-    v["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| {
-            t["_meta"]["dev.mcp-gateway/mcpId"]
-                .as_str()
-                .is_some_and(|id| id.contains(part))
-        })
-        .and_then(|t| t["name"].as_str())
-        .unwrap_or_else(|| panic!("no tool {part}: {v}"))
-        .to_owned()
 }

@@ -99,7 +99,8 @@ async fn gateway(jwks: &std::path::Path) -> Gateway {
     gw
 }
 
-fn ids(listing: &[Value]) -> Vec<String> {
+/// The mcpIds of an MCP v1.0 listing.
+pub(crate) fn ids(listing: &[Value]) -> Vec<String> {
     listing
         .iter()
         .map(|t| t["mcpId"].as_str().unwrap().to_owned())
