@@ -10,14 +10,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-/// Most bytes of lines waiting to be written: about 13,000 audit lines.
+/// Most bytes of lines waiting to be written: about 9,000 audit lines.
 const CAP: usize = 4 << 20;
 
-/// How long the writer gathers lines after the first before it writes them,
-/// so a busy gateway writes many lines per system call. A line reaches
+/// How long the writer gathers lines after the first before it writes them.
+/// Waking the thread and writing costs about as much as copying tens of
+/// kilobytes, so a wake-up is shared by as many lines as come meanwhile,
+/// while a busy gateway's batch stays far below [`CAP`]. A line reaches
 /// stderr at most this much later than it was formatted (its timestamp is
 /// when it happened).
-const GATHER: Duration = Duration::from_millis(5);
+const GATHER: Duration = Duration::from_millis(25);
 
 struct Sink {
     pending: Mutex<Vec<u8>>,
