@@ -9,7 +9,13 @@
 //! tracing-subscriber's JSON formatter gives every other line; spans keep
 //! their fields as JSON text that a field recorded later is appended to
 //! ([`SpanFields`]). Text lines (for a terminal) are written where they happen.
+//!
+//! On the edge's own HTTP/1.1 path a request's id and tenant are a
+//! [`Scope`], not a `tracing` span, where the JSON log is on: every line
+//! written in it still carries them as its `request` span, at a fraction of
+//! what making, entering and looking up a span costs.
 
+use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use std::io;
 
@@ -18,8 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FormatFields, FormattedFields, MakeWriter};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 pub mod writer;
 
@@ -35,20 +43,37 @@ pub enum LogFormat {
 pub fn init(format: LogFormat) {
     let filter =
         EnvFilter::try_from_env("MCP_GATEWAY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match format {
+    match format {
         LogFormat::Json => {
             writer::start();
-            let set = builder
-                .fmt_fields(SpanFields)
-                .event_format(tracing_subscriber::fmt::format().json().flatten_event(true))
-                .with_writer(Out)
-                .try_init();
-            DIRECT.store(set.is_ok(), Ordering::Relaxed);
-            set
+            let set = json(filter, Out).try_init().is_ok();
+            DIRECT.store(set, Ordering::Relaxed);
         }
-        LogFormat::Text => builder.with_writer(io::stderr).try_init(),
-    };
+        LogFormat::Text => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(io::stderr)
+                .try_init();
+        }
+    }
+}
+
+/// The JSON log's subscriber: tracing-subscriber's JSON lines (with
+/// `flatten_event`), spans' fields kept as [`SpanFields`], the current
+/// [`Scope`] shown as a span, and [`Entered`] counting the spans entered.
+fn json<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync + 'static
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .fmt_fields(SpanFields)
+        .event_format(InScope(
+            tracing_subscriber::fmt::format().json().flatten_event(true),
+        ))
+        .with_writer(writer)
+        .finish()
+        .with(Entered)
 }
 
 /// Writes out the log lines not yet written (at the end of `main`).
@@ -90,6 +115,18 @@ pub fn audit_direct() -> bool {
     DIRECT.load(Ordering::Relaxed)
 }
 
+/// Whether audit lines are kept: the filter's say. Where the JSON log is on
+/// its subscriber and filter are the process's for good, so it is asked once.
+pub fn audit_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ask = || tracing::enabled!(target: AUDIT, tracing::Level::INFO);
+    if audit_direct() {
+        *ENABLED.get_or_init(ask)
+    } else {
+        ask()
+    }
+}
+
 /// The fields of a tool call's audit line (README, "Logs").
 pub struct AuditLine<'a> {
     pub tenant: &'a str,
@@ -123,12 +160,9 @@ pub fn audit(line: &AuditLine<'_>) {
 }
 
 fn audit_line(out: &mut String, line: &AuditLine<'_>) {
-    // As tracing-subscriber's SystemTime writes it: RFC 3339, UTC, microseconds.
-    let _ = write!(
-        out,
-        "{{\"timestamp\":\"{}\",\"level\":\"INFO\",\"message\":\"tool call\",\"tenant\":",
-        humantime::format_rfc3339_micros(std::time::SystemTime::now())
-    );
+    out.push_str("{\"timestamp\":\"");
+    timestamp(out, std::time::SystemTime::now());
+    out.push_str("\",\"level\":\"INFO\",\"message\":\"tool call\",\"tenant\":");
     // Only the tool id comes from the client; the rest are names the
     // configuration allows (letters, digits, '-', '_'), closed sets and hex,
     // which JSON writes as they are.
@@ -154,9 +188,64 @@ fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     out.push_str("}\n");
 }
 
+/// `now` as tracing-subscriber's `SystemTime` timer writes it: RFC 3339,
+/// UTC, microseconds. The date and the second are formatted once a second
+/// on each thread, the microseconds every time.
+fn timestamp(out: &mut String, now: std::time::SystemTime) {
+    thread_local! {
+        /// A second since the epoch, and its `YYYY-MM-DDTHH:MM:SS`.
+        static SECOND: Cell<(u64, [u8; 19])> = const { Cell::new((u64::MAX, [0; 19])) };
+    }
+    let Ok(since) = now.duration_since(std::time::UNIX_EPOCH) else {
+        let _ = write!(out, "{}", humantime::format_rfc3339_micros(now));
+        return;
+    };
+    let (secs, mut head) = SECOND.get();
+    if secs != since.as_secs() {
+        // `YYYY-MM-DDTHH:MM:SSZ`, for the years 0-9999.
+        let text = humantime::format_rfc3339_seconds(now).to_string();
+        let Some(date_time) = text.strip_suffix('Z').filter(|t| t.len() == 19) else {
+            let _ = write!(out, "{}", humantime::format_rfc3339_micros(now));
+            return;
+        };
+        head.copy_from_slice(date_time.as_bytes());
+        SECOND.set((since.as_secs(), head));
+    }
+    out.push_str(std::str::from_utf8(&head).unwrap_or("0000-00-00T00:00:00"));
+    let mut micros = since.subsec_micros();
+    let mut digits = *b".000000Z";
+    for d in digits[1..7].iter_mut().rev() {
+        *d = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    out.push_str(std::str::from_utf8(&digits).unwrap_or(".000000Z"));
+}
+
 /// `"span"` and `"spans"` as the JSON formatter writes them: the current
-/// span, then every span from the root; nothing outside any span.
+/// span, then every span from the root, the current [`Scope`] the
+/// outermost; nothing outside any.
 fn spans(out: &mut String) {
+    Scope::with_current(|scope| {
+        let at = out.len();
+        if ENTERED.get() > 0 {
+            registry_spans(out);
+        }
+        match scope {
+            None => {}
+            Some(scope) if out.len() == at => {
+                out.push_str(",\"span\":");
+                out.push_str(scope);
+                out.push_str(",\"spans\":[");
+                out.push_str(scope);
+                out.push(']');
+            }
+            Some(scope) => splice_outermost(out, at, scope),
+        }
+    });
+}
+
+/// The spans entered, from the registry, as [`spans`] writes them.
+fn registry_spans(out: &mut String) {
     tracing::dispatcher::get_default(|dispatch| {
         let Some(registry) = dispatch.downcast_ref::<tracing_subscriber::Registry>() else {
             return;
@@ -179,6 +268,135 @@ fn spans(out: &mut String) {
         }
         out.push(']');
     });
+}
+
+/// Puts `scope` first in the `"spans"` list that `out` holds from `from` on.
+/// The list's key is found by `,"spans":[`, which only the line's structure
+/// can hold: inside a JSON string every `"` is escaped.
+fn splice_outermost(out: &mut String, from: usize, scope: &str) {
+    const KEY: &str = ",\"spans\":[";
+    if let Some(at) = out[from..].rfind(KEY) {
+        let at = from + at + KEY.len();
+        out.insert(at, ',');
+        out.insert_str(at, scope);
+    }
+}
+
+/// A request's place in the log where no `tracing` span is made for it: the
+/// JSON object its `request` span would show (`request_id`, `tenant`,
+/// `name`), written once per request. Every JSON line written while it is
+/// current on a thread ([`Scope::run`]) carries it as that span would be
+/// carried: the outermost in `spans`, and `span` unless a span is entered
+/// inside it.
+#[derive(Default)]
+pub struct Scope {
+    object: String,
+}
+
+thread_local! {
+    /// The current [`Scope`]'s object; empty outside any.
+    static CURRENT: Cell<String> = const { Cell::new(String::new()) };
+    /// Spans entered and not yet exited on this thread ([`Entered`]).
+    static ENTERED: Cell<u32> = const { Cell::new(0) };
+}
+
+impl Scope {
+    /// Makes this the scope of the request `request_id` of `tenant`: the
+    /// fields of `tracing::info_span!("request", request_id, tenant)`.
+    pub fn set(&mut self, request_id: &str, tenant: Option<&str>) {
+        let out = &mut self.object;
+        out.clear();
+        out.push_str("{\"request_id\":");
+        string(out, request_id);
+        if let Some(tenant) = tenant {
+            out.push_str(",\"tenant\":");
+            string(out, tenant);
+        }
+        out.push_str(",\"name\":\"request\"}");
+    }
+
+    /// Runs `f` (a poll of the request's future) with this scope current on
+    /// this thread, and the one before it current again afterwards.
+    pub fn run<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        struct Restore<'a> {
+            to: &'a mut String,
+            before: String,
+        }
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                *self.to = CURRENT.replace(std::mem::take(&mut self.before));
+            }
+        }
+        let before = CURRENT.replace(std::mem::take(&mut self.object));
+        let _restore = Restore {
+            to: &mut self.object,
+            before,
+        };
+        f()
+    }
+
+    /// Calls `f` with the current scope's object, if there is one.
+    fn with_current<R>(f: impl FnOnce(Option<&str>) -> R) -> R {
+        let object = CURRENT.take();
+        let r = f(Some(object.as_str()).filter(|o| !o.is_empty()));
+        CURRENT.set(object);
+        r
+    }
+}
+
+/// Counts the spans entered on each thread, so that a line written outside
+/// every span need not look for one in the registry.
+struct Entered;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Entered {
+    fn on_enter(&self, _: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        ENTERED.set(ENTERED.get() + 1);
+    }
+
+    fn on_exit(&self, _: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        ENTERED.set(ENTERED.get().saturating_sub(1));
+    }
+}
+
+/// The JSON event format, with the current [`Scope`] among the line's spans.
+struct InScope<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for InScope<F>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
+        Scope::with_current(|scope| {
+            let Some(scope) = scope else {
+                return self.0.format_event(ctx, writer, event);
+            };
+            let mut line = String::new();
+            self.0.format_event(ctx, Writer::new(&mut line), event)?;
+            // `{...}` and its newline: the spans go before the `}`.
+            let Some(close) = line.rfind('}') else {
+                return writer.write_str(&line);
+            };
+            let tail = line.split_off(close);
+            if line.contains(",\"spans\":[") {
+                splice_outermost(&mut line, 0, scope);
+            } else {
+                line.push_str(",\"span\":");
+                line.push_str(scope);
+                line.push_str(",\"spans\":[");
+                line.push_str(scope);
+                line.push(']');
+            }
+            line.push_str(&tail);
+            writer.write_str(&line)
+        })
+    }
 }
 
 /// A number as serde_json writes it (`null` for NaN and the infinities).
@@ -248,10 +466,35 @@ static ESCAPES: [bool; 256] = {
     t
 };
 
+/// Where the first byte of `s` that a JSON string escapes is. Eight bytes
+/// at a time while none of them is one (`"`, `\`, or below 0x20): the
+/// tests of a word for a byte below `n` are exact as to whether there is one.
+fn first_escaped(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let x = u64::from_ne_bytes(word.try_into().unwrap_or_default());
+        let found = below(x, 0x20)
+            | below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1);
+        if found != 0 {
+            break;
+        }
+        at += 8;
+    }
+    s[at..]
+        .iter()
+        .position(|&b| ESCAPES[usize::from(b)])
+        .map(|i| at + i)
+}
+
 impl fmt::Write for Escaped<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let mut rest = s;
-        while let Some(at) = rest.bytes().position(|b| ESCAPES[usize::from(b)]) {
+        while let Some(at) = first_escaped(rest.as_bytes()) {
             // Every byte escaped is ASCII, so `at` is on a char boundary.
             self.0.push_str(&rest[..at]);
             let b = rest.as_bytes()[at];
@@ -481,12 +724,7 @@ mod tests {
     fn audit_lines_and_spans_are_what_the_general_json_formatter_writes() {
         let ours = Capture::default();
         let direct = Arc::new(Mutex::new(Vec::new()));
-        let subscriber = tracing_subscriber::fmt()
-            .fmt_fields(SpanFields)
-            .event_format(tracing_subscriber::fmt::format().json().flatten_event(true))
-            .with_writer(ours.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(json(EnvFilter::new("trace"), ours.clone()), || {
             events(&|line| {
                 let mut out = String::new();
                 audit_line(&mut out, line);
@@ -534,5 +772,159 @@ mod tests {
             direct[2]
         );
         assert!(!direct[0].contains("\"span\""), "no span outside one");
+    }
+
+    /// Requests, each with a span of its own inside it and lines written
+    /// before, in and after that span; `request` runs its closure as the
+    /// request `id` of `tenant`.
+    /// Runs its last argument as the request of an id and a tenant.
+    type Request<'a> = &'a dyn Fn(&str, Option<&str>, &dyn Fn());
+
+    fn requests(request: Request<'_>, audit: &dyn Fn(&str)) {
+        tracing::info!("before any request");
+        for (id, tenant) in [
+            ("r\"1\\\u{1}é-a-long-one-of-many-words", Some("acme\n\t")),
+            ("0123456789abcdef", None),
+            ("second-on-the-connection", Some("beta")),
+        ] {
+            request(id, tenant, &|| {
+                audit("first");
+                tracing::warn!(n = 3u64, "in the request");
+                let inner = tracing::info_span!("inner", depth = 2u64);
+                inner.in_scope(|| {
+                    audit("nested");
+                    tracing::info!(x = -1i64, "in its span");
+                });
+                audit("after the span");
+            });
+            tracing::info!("between requests");
+        }
+    }
+
+    #[test]
+    fn lines_in_a_scope_are_what_they_are_in_the_request_span_it_stands_for() {
+        let audit_line_of = |tool: &str| {
+            let mut out = String::new();
+            audit_line(
+                &mut out,
+                &AuditLine {
+                    tenant: "acme",
+                    tool,
+                    upstream: "files",
+                    outcome: "ok",
+                    duration_ms: 1.5,
+                    args_hmac: "00ff",
+                    protocol: "v1",
+                    subject: None,
+                },
+            );
+            out
+        };
+        // In scopes, with the JSON log's own subscriber; the audit lines
+        // written straight, in order among the others.
+        let ours = Capture::default();
+        tracing::subscriber::with_default(json(EnvFilter::new("trace"), ours.clone()), || {
+            let mut scope = Scope::default();
+            let scope = std::cell::RefCell::new(&mut scope);
+            requests(
+                &|id, tenant, f| {
+                    let mut scope = scope.borrow_mut();
+                    scope.set(id, tenant);
+                    scope.run(f);
+                },
+                &|tool| {
+                    use io::Write as _;
+                    ours.clone()
+                        .write_all(audit_line_of(tool).as_bytes())
+                        .unwrap();
+                },
+            );
+        });
+        // In real spans, everything through the general formatter.
+        let theirs = Capture::default();
+        let general = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(theirs.clone())
+            .finish();
+        tracing::subscriber::with_default(general, || {
+            requests(
+                &|id, tenant, f| {
+                    tracing::info_span!("request", request_id = id, tenant).in_scope(f)
+                },
+                &|tool| {
+                    tracing::info!(
+                        target: AUDIT,
+                        tenant = "acme",
+                        tool,
+                        upstream = "files",
+                        outcome = "ok",
+                        duration_ms = 1.5,
+                        args_hmac = "00ff",
+                        protocol = "v1",
+                        "tool call"
+                    )
+                },
+            );
+        });
+        let (ours, theirs) = (lines(&ours), lines(&theirs));
+        assert_eq!(ours.len(), 1 + 3 * 6);
+        assert_eq!(ours, theirs);
+        assert!(
+            ours[1].contains("\"span\":{\"request_id\":\"r\\\"1\\\\\\u0001é-a-long-one-of-many-words\",\"tenant\":\"acme\\n\\t\",\"name\":\"request\"}"),
+            "{}",
+            ours[1]
+        );
+        assert!(
+            !ours[0].contains("span") && !ours[6].contains("span"),
+            "outside any request"
+        );
+    }
+
+    #[test]
+    fn the_word_at_a_time_search_finds_the_first_byte_to_escape() {
+        let naive = |s: &[u8]| s.iter().position(|&b| ESCAPES[usize::from(b)]);
+        let mut cases: Vec<Vec<u8>> =
+            vec![Vec::new(), b"plain text, long enough for words".to_vec()];
+        for len in [1, 7, 8, 9, 15, 16, 17, 31] {
+            for at in 0..len {
+                for b in [
+                    0u8, 0x1f, b'"', b'\\', 0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']',
+                ] {
+                    let mut s = vec![b'a'; len];
+                    s[at] = b;
+                    cases.push(s.clone());
+                    // and a second one further on
+                    if at + 3 < len {
+                        s[at + 3] = b'"';
+                        cases.push(s);
+                    }
+                }
+            }
+        }
+        for s in &cases {
+            assert_eq!(first_escaped(s), naive(s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn timestamps_are_humantimes_rfc3339_with_microseconds() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let at = |secs: u64, nanos: u32| UNIX_EPOCH + Duration::new(secs, nanos);
+        // The same second twice (the second from the cache), the next, a
+        // jump back, the epoch and a leap day.
+        for t in [
+            at(1_764_612_345, 999_999_999),
+            at(1_764_612_345, 1_000),
+            at(1_764_612_346, 0),
+            at(1_700_000_000, 123_456_789),
+            at(0, 0),
+            at(951_782_400, 7_000),
+            std::time::SystemTime::now(),
+        ] {
+            let mut out = String::new();
+            timestamp(&mut out, t);
+            assert_eq!(out, humantime::format_rfc3339_micros(t).to_string());
+        }
     }
 }

@@ -30,13 +30,13 @@ pub struct Audit {
     protocol: &'static str,
     tool: Option<String>,
     upstream: Option<Arc<str>>,
-    args_hmac: Option<String>,
+    args_hmac: Option<ArgsDigest>,
 }
 
 impl Audit {
     pub fn new(protocol: &'static str) -> Self {
         Audit {
-            enabled: tracing::enabled!(target: crate::telemetry::AUDIT, tracing::Level::INFO),
+            enabled: crate::telemetry::audit_enabled(),
             protocol,
             tool: None,
             upstream: None,
@@ -63,7 +63,7 @@ impl Audit {
                 upstream: self.upstream.as_deref().unwrap_or(""),
                 outcome,
                 duration_ms: took.as_secs_f64() * 1000.0,
-                args_hmac: self.args_hmac.as_deref().unwrap_or(""),
+                args_hmac: self.args_hmac.as_ref().map_or("", ArgsDigest::as_str),
                 protocol: self.protocol,
                 subject: tenant.subject.as_deref(),
             });
@@ -76,7 +76,7 @@ impl Audit {
             upstream = self.upstream.as_deref().unwrap_or(""),
             outcome,
             duration_ms = took.as_secs_f64() * 1000.0,
-            args_hmac = self.args_hmac.as_deref().unwrap_or(""),
+            args_hmac = self.args_hmac.as_ref().map_or("", ArgsDigest::as_str),
             protocol = self.protocol,
             subject = tenant.subject.as_deref(),
             "tool call"
@@ -89,7 +89,7 @@ impl Audit {
 /// could be found again by hashing the ten thousand guesses, and SipHash is a
 /// keyed pseudorandom function made for short inputs (a few hundred
 /// instructions where an HMAC-SHA256 takes tens of thousands).
-fn args_digest(bytes: &[u8]) -> String {
+fn args_digest(bytes: &[u8]) -> ArgsDigest {
     use siphasher::sip128::{Hasher128, SipHasher24};
     use std::hash::Hasher;
     use std::sync::OnceLock;
@@ -108,12 +108,22 @@ fn args_digest(bytes: &[u8]) -> String {
     let mut h = *keyed;
     h.write(bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(32);
-    for b in h.finish128().as_bytes() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 15)]));
+    let mut out = [0u8; 32];
+    for (pair, b) in out.chunks_exact_mut(2).zip(h.finish128().as_bytes()) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 15)];
     }
-    out
+    ArgsDigest(out)
+}
+
+/// [`args_digest`]'s 32 hex digits, kept in place.
+struct ArgsDigest([u8; 32]);
+
+impl ArgsDigest {
+    fn as_str(&self) -> &str {
+        // Hex digits only: always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or("")
+    }
 }
 
 /// The first `chars` characters of `s`.
@@ -199,7 +209,7 @@ impl Dispatcher {
         arguments: Json<'_>,
         audit: &mut Audit,
     ) -> Result<JsonBuf, GatewayError> {
-        // The audit line's fields cost a copy and a SHA-256: only when it is written.
+        // The audit line's fields cost a copy and a digest: only when it is written.
         if audit.enabled {
             audit.tool = Some(truncated(&id, MAX_AUDITED_ID).to_owned());
             audit.args_hmac = Some(args_digest(arguments.get().as_bytes()));

@@ -240,6 +240,7 @@ pub(crate) async fn connection(
     let edge = service.0.clone();
     let mut conn = Conn::new(stream, shutdown.clone());
     let mut auth = AuthCache::default();
+    let mut scope = crate::telemetry::Scope::default();
     loop {
         let head = match conn
             .read_head(header_read_timeout, edge.max_body_bytes.min(LARGE_BODY))
@@ -256,12 +257,23 @@ pub(crate) async fn connection(
             .authenticate(&edge.keys, conn.header(&head).authorization)
             .await;
         // The request's future is made in place and polled inside its span
-        // (what `Instrument` does): wrapping it would copy its 2.5 KiB twice
-        // per request as it moved into the wrapper and into this future.
+        // or scope (what `Instrument` does): wrapping it would copy its
+        // 2.5 KiB twice per request as it moved into the wrapper and into
+        // this future.
         let step = {
-            let span = id.span(tenant.as_deref().ok().map(|t| &*t.name));
+            let name = tenant.as_deref().ok().map(|t| &*t.name);
+            let span = if id.scoped(&mut scope, name) {
+                None
+            } else {
+                Some(id.span(name))
+            };
             let mut step = std::pin::pin!(serve_one(&edge, &service.1, &mut conn, &head, tenant));
-            std::future::poll_fn(|cx| span.in_scope(|| step.as_mut().poll(cx))).await
+            match span {
+                None => std::future::poll_fn(|cx| scope.run(|| step.as_mut().poll(cx))).await,
+                Some(span) => {
+                    std::future::poll_fn(|cx| span.in_scope(|| step.as_mut().poll(cx))).await
+                }
+            }
         };
         let (reply, keep) = match step {
             Step::Reply(reply, keep) => (reply, keep),

@@ -2,6 +2,8 @@
 //! when it is a sane token, else a new one; echoed in the answer and in the
 //! request's span.
 
+use crate::telemetry::Scope;
+
 pub(super) const REQUEST_ID: &str = "x-request-id";
 
 /// The request id: the client's `x-request-id` when it is a sane token, else a new one.
@@ -43,6 +45,21 @@ impl RequestId {
     /// here when the credentials were read before the span was made.
     pub(super) fn span(&self, tenant: Option<&str>) -> tracing::Span {
         tracing::info_span!("request", request_id = self.as_str(), tenant)
+    }
+
+    /// Sets `scope` to stand for the request's span, and says so, where the
+    /// JSON log is on and the span would be enabled; else the request is
+    /// logged in its [`span`](Self::span).
+    pub(super) fn scoped(&self, scope: &mut Scope, tenant: Option<&str>) -> bool {
+        // The JSON log's subscriber and filter are the process's for good:
+        // whether the span would be enabled is asked once.
+        static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let scoped = crate::telemetry::audit_direct()
+            && *ENABLED.get_or_init(|| tracing::span_enabled!(tracing::Level::INFO));
+        if scoped {
+            scope.set(self.as_str(), tenant);
+        }
+        scoped
     }
 }
 

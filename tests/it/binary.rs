@@ -323,6 +323,59 @@ fn every_tool_call_leaves_an_audit_line_without_its_arguments() {
     );
 }
 
+#[test]
+fn each_audit_line_carries_its_own_requests_span_on_a_kept_alive_connection() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let (mut p, agent, _dir) = serve_one_upstream("s");
+    let mut s = std::net::TcpStream::connect(&agent).unwrap();
+    let mut answers = BufReader::new(s.try_clone().unwrap());
+    // A request id of the client's (with a quote and a backslash), none,
+    // another: the connection's requests one after another.
+    let sent = [Some(r#"trace-"7"\x"#), None, Some("third-request")];
+    let mut echoed = Vec::new();
+    for (n, id) in sent.iter().enumerate() {
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "mcp/executeTool", "params": {"id": "mcp://gateway/s/s/tools/echo:v1", "arguments": {"text": format!("call {n}")}}}).to_string();
+        let header = id.map_or(String::new(), |id| format!("x-request-id: {id}\r\n"));
+        write!(s, "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer demo-key\r\nContent-Type: application/json\r\n{header}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        let (mut length, mut request_id) = (0, String::new());
+        loop {
+            let mut line = String::new();
+            answers.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(": ") {
+                match name.to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.parse().unwrap(),
+                    "x-request-id" => request_id = value.to_owned(),
+                    _ => {}
+                }
+            }
+        }
+        let mut answer = vec![0; length];
+        answers.read_exact(&mut answer).unwrap();
+        assert!(String::from_utf8_lossy(&answer).contains(&format!("call {n}")));
+        echoed.push(request_id);
+    }
+    for (n, id) in sent.iter().enumerate() {
+        let text = format!("call {n}");
+        let line = p.wait_log("the call's audit line", |v| {
+            v["target"] == "mcp_gateway::audit" && v["span"]["request_id"] == echoed[n].as_str()
+        });
+        if let Some(id) = id {
+            assert_eq!(echoed[n], *id);
+        } else {
+            assert_eq!(echoed[n].len(), 16, "a new id: {echoed:?}");
+        }
+        let request = json!({"request_id": echoed[n], "tenant": "demo", "name": "request"});
+        assert_eq!(line["span"], request, "{text}: {line}");
+        assert_eq!(line["spans"], json!([request]), "{text}: {line}");
+    }
+    drop((s, answers));
+    assert!(p.terminate().success());
+}
+
 fn get(url: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://")?;
