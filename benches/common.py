@@ -101,3 +101,29 @@ http {{ {log} client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_p
     proxy_set_header Connection ""; }} }} }}
 """)
     return conf
+
+
+def one_cpu_cgroup(tag=""):
+    """A cgroup whose CPU quota is one CPU, as the chart's default `limits.cpu: "1"` gives a pod
+    (cgroup v2 `cpu.max`, or v1's CFS quota), made when this script may (root); returns the
+    path of its `cgroup.procs`, or None."""
+    name = f"mcp-bench-{os.getpid()}{tag}"
+    candidates = []
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        candidates.append(("/sys/fs/cgroup", {"cpu.max": "100000 100000"}))
+    if os.path.exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
+        candidates.append(("/sys/fs/cgroup/cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"}))
+    for base, quota in candidates:
+        path = os.path.join(base, name)
+        try:
+            os.mkdir(path)
+            for file, value in quota.items():
+                with open(os.path.join(path, file), "w") as f:
+                    f.write(value)
+            return os.path.join(path, "cgroup.procs")
+        except OSError:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    return None

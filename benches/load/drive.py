@@ -12,7 +12,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common import cpu_seconds, free_port, nginx_conf, stop, wait_port  # noqa: E402
+from common import cpu_seconds, free_port, nginx_conf, one_cpu_cgroup, stop, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # PROFILE=dist measures the build the container image ships (see Cargo.toml).
@@ -22,38 +22,6 @@ DURATION = int(os.environ.get("DURATION", "10"))
 REPS = int(os.environ.get("REPS", "3"))
 CONNS = [int(c) for c in os.environ.get("CONNS", "1 16 64").split()]
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-
-
-
-
-
-
-
-
-def one_cpu_cgroup(tmp):
-    """A cgroup whose CPU quota is one CPU, as the chart's default `limits.cpu: "1"` gives a pod
-    (cgroup v2 `cpu.max`, or v1's CFS quota), made when this script may (root); returns the
-    path of its `cgroup.procs`, or None."""
-    name = f"mcp-bench-{os.getpid()}"
-    candidates = []
-    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        candidates.append(("/sys/fs/cgroup", {"cpu.max": "100000 100000"}))
-    if os.path.exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
-        candidates.append(("/sys/fs/cgroup/cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"}))
-    for base, quota in candidates:
-        path = os.path.join(base, name)
-        try:
-            os.mkdir(path)
-            for file, value in quota.items():
-                with open(os.path.join(path, file), "w") as f:
-                    f.write(value)
-            return os.path.join(path, "cgroup.procs")
-        except OSError:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-    return None
 
 
 def body(tool_id):
@@ -101,7 +69,7 @@ def main():
                         f"upstreams:\n  up: {upstream_yaml}\ntenants:\n  bench: {{api_keys: [bench-key], upstreams: [up]}}\n")
             if defaults:
                 env = {k: v for k, v in os.environ.items() if k not in ("MCP_GATEWAY_LOG", "MCP_GATEWAY_WORKERS")}
-                procs_file = one_cpu_cgroup(tmp)
+                procs_file = one_cpu_cgroup()
                 cgroups.append(procs_file)
                 def enter():
                     if procs_file:
