@@ -1,4 +1,5 @@
 """Helpers the benchmark scripts share: ports on 127.0.0.1 and /proc figures."""
+import json
 import os
 import re
 import socket
@@ -127,3 +128,42 @@ def one_cpu_cgroup(tag=""):
             except OSError:
                 pass
     return None
+
+
+def enter_cgroup(procs_file):
+    """A preexec_fn that moves the new process into the cgroup whose `cgroup.procs` is procs_file
+    (None: stay where it is)."""
+    def enter():
+        if procs_file:
+            with open(procs_file, "w") as f:
+                f.write(str(os.getpid()))
+    return enter
+
+
+def remove_cgroups(procs_files):
+    """Removes the cgroups one_cpu_cgroup made (their processes ended)."""
+    for procs_file in filter(None, procs_files):
+        try:
+            os.rmdir(os.path.dirname(procs_file))
+        except OSError:
+            pass
+
+
+def start_nginx(nginx, tmp, name, upstream_port, procs, access_log=False):
+    """nginx (nginx_conf's, in tmp/name) in front of the upstream, appended to procs; returns its
+    URL for /mcp and its worker's pid (the process that serves)."""
+    port, home = free_port(), os.path.join(tmp, name)
+    os.mkdir(home)
+    conf = nginx_conf(home, upstream_port, port, access_log=access_log and os.path.join(home, "access.log"))
+    ng = subprocess.Popen([nginx, "-c", conf, "-p", home], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(ng)
+    wait_port(port)
+    time.sleep(0.2)
+    worker = int(subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True, text=True).stdout.split()[0])
+    return f"http://127.0.0.1:{port}/mcp", worker
+
+
+def execute_tool(tool_id):
+    """The body of an MCP v1.0 `mcp/executeTool` of the demo's echo tool."""
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                       "params": {"id": tool_id, "arguments": {"text": "hello, world"}}})

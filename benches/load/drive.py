@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Drives the load benchmark (see run.sh): starts the upstream, the gateway and
 nginx, runs wrk against each arm in a rotating order, and prints medians."""
-import json
 import os
 import re
 import shutil
@@ -12,7 +11,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common import cpu_seconds, free_port, nginx_conf, one_cpu_cgroup, stop, wait_port  # noqa: E402
+from common import (cpu_seconds, enter_cgroup, free_port, one_cpu_cgroup, remove_cgroups,  # noqa: E402
+                    start_nginx, stop, wait_port)
+from common import execute_tool as body  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # PROFILE=dist measures the build the container image ships (see Cargo.toml).
@@ -22,11 +23,6 @@ DURATION = int(os.environ.get("DURATION", "10"))
 REPS = int(os.environ.get("REPS", "3"))
 CONNS = [int(c) for c in os.environ.get("CONNS", "1 16 64").split()]
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-
-
-def body(tool_id):
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
-                       "params": {"id": tool_id, "arguments": {"text": "hello, world"}}})
 
 
 def to_us(text):
@@ -71,13 +67,9 @@ def main():
                 env = {k: v for k, v in os.environ.items() if k not in ("MCP_GATEWAY_LOG", "MCP_GATEWAY_WORKERS")}
                 procs_file = one_cpu_cgroup()
                 cgroups.append(procs_file)
-                def enter():
-                    if procs_file:
-                        with open(procs_file, "w") as f:
-                            f.write(str(os.getpid()))
                 log = open(os.path.join(tmp, f"{name}.log"), "w")
                 p = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=log,
-                                     env=env, preexec_fn=enter)
+                                     env=env, preexec_fn=enter_cgroup(procs_file))
                 print(f"gateway at its defaults: logs at info, JSON to a file, "
                       + ("in a cgroup of one CPU (the chart's default limit)" if procs_file else
                          "on every CPU of this machine (no cgroup could be made: not root?)"))
@@ -97,17 +89,9 @@ def main():
             "gw-dflt": (f"http://127.0.0.1:{dflt_port}/mcp", body("mcp://gateway/up/up/tools/echo:v1"), dflt.pid),
         }
         if NGINX:
-            for arm, log in (("nginx", None), ("ngx-log", "access.log")):
-                ng_port, ng_tmp = free_port(), os.path.join(tmp, arm)
-                os.mkdir(ng_tmp)
-                conf = nginx_conf(ng_tmp, up_port, ng_port, access_log=log and os.path.join(ng_tmp, log))
-                ng = subprocess.Popen([NGINX, "-c", conf, "-p", ng_tmp], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
-                procs.append(ng)
-                wait_port(ng_port)
-                time.sleep(0.2)
-                worker = int(subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True, text=True).stdout.split()[0])
-                arms[arm] = (f"http://127.0.0.1:{ng_port}/mcp", body("mcp://up/tools/echo:v1"), worker)
+            for arm, log in (("nginx", False), ("ngx-log", True)):
+                url, worker = start_nginx(NGINX, tmp, arm, up_port, procs, access_log=log)
+                arms[arm] = (url, body("mcp://up/tools/echo:v1"), worker)
         else:
             print("nginx: not installed and could not be installed here; its arms are skipped")
         for arm, (url, payload, _) in arms.items():  # every arm really answers the call
@@ -166,11 +150,7 @@ def main():
               + (f"{stdio_rps / http_rps:.2f}" if 64 in CONNS else "not compared (64 connections not in CONNS)"))
     finally:
         stop(procs)
-        for procs_file in filter(None, cgroups):
-            try:
-                os.rmdir(os.path.dirname(procs_file))
-            except OSError:
-                pass
+        remove_cgroups(cgroups)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -15,17 +15,17 @@ cgroup, the periods its quota throttled.
 Needs wrk and, for its arm, nginx (benches/load/run.sh installs both when
 root); the cgroup needs root. See docs/PERFORMANCE.md.
 """
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common import TICK, free_port, nginx_conf, one_cpu_cgroup, stop, wait_port  # noqa: E402
+from common import (TICK, enter_cgroup, free_port, one_cpu_cgroup, remove_cgroups,  # noqa: E402
+                    start_nginx, stop, wait_port)
+from common import execute_tool as body  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
@@ -35,11 +35,6 @@ CONNS = int(os.environ.get("CONNS", "16"))
 REPS = int(os.environ.get("REPS", "3"))
 ARMS = os.environ.get("ARMS")
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-
-
-def body(tool_id):
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
-                       "params": {"id": tool_id, "arguments": {"text": "hello, world"}}})
 
 
 def threads(pid):
@@ -120,14 +115,9 @@ def main():
             if cgroup and not procs_file:
                 print(f"{name}: no cgroup could be made (not root?); it runs on every CPU")
             cgroups.append(procs_file)
-
-            def enter():
-                if procs_file:
-                    with open(procs_file, "w") as f:
-                        f.write(str(os.getpid()))
             err = open(os.path.join(tmp, f"{name}.log"), "w") if log else subprocess.DEVNULL
             p = subprocess.Popen([BIN, "serve", "--config", cfg, *args], stdout=subprocess.DEVNULL, stderr=err,
-                                 env=env, preexec_fn=enter)
+                                 env=env, preexec_fn=enter_cgroup(procs_file))
             procs.append(p)
             wait_port(port)
             arms[name] = (f"http://127.0.0.1:{port}/mcp", tool, p.pid, procs_file)
@@ -137,16 +127,8 @@ def main():
         gateway("dflt-warn", [], "warn", True, True)
         gateway("dflt", [], None, True, True)
         if NGINX:
-            ng_port, ng_tmp = free_port(), os.path.join(tmp, "nginx")
-            os.mkdir(ng_tmp)
-            conf = nginx_conf(ng_tmp, up_port, ng_port, access_log=os.path.join(ng_tmp, "access.log"))
-            ng = subprocess.Popen([NGINX, "-c", conf, "-p", ng_tmp], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-            procs.append(ng)
-            wait_port(ng_port)
-            time.sleep(0.2)
-            worker = int(subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True, text=True).stdout.split()[0])
-            arms["ngx-log"] = (f"http://127.0.0.1:{ng_port}/mcp", body("mcp://up/tools/echo:v1"), worker, None)
+            url, worker = start_nginx(NGINX, tmp, "ngx-log", up_port, procs, access_log=True)
+            arms["ngx-log"] = (url, body("mcp://up/tools/echo:v1"), worker, None)
         if ARMS:
             arms = {k: v for k, v in arms.items() if k in ARMS.split(",")}
         for url, payload, _, _ in arms.values():  # warm up every arm once
@@ -160,11 +142,7 @@ def main():
                 measure(name, *arms[name])
     finally:
         stop(procs)
-        for procs_file in filter(None, cgroups):
-            try:
-                os.rmdir(os.path.dirname(procs_file))
-            except OSError:
-                pass
+        remove_cgroups(cgroups)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
