@@ -230,16 +230,8 @@ fn spans(out: &mut String) {
         if ENTERED.get() > 0 {
             registry_spans(out);
         }
-        match scope {
-            None => {}
-            Some(scope) if out.len() == at => {
-                out.push_str(",\"span\":");
-                out.push_str(scope);
-                out.push_str(",\"spans\":[");
-                out.push_str(scope);
-                out.push(']');
-            }
-            Some(scope) => splice_outermost(out, at, scope),
+        if let Some(scope) = scope {
+            add_scope(out, at, scope);
         }
     });
 }
@@ -270,15 +262,23 @@ fn registry_spans(out: &mut String) {
     });
 }
 
-/// Puts `scope` first in the `"spans"` list that `out` holds from `from` on.
-/// The list's key is found by `,"spans":[`, which only the line's structure
-/// can hold: inside a JSON string every `"` is escaped.
-fn splice_outermost(out: &mut String, from: usize, scope: &str) {
+/// Adds `scope` to the line `out` holds from `from` on, as the outermost
+/// span: first in its `"spans"` list, or, when it has none, as its `"span"`
+/// and its only one in `"spans"`. The list's key is found by `,"spans":[`,
+/// which only the line's structure can hold: inside a JSON string every `"`
+/// is escaped.
+fn add_scope(out: &mut String, from: usize, scope: &str) {
     const KEY: &str = ",\"spans\":[";
     if let Some(at) = out[from..].rfind(KEY) {
         let at = from + at + KEY.len();
         out.insert(at, ',');
         out.insert_str(at, scope);
+    } else {
+        out.push_str(",\"span\":");
+        out.push_str(scope);
+        out.push_str(KEY);
+        out.push_str(scope);
+        out.push(']');
     }
 }
 
@@ -384,15 +384,7 @@ where
                 return writer.write_str(&line);
             };
             let tail = line.split_off(close);
-            if line.contains(",\"spans\":[") {
-                splice_outermost(&mut line, 0, scope);
-            } else {
-                line.push_str(",\"span\":");
-                line.push_str(scope);
-                line.push_str(",\"spans\":[");
-                line.push_str(scope);
-                line.push(']');
-            }
+            add_scope(&mut line, 0, scope);
             line.push_str(&tail);
             writer.write_str(&line)
         })
