@@ -60,6 +60,11 @@ impl Core {
         let metrics = Metrics::new();
         let dispatcher = Dispatcher::new(&config.gateway.id, Vec::new(), &[], metrics.clone());
         dispatcher.set_name_budget(config.gateway.tool_name_budget);
+        let limits = &config.gateway.limits;
+        dispatcher.set_subscription_budget(crate::tenant::subscriptions::SubscriptionBudget::new(
+            limits.max_subscription_bytes_per_session,
+            limits.max_subscription_bytes_per_tenant,
+        ));
         let core = Core {
             dispatcher,
             keys: Arc::new(ArcSwap::from_pointee(KeyStore::default())),
@@ -463,11 +468,13 @@ pub fn start_on(
         metrics: core.metrics.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
         shutdown: shutdown.clone(),
-        mcp_sessions: config
-            .gateway
-            .session_key
-            .as_ref()
-            .map(crate::http::mcp_sessions::McpSessions::new),
+        mcp_sessions: config.gateway.session_key.as_ref().map(|key| {
+            crate::http::mcp_sessions::McpSessions::new(
+                key,
+                limits.max_session_records_per_tenant,
+                dispatcher.subscription_budget().clone(),
+            )
+        }),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),

@@ -59,6 +59,9 @@ pub struct IssuerSpec {
     pub audiences: Vec<String>,
     pub keys: KeySource,
     pub tenant: TenantFrom,
+    /// The tenants a tenant claim may name (`tenants`); empty: any tenant
+    /// that no other issuer is bound to (see `KeyStore`).
+    pub tenants: Vec<String>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: Duration,
     /// How often the keys are refetched.
@@ -70,6 +73,9 @@ struct Key {
     kid: Option<String>,
     alg: Algorithm,
     key: DecodingKey,
+    /// What the key is (its JWK's text, hashed): a token verified by it is
+    /// trusted only while the issuer still publishes it.
+    print: u64,
 }
 
 /// One issuer, its keys cached.
@@ -93,10 +99,23 @@ pub struct Verified {
     pub scopes: HashSet<String>,
     /// `exp`, seconds since the epoch.
     pub expires: u64,
+    /// The issuer (`iss`) that signed it.
+    pub issuer: Arc<Issuer>,
+    /// The key that verified it (see [`Issuer::publishes`]).
+    pub key: u64,
 }
 
 /// Why a token was refused (for the log; the client hears `invalid_token`).
 pub type Refused = &'static str;
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issuer")
+            .field("issuer", &self.spec.issuer)
+            .field("keys", &self.key_count())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Issuer {
     pub fn new(spec: IssuerSpec, client: reqwest::Client) -> Arc<Issuer> {
@@ -169,14 +188,21 @@ impl Issuer {
     }
 
     /// The cached keys a token with this header may be verified with.
-    fn candidates(&self, kid: Option<&str>, alg: Algorithm) -> Vec<(Algorithm, DecodingKey)> {
+    fn candidates(&self, kid: Option<&str>, alg: Algorithm) -> Vec<(Algorithm, DecodingKey, u64)> {
         self.keys
             .load()
             .iter()
             .filter(|k| kid.is_none_or(|kid| k.kid.as_deref() == Some(kid)))
             .filter(|k| k.alg == alg)
-            .map(|k| (k.alg, k.key.clone()))
+            .map(|k| (k.alg, k.key.clone(), k.print))
             .collect()
+    }
+
+    /// Whether the key with this print is among the issuer's keys now: a
+    /// key the provider withdrew verifies nothing any more, not even the
+    /// tokens it verified before.
+    pub fn publishes(&self, print: u64) -> bool {
+        self.keys.load().iter().any(|k| k.print == print)
     }
 
     /// Whether any cached key has this id.
@@ -212,10 +238,17 @@ fn parse_jwks(text: &[u8]) -> Result<Vec<Key>, String> {
         let Ok(key) = DecodingKey::from_jwk(&jwk) else {
             continue;
         };
+        let print = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            item.to_string().hash(&mut h);
+            h.finish()
+        };
         keys.push(Key {
             kid: jwk.common.key_id.clone(),
             alg,
             key,
+            print,
         });
     }
     Ok(keys)
@@ -337,7 +370,7 @@ impl Issuers {
 }
 
 fn verify_with(
-    issuer: &Issuer,
+    issuer: &Arc<Issuer>,
     token: &str,
     kid: Option<&str>,
     alg: Algorithm,
@@ -352,7 +385,7 @@ fn verify_with(
     }
     let spec = &issuer.spec;
     let mut last = "signature does not verify";
-    for (alg, key) in keys {
+    for (alg, key, print) in keys {
         let mut v = Validation::new(alg);
         v.set_issuer(&[&spec.issuer]);
         v.set_audience(&spec.audiences);
@@ -360,7 +393,7 @@ fn verify_with(
         v.validate_nbf = true;
         v.leeway = spec.leeway.as_secs();
         match jsonwebtoken::decode::<Map<String, Value>>(token, &key, &v) {
-            Ok(data) => return claims(spec, data.claims),
+            Ok(data) => return claims(issuer, print, data.claims),
             Err(e) => {
                 use jsonwebtoken::errors::ErrorKind as K;
                 last = match e.kind() {
@@ -381,8 +414,9 @@ fn verify_with(
     Err(last)
 }
 
-/// The tenant, subject, scopes and expiry of verified claims.
-fn claims(spec: &IssuerSpec, claims: Map<String, Value>) -> Result<Verified, Refused> {
+/// The tenant, subject, scopes and expiry of claims that `key` of `issuer` verified.
+fn claims(issuer: &Arc<Issuer>, key: u64, claims: Map<String, Value>) -> Result<Verified, Refused> {
+    let spec = &issuer.spec;
     let tenant = match &spec.tenant {
         TenantFrom::Fixed(t) => t.clone(),
         TenantFrom::Claim(name) => claims
@@ -409,6 +443,8 @@ fn claims(spec: &IssuerSpec, claims: Map<String, Value>) -> Result<Verified, Ref
         subject: claims.get("sub").and_then(Value::as_str).map(str::to_owned),
         scopes,
         expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
+        issuer: issuer.clone(),
+        key,
     })
 }
 

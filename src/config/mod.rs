@@ -71,6 +71,26 @@ pub struct Limits {
     pub session_idle_timeout: Duration,
     /// Calls in flight in one session; past it a call gets -32004. Default 64.
     pub max_session_in_flight: usize,
+    /// Handshake-era sessions of one tenant that a replica keeps a record of
+    /// (ended by DELETE, or holding subscriptions), each until its id
+    /// expires; past it a DELETE gets 429 and a subscription -32004. Per
+    /// tenant, so one tenant filling its own cannot touch another's. Default 16384.
+    pub max_session_records_per_tenant: usize,
+    /// Bytes of resource uris one session, or one `subscriptions/listen`
+    /// (its id included), may hold subscribed. Default 64 KiB.
+    pub max_subscription_bytes_per_session: usize,
+    /// Bytes of resource uris one tenant's sessions and listens may hold
+    /// subscribed together. Default 1 MiB.
+    pub max_subscription_bytes_per_tenant: usize,
+    /// Bytes one upstream's listing of one kind may take, all its pages
+    /// together; past it the rest is left out (counted, logged). Default 8 MiB.
+    pub max_listing_bytes: usize,
+    /// Bytes one definition (a tool, resource, prompt or template) may take;
+    /// a larger one is left out (counted, logged). Default 256 KiB.
+    pub max_definition_bytes: usize,
+    /// Requests from one upstream (a `ping`, ...) being answered at once;
+    /// past it a request is dropped unanswered and counted. Default 16.
+    pub max_server_requests: usize,
 }
 
 impl Default for Limits {
@@ -86,6 +106,12 @@ impl Default for Limits {
             max_connections_per_tenant: 1024,
             session_idle_timeout: Duration::from_secs(300),
             max_session_in_flight: 64,
+            max_session_records_per_tenant: 16_384,
+            max_subscription_bytes_per_session: 64 << 10,
+            max_subscription_bytes_per_tenant: 1 << 20,
+            max_listing_bytes: 8 << 20,
+            max_definition_bytes: 256 << 10,
+            max_server_requests: 16,
         }
     }
 }

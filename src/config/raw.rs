@@ -51,6 +51,8 @@ pub struct RawJwt {
     pub jwks_url: Option<String>,
     pub jwks_file: Option<String>,
     pub tenant_claim: Option<String>,
+    #[serde(default)]
+    pub tenants: Vec<String>,
     pub tenant: Option<String>,
     pub leeway_s: Option<u64>,
     pub refresh_s: Option<u64>,
@@ -69,6 +71,12 @@ pub struct RawLimits {
     pub max_connections_per_tenant: Option<u64>,
     pub session_idle_timeout_ms: Option<u64>,
     pub max_session_in_flight: Option<u64>,
+    pub max_session_records_per_tenant: Option<u64>,
+    pub max_subscription_bytes_per_session: Option<u64>,
+    pub max_subscription_bytes_per_tenant: Option<u64>,
+    pub max_listing_bytes: Option<u64>,
+    pub max_definition_bytes: Option<u64>,
+    pub max_server_requests: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

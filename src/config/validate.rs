@@ -302,6 +302,20 @@ fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSettings {
                 None
             }
         };
+        for (k, t) in j.tenants.iter().enumerate() {
+            if !tenants.contains(t) {
+                p.add(
+                    format!("{at}.tenants[{k}]"),
+                    format!("unknown tenant '{t}'"),
+                );
+            }
+        }
+        if !j.tenants.is_empty() && j.tenant_claim.is_none() {
+            p.add(
+                format!("{at}.tenants"),
+                "only an issuer with a tenant_claim takes a list of the tenants it may name",
+            );
+        }
         let tenant = match (j.tenant_claim, j.tenant) {
             (Some(claim), None) if !claim.is_empty() => Some(TenantFrom::Claim(claim)),
             (None, Some(t)) if tenants.contains(&t) => Some(TenantFrom::Fixed(t)),
@@ -333,6 +347,7 @@ fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSettings {
                 audiences,
                 keys,
                 tenant,
+                tenants: j.tenants,
                 leeway,
                 refresh,
             });
@@ -383,6 +398,36 @@ fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
             "max_session_in_flight",
             raw.max_session_in_flight,
             d.max_session_in_flight,
+        ),
+        max_session_records_per_tenant: positive(
+            "max_session_records_per_tenant",
+            raw.max_session_records_per_tenant,
+            d.max_session_records_per_tenant,
+        ),
+        max_subscription_bytes_per_session: positive(
+            "max_subscription_bytes_per_session",
+            raw.max_subscription_bytes_per_session,
+            d.max_subscription_bytes_per_session,
+        ),
+        max_subscription_bytes_per_tenant: positive(
+            "max_subscription_bytes_per_tenant",
+            raw.max_subscription_bytes_per_tenant,
+            d.max_subscription_bytes_per_tenant,
+        ),
+        max_listing_bytes: positive(
+            "max_listing_bytes",
+            raw.max_listing_bytes,
+            d.max_listing_bytes,
+        ),
+        max_definition_bytes: positive(
+            "max_definition_bytes",
+            raw.max_definition_bytes,
+            d.max_definition_bytes,
+        ),
+        max_server_requests: positive(
+            "max_server_requests",
+            raw.max_server_requests,
+            d.max_server_requests,
         ),
     };
     let limits = Limits {

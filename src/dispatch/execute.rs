@@ -49,6 +49,20 @@ impl Audit {
         self.enabled
     }
 
+    /// Notes what a call refused before it reached [`Dispatcher::call_tool`]
+    /// was for: the tool as the client named it, and its arguments' digest.
+    pub fn refused(&mut self, tool: Option<&str>, arguments: Option<Json<'_>>) {
+        if !self.enabled {
+            return;
+        }
+        if self.tool.is_none() {
+            self.tool = tool.map(|t| truncated(t, MAX_AUDITED_ID).to_owned());
+        }
+        if self.args_hmac.is_none() {
+            self.args_hmac = arguments.map(|a| args_digest(a.get().as_bytes()));
+        }
+    }
+
     pub fn log(
         &self,
         tenant: &Tenant,
@@ -56,6 +70,12 @@ impl Audit {
         took: std::time::Duration,
     ) {
         let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
+        self.log_outcome(tenant, outcome, took);
+    }
+
+    /// The audit line of a call that ended with `outcome` (a closed set: see
+    /// [`GatewayError::outcome`]).
+    pub fn log_outcome(&self, tenant: &Tenant, outcome: &'static str, took: std::time::Duration) {
         if crate::telemetry::audit_direct() {
             crate::telemetry::audit(&crate::telemetry::AuditLine {
                 tenant: &tenant.name,

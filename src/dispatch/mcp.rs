@@ -20,6 +20,7 @@ use crate::modelcontext::{self as mc, names, param_headers};
 use crate::protocol::catalog::{Catalog, FaceIndex, FaceTool, Route};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
+use crate::tenant::subscriptions::{self, Subscribed};
 use crate::upstream::{CallError, Dialect, Status, Upstream};
 
 /// Where a definition's namespaced mcpId travels in `_meta` (outside the
@@ -193,6 +194,36 @@ impl Era {
             Era::Handshake
         }
     }
+}
+
+/// Whether a JSON-RPC batch may be served: MCP v1.0 takes batches, and so
+/// did the handshake era's first revision (2025-03-26); the revisions after
+/// it removed them, so a batch that names one of those (in its headers or
+/// in a message's `_meta`) is refused as a whole: its messages would skip
+/// the checks a lone request gets (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
+pub fn batch_allowed<'a>(
+    http: &Mirrored<'_>,
+    mut items: impl Iterator<Item = crate::jsonrpc::Incoming<'a>>,
+) -> bool {
+    let header_allows = http
+        .protocol_version
+        .is_none_or(|v| v == REVISIONS[0].as_bytes());
+    let mirrors = http.method.is_some()
+        || http.name.is_some()
+        || http.all.is_some_and(|all| {
+            all.keys()
+                .any(|k| k.as_str().starts_with(param_headers::PREFIX))
+        });
+    if !header_allows || mirrors {
+        return false;
+    }
+    items.all(|item| match item {
+        crate::jsonrpc::Incoming::Request { method, params, .. }
+        | crate::jsonrpc::Incoming::Notification { method, params } => {
+            Era::of(&method, meta_of(params), Some(http)) == Era::Handshake
+        }
+        _ => true,
+    })
 }
 
 /// A JSON string's text: borrowed when it holds no escape, else decoded;
@@ -600,14 +631,10 @@ impl Dispatcher {
         out
     }
 
-    /// `resources/read` of an expansion of one of those templates: read from
-    /// its upstream now, its contents' uris namespaced. `None` when `uri` is
-    /// no expansion of a template the tenant is offered.
-    async fn read_by_template(
-        &self,
-        tenant: &Tenant,
-        uri: &str,
-    ) -> Option<Result<Value, GatewayError>> {
+    /// The upstream and its own uri that `uri` names, when `uri` is an
+    /// expansion of a template the tenant is offered (and the upstream's
+    /// uri an expansion of the upstream's own template).
+    fn template_target(&self, tenant: &Tenant, uri: &str) -> Option<(Arc<Upstream>, String)> {
         let (name, original) = mcpid::parse(&self.inner.gateway_id, uri)?;
         if !tenant.sees(name) {
             return None;
@@ -619,13 +646,42 @@ impl Dispatcher {
         let offered = upstream.own_templates().iter().any(|t| {
             t.get("uriTemplate")
                 .and_then(Value::as_str)
-                .is_some_and(|t| {
-                    mc::namespaced_template("", t).is_some() && mc::expands_to(t, &own)
-                })
+                .is_some_and(|t| mc::expands_to(t, &own))
         });
-        if !offered {
-            return None;
+        offered.then_some((upstream, own))
+    }
+
+    /// Whether `uri` is a resource the tenant can read: one its listings
+    /// show, or an expansion of a template it is offered. Only such uris
+    /// are subscribed to.
+    pub fn readable(&self, tenant: &Tenant, uri: &str) -> bool {
+        let Some(name) = mcpid::upstream_of(&self.inner.gateway_id, uri) else {
+            return false;
+        };
+        if !tenant.sees(name) {
+            return false;
         }
+        let Some(upstream) = self.upstream(name) else {
+            return false;
+        };
+        let listed = upstream
+            .catalog()
+            .listing(Kind::Resource)
+            .items
+            .iter()
+            .any(|(id, _)| id == uri);
+        listed || self.template_target(tenant, uri).is_some()
+    }
+
+    /// `resources/read` of an expansion of one of those templates: read from
+    /// its upstream now, its contents' uris namespaced. `None` when `uri` is
+    /// no expansion of a template the tenant is offered.
+    async fn read_by_template(
+        &self,
+        tenant: &Tenant,
+        uri: &str,
+    ) -> Option<Result<Value, GatewayError>> {
+        let (upstream, own) = self.template_target(tenant, uri)?;
         let failed = |error| GatewayError::Upstream {
             upstream: upstream.name.clone(),
             error,
@@ -830,7 +886,8 @@ impl Dispatcher {
         capabilities
     }
 
-    /// `tools/call`: the tool the tenant's listing names, run as `mcp/executeTool` runs it.
+    /// `tools/call`: the tool the tenant's listing names, run as
+    /// `mcp/executeTool` runs it; audited whether it ran or was refused.
     async fn call_named(
         &self,
         tenant: &Tenant,
@@ -839,6 +896,35 @@ impl Dispatcher {
         via: Via<'_>,
         started: std::time::Instant,
     ) -> Built {
+        let mut audit = execute::Audit::new(super::PROTOCOL_MCP);
+        let (tool, result) = match self.run_named(tenant, call, era, via, &mut audit).await {
+            Ok(ran) => ran,
+            Err(refused) => {
+                if audit.enabled() {
+                    let name = call.name.and_then(string_of);
+                    audit.refused(name.as_deref(), call.arguments);
+                    audit.log_outcome(tenant, refused.outcome(), started.elapsed());
+                }
+                return Err(refused);
+            }
+        };
+        if audit.enabled() {
+            audit.log(tenant, &result, started.elapsed());
+        }
+        let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
+        call_result(result, tool.passthrough, structured)
+    }
+
+    /// The checks of a `tools/call` that come before the tool runs (its
+    /// name, its arguments' shape, the mirrored headers), then the call.
+    async fn run_named(
+        &self,
+        tenant: &Tenant,
+        call: Call<'_>,
+        era: Era,
+        via: Via<'_>,
+        audit: &mut execute::Audit,
+    ) -> Result<(Arc<FaceTool>, Result<JsonBuf, GatewayError>), GatewayError> {
         let name = call
             .name
             .and_then(string_of)
@@ -863,15 +949,10 @@ impl Dispatcher {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
-        let mut audit = execute::Audit::new(super::PROTOCOL_MCP);
         let result = self
-            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, &mut audit)
+            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit)
             .await;
-        if audit.enabled() {
-            audit.log(tenant, &result, started.elapsed());
-        }
-        let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
-        call_result(result, tool.passthrough, structured)
+        Ok((tool, result))
     }
 
     async fn answer_mcp(
@@ -1124,18 +1205,15 @@ const STATELESS_FIELDS: &str = concat!(
     r#""}}"#
 );
 
-/// What a `subscriptions/listen` asks to hear; the gateway honours all of it.
-#[derive(Default, Deserialize, Debug)]
-#[serde(rename_all = "camelCase")]
+/// What a `subscriptions/listen` hears: the listings it asked for, and the
+/// resources it asked for that the tenant can read (their bytes held in the
+/// tenant's subscription budget while the listen is open).
+#[derive(Default)]
 pub struct Filter {
-    #[serde(default)]
     pub tools_list_changed: bool,
-    #[serde(default)]
     pub prompts_list_changed: bool,
-    #[serde(default)]
     pub resources_list_changed: bool,
-    #[serde(default)]
-    pub resource_subscriptions: Vec<String>,
+    pub resources: Subscribed,
 }
 
 impl Filter {
@@ -1145,7 +1223,7 @@ impl Filter {
             Change::Listing(Kind::Tool) => self.tools_list_changed,
             Change::Listing(Kind::Prompt) => self.prompts_list_changed,
             Change::Listing(Kind::Resource) => self.resources_list_changed,
-            Change::Resource(uri) => self.resource_subscriptions.iter().any(|u| **u == **uri),
+            Change::Resource(uri) => self.resources.contains(uri),
         }
     }
 
@@ -1161,69 +1239,138 @@ impl Filter {
                 m.insert(key.into(), true.into());
             }
         }
-        if !self.resource_subscriptions.is_empty() {
-            m.insert(
-                "resourceSubscriptions".into(),
-                json!(self.resource_subscriptions),
-            );
+        if !self.resources.is_empty() {
+            let mut uris: Vec<&str> = self.resources.iter().collect();
+            uris.sort_unstable();
+            m.insert("resourceSubscriptions".into(), json!(uris));
         }
         Value::Object(m)
     }
 }
 
-/// The checks of a `subscriptions/listen` request (those of every stateless
-/// request), then what it asks to hear.
-pub fn open_listen(
-    params: Option<Json<'_>>,
-    http: Option<&Mirrored<'_>>,
-) -> Result<Filter, GatewayError> {
-    let envelope = members(meta_of(params), [VERSION_META, CAPABILITIES_META]);
-    check_stateless("subscriptions/listen", None, envelope, http)?;
-    #[derive(Deserialize)]
-    struct Params {
-        #[serde(default)]
-        notifications: Option<Filter>,
+impl Dispatcher {
+    /// The checks of a `subscriptions/listen` request (those of every
+    /// stateless request), then what it will hear. The uris it asks for are
+    /// bounded in bytes (with its id, as a session's subscriptions are)
+    /// before they are read; those the tenant cannot read are left out of
+    /// what is honoured, and the rest is held in the tenant's budget.
+    pub fn open_listen(
+        &self,
+        tenant: &Tenant,
+        id: Json<'_>,
+        params: Option<Json<'_>>,
+        http: Option<&Mirrored<'_>>,
+    ) -> Result<Filter, GatewayError> {
+        let envelope = members(meta_of(params), [VERSION_META, CAPABILITIES_META]);
+        check_stateless("subscriptions/listen", None, envelope, http)?;
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked<'a> {
+            #[serde(default)]
+            tools_list_changed: bool,
+            #[serde(default)]
+            prompts_list_changed: bool,
+            #[serde(default)]
+            resources_list_changed: bool,
+            #[serde(borrow, default)]
+            resource_subscriptions: Option<&'a serde_json::value::RawValue>,
+        }
+        #[derive(Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow, default)]
+            notifications: Option<Asked<'a>>,
+        }
+        let shape = "params.notifications must be an object of booleans and resourceSubscriptions, a list of uris";
+        let asked = params
+            .map(|p| serde_json::from_str::<Params<'_>>(p.get()))
+            .transpose()
+            .map_err(|_| invalid(shape))?
+            .and_then(|p| p.notifications)
+            .unwrap_or_default();
+        let budget = self.subscription_budget();
+        let mut filter = Filter {
+            tools_list_changed: asked.tools_list_changed,
+            prompts_list_changed: asked.prompts_list_changed,
+            resources_list_changed: asked.resources_list_changed,
+            resources: Subscribed::default(),
+        };
+        let Some(raw) = asked.resource_subscriptions else {
+            return Ok(filter);
+        };
+        // The text bounds what reading it can cost.
+        if id.get().len() + raw.get().len() > budget.per_session {
+            return Err(invalid(&format!(
+                "a listen's id and resourceSubscriptions take at most {} bytes",
+                budget.per_session
+            )));
+        }
+        let uris: Vec<Cow<'_, str>> =
+            serde_json::from_str(raw.get()).map_err(|_| invalid(shape))?;
+        for uri in uris {
+            if !self.readable(tenant, &uri) {
+                continue;
+            }
+            filter
+                .resources
+                .add(budget, &tenant.name, &uri)
+                .map_err(|refused| match refused {
+                    subscriptions::Refused::Session(_) => invalid(&refused.explain()),
+                    subscriptions::Refused::Tenant(_) => GatewayError::OverCapacity {
+                        reason: "subscription budget",
+                        retry_after_secs: 1,
+                    },
+                })?;
+        }
+        Ok(filter)
     }
-    let p = params
-        .map(|p| serde_json::from_str::<Params>(p.get()))
-        .transpose()
-        .map_err(|_| {
-            invalid("params.notifications must be an object of booleans and resourceSubscriptions, a list of uris")
-        })?;
-    Ok(p.and_then(|p| p.notifications).unwrap_or_default())
 }
 
-fn notification(method: &str, params: &Value) -> Vec<u8> {
+fn notification(method: &str, params: &str) -> Vec<u8> {
     format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params}}}"#).into_bytes()
 }
 
+/// The `_meta` that tags every message of a listen: written once, from its id's text.
+pub fn listen_tag(id: Json<'_>) -> Box<str> {
+    format!(r#"{{"{SUBSCRIPTION_META}":{}}}"#, id.get()).into_boxed_str()
+}
+
 /// The first message of a listen: what it will hear, tagged with its id.
-pub fn acknowledged(id: Json<'_>, filter: &Filter) -> Vec<u8> {
-    let tag: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+pub fn acknowledged(tag: &str, filter: &Filter) -> Vec<u8> {
     notification(
         "notifications/subscriptions/acknowledged",
-        &json!({"_meta": { SUBSCRIPTION_META: tag }, "notifications": filter.honoured()}),
+        &format!(r#"{{"_meta":{tag},"notifications":{}}}"#, filter.honoured()),
     )
 }
 
 /// The answer that ends a listen gracefully (the gateway is shutting down).
-pub fn listen_ended(id: Json<'_>) -> Vec<u8> {
-    let tag: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
-    let result = json!({"resultType": "complete", "_meta": { SUBSCRIPTION_META: tag }});
-    format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.get()).into_bytes()
+pub fn listen_ended(id: Json<'_>, tag: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"complete","_meta":{tag}}}}}"#,
+        id.get()
+    )
+    .into_bytes()
 }
 
-/// The notification `change` becomes; on a listen, tagged with its id.
-pub fn change_notification(change: &Change, listen: Option<Json<'_>>) -> Vec<u8> {
-    let (method, mut params) = match change {
-        Change::Listing(Kind::Tool) => ("notifications/tools/list_changed", json!({})),
-        Change::Listing(Kind::Prompt) => ("notifications/prompts/list_changed", json!({})),
-        Change::Listing(Kind::Resource) => ("notifications/resources/list_changed", json!({})),
-        Change::Resource(uri) => ("notifications/resources/updated", json!({ "uri": &**uri })),
+/// The notification `change` becomes; on a listen, tagged (see [`listen_tag`]).
+pub fn change_notification(change: &Change, tag: Option<&str>) -> Vec<u8> {
+    let (method, uri) = match change {
+        Change::Listing(Kind::Tool) => ("notifications/tools/list_changed", None),
+        Change::Listing(Kind::Prompt) => ("notifications/prompts/list_changed", None),
+        Change::Listing(Kind::Resource) => ("notifications/resources/list_changed", None),
+        Change::Resource(uri) => ("notifications/resources/updated", Some(&**uri)),
     };
-    if let Some(id) = listen {
-        let tag: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
-        params["_meta"] = json!({ SUBSCRIPTION_META: tag });
+    let mut params = String::from("{");
+    if let Some(uri) = uri {
+        params.push_str(r#""uri":"#);
+        params.push_str(&serde_json::to_string(uri).unwrap_or_default());
     }
+    if let Some(tag) = tag {
+        if uri.is_some() {
+            params.push(',');
+        }
+        params.push_str(r#""_meta":"#);
+        params.push_str(tag);
+    }
+    params.push('}');
     notification(method, &params)
 }

@@ -27,6 +27,7 @@ use crate::error::GatewayError;
 use crate::jsonrpc::JsonBuf;
 use crate::metrics::Metrics;
 use crate::protocol::{Capabilities, Kind, Method};
+use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
@@ -72,6 +73,8 @@ struct Inner {
     name_budget: std::sync::atomic::AtomicUsize,
     /// `requests_by_protocol` of each protocol, resolved once.
     by_protocol: [prometheus::IntCounter; 2],
+    /// The bounds of resource subscriptions (set once, at start).
+    subscriptions: std::sync::OnceLock<SubscriptionBudget>,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -104,6 +107,7 @@ impl Dispatcher {
                     .with_label_values(&[Method::ExecuteTool.as_str()]),
                 by_protocol: [PROTOCOL_V1, PROTOCOL_MCP]
                     .map(|p| metrics.requests_by_protocol.with_label_values(&[p])),
+                subscriptions: std::sync::OnceLock::new(),
                 metrics,
             }),
         };
@@ -139,6 +143,18 @@ impl Dispatcher {
         self.inner
             .name_budget
             .store(budget, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sets the bounds of resource subscriptions (before the faces serve a request).
+    pub fn set_subscription_budget(&self, budget: SubscriptionBudget) {
+        let _ = self.inner.subscriptions.set(budget);
+    }
+
+    /// The bounds of resource subscriptions, and what each tenant holds.
+    pub fn subscription_budget(&self) -> &SubscriptionBudget {
+        self.inner
+            .subscriptions
+            .get_or_init(SubscriptionBudget::default)
     }
 
     /// The tenant of this name as the configuration in force has it.
@@ -266,20 +282,32 @@ impl Dispatcher {
 
     /// Admits `n` requests of `tenant` against its limits, counting refusals.
     pub fn admit(&self, tenant: &Tenant, n: u32) -> Result<Admission, GatewayError> {
-        tenant.admit(n).map_err(|refusal| {
-            self.inner
-                .metrics
-                .requests_limited
-                .with_label_values(&[&tenant.name, refusal.reason()])
-                .inc();
-            GatewayError::OverCapacity {
-                reason: match refusal {
-                    Refusal::Rate { .. } => "rate limit",
-                    Refusal::Concurrency => "concurrency limit",
-                },
-                retry_after_secs: refusal.retry_after_secs(),
-            }
-        })
+        tenant
+            .admit(n)
+            .map_err(|refusal| self.refused(tenant, refusal))
+    }
+
+    /// Admits one request of `tenant` against its rate limit only (see
+    /// [`Tenant::admit_rate`]), counting a refusal.
+    pub fn admit_rate(&self, tenant: &Tenant) -> Result<(), GatewayError> {
+        tenant
+            .admit_rate()
+            .map_err(|refusal| self.refused(tenant, refusal))
+    }
+
+    fn refused(&self, tenant: &Tenant, refusal: Refusal) -> GatewayError {
+        self.inner
+            .metrics
+            .requests_limited
+            .with_label_values(&[&tenant.name, refusal.reason()])
+            .inc();
+        GatewayError::OverCapacity {
+            reason: match refusal {
+                Refusal::Rate { .. } => "rate limit",
+                Refusal::Concurrency => "concurrency limit",
+            },
+            retry_after_secs: refusal.retry_after_secs(),
+        }
     }
 
     /// The upstreams a tenant sees, in its configured order.

@@ -4,7 +4,7 @@
 //! Transports (HTTP bodies, the stdio mode) feed it messages and frame what it
 //! sends; this type knows no framing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -21,6 +21,7 @@ use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, Incoming, classify, write_error};
 use crate::protocol::Method;
+use crate::tenant::subscriptions::Subscribed;
 use crate::tenant::{Credential, Standing, Tenant};
 
 /// Whether a body's first message opens a session (`initialize`).
@@ -176,8 +177,9 @@ pub struct Session {
     listens: HashMap<Box<str>, JoinHandle<()>>,
     /// Calls in flight of a client of the Model Context Protocol, by request id (JSON text).
     calls: HashMap<Box<str>, tokio::task::AbortHandle>,
-    /// Resources the handshake era's `resources/subscribe` asked for.
-    subscribed: Arc<Mutex<HashSet<String>>>,
+    /// Resources the handshake era's `resources/subscribe` asked for (and
+    /// the tenant can read), within its subscription budget.
+    subscribed: Arc<Mutex<Subscribed>>,
 }
 
 /// The protocol a session's client speaks.
@@ -409,7 +411,7 @@ impl Session {
                                 "a session holds at most {MAX_LISTENS} listens; cancel one first"
                             )))
                         } else {
-                            mcp::open_listen(params, None)
+                            self.dispatcher.open_listen(&self.tenant, id, params, None)
                         };
                         match opened {
                             Ok(filter) => {
@@ -425,30 +427,13 @@ impl Session {
                     }
                     ("resources/subscribe" | "resources/unsubscribe", mcp::Era::Handshake) => {
                         let mut reply = Vec::new();
-                        match uri_of(params) {
-                            Some(uri) => {
-                                let mut set = self
-                                    .subscribed
-                                    .lock()
-                                    .unwrap_or_else(PoisonError::into_inner);
-                                if method == "resources/subscribe" {
-                                    set.insert(uri);
-                                } else {
-                                    set.remove(&uri);
-                                }
-                                crate::jsonrpc::write_reply(
-                                    &mut reply,
-                                    Some(id),
-                                    crate::jsonrpc::Reply::Result(b"{}"),
-                                );
-                            }
-                            None => write_gateway_error(
+                        match self.subscribe(uri_of(params), method == "resources/subscribe") {
+                            Ok(()) => crate::jsonrpc::write_reply(
                                 &mut reply,
                                 Some(id),
-                                &GatewayError::InvalidParams(
-                                    "params must be an object {\"uri\": string}".into(),
-                                ),
+                                crate::jsonrpc::Reply::Result(b"{}"),
                             ),
+                            Err(e) => write_gateway_error(&mut reply, Some(id), &e),
                         }
                         self.send(reply).await
                     }
@@ -483,25 +468,53 @@ impl Session {
         }
     }
 
+    /// `resources/subscribe` (`on`) of a uri the tenant can read, within
+    /// the bounds, or `resources/unsubscribe`.
+    fn subscribe(&self, uri: Option<String>, on: bool) -> Result<(), GatewayError> {
+        let uri = uri.ok_or_else(|| {
+            GatewayError::InvalidParams("params must be an object {\"uri\": string}".into())
+        })?;
+        let mut subscribed = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !on {
+            subscribed.remove(&uri);
+            return Ok(());
+        }
+        if !self.dispatcher.readable(&self.tenant, &uri) {
+            return Err(GatewayError::ResourceNotFound(uri));
+        }
+        let budget = self.dispatcher.subscription_budget();
+        subscribed
+            .add(budget, &self.tenant.name, &uri)
+            .map_err(|refused| match refused {
+                crate::tenant::subscriptions::Refused::Session(_) => {
+                    GatewayError::InvalidParams(refused.explain())
+                }
+                crate::tenant::subscriptions::Refused::Tenant(_) => GatewayError::OverCapacity {
+                    reason: "subscription budget",
+                    retry_after_secs: 1,
+                },
+            })
+    }
+
     /// Opens a listen: its acknowledgment, then the changes it asked for,
     /// until the client cancels it or leaves.
     fn listen(&mut self, id: Json<'_>, filter: mcp::Filter) {
         let key: Box<str> = id.get().into();
-        let ack = mcp::acknowledged(id, &filter);
+        let tag = mcp::listen_tag(id);
+        let ack = mcp::acknowledged(&tag, &filter);
         let out = self.out.clone();
         let mut watcher = Watcher::new(&self.dispatcher, &self.tenant);
-        let tag = key.clone();
         let task = tokio::spawn(async move {
             if out.send(ack).await.is_err() {
                 return;
             }
-            let Ok(tag) = serde_json::from_str::<&RawValue>(&tag) else {
-                return;
-            };
             while let Some(change) = watcher.next().await {
                 if filter.hears(&change)
                     && out
-                        .send(mcp::change_notification(&change, Some(Json::from(tag))))
+                        .send(mcp::change_notification(&change, Some(&tag)))
                         .await
                         .is_err()
                 {
@@ -553,7 +566,7 @@ impl Session {
                         Change::Resource(uri) => subscribed
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
-                            .contains(&**uri),
+                            .contains(uri),
                     };
                     if wanted
                         && out

@@ -377,7 +377,8 @@ async fn serve_one(
 /// The tenant that a connection's last `Authorization` value named, kept while
 /// the key set it was found in is the current one: the key's digest is
 /// computed once per connection, not once per request.
-/// A JWT's tenant is kept until the token expires.
+/// A JWT's tenant is kept while the key set still trusts the token (not
+/// expired, its key still published by its issuer).
 #[derive(Default)]
 struct AuthCache(Option<Cached>);
 
@@ -385,8 +386,8 @@ struct Cached {
     store: Arc<KeyStore>,
     value: Vec<u8>,
     tenant: Arc<Tenant>,
-    /// A JWT's `exp` (seconds since the epoch); `None` for an API key.
-    expires: Option<u64>,
+    /// A JWT's digest, looked up again at each request; `None` for an API key.
+    jwt: Option<crate::config::KeyDigest>,
 }
 
 impl AuthCache {
@@ -399,7 +400,7 @@ impl AuthCache {
         if let Some(c) = &self.0
             && Arc::ptr_eq(&c.store, &keys.load())
             && c.value.as_slice() == sent
-            && c.expires.is_none_or(|e| crate::auth::now() < e)
+            && c.jwt.is_none_or(|d| c.store.by_digest(&d).is_some())
         {
             return Ok(c.tenant.clone());
         }
@@ -409,7 +410,9 @@ impl AuthCache {
             .ok_or(Denied::Unknown)?;
         let tenant = current.authenticate_token(token).await?;
         self.0 = Some(Cached {
-            expires: current.expiry_of(token),
+            jwt: current
+                .expiry_of(token)
+                .map(|_| crate::config::KeyDigest::of(token.as_bytes())),
             store: current,
             value: sent.to_vec(),
             tenant: tenant.clone(),
@@ -494,17 +497,6 @@ fn is_json(content_type: Option<&[u8]>) -> bool {
                     mime.trim_ascii().eq_ignore_ascii_case(b"application/json")
                 }))
     })
-}
-
-pub(super) async fn authenticate(
-    keys: &KeyStore,
-    authorization: Option<&[u8]>,
-) -> Result<Arc<Tenant>, Denied> {
-    let token = authorization
-        .and_then(header_str)
-        .and_then(bearer_token)
-        .ok_or(Denied::Unknown)?;
-    keys.authenticate_token(token).await
 }
 
 /// The checks of a head before its body is read, in order: the tenant its
@@ -637,7 +629,10 @@ async fn read_body(
     match exchange(s, &tenant, &buf, first.decided, mirrored(headers)).await {
         Exchange::Reply(reply) => reply.into_response(),
         Exchange::Session => session_of(s, tenant, credential, buf),
-        Exchange::Listen(id, filter) => super::listen::stream(s, &tenant, id, filter),
+        Exchange::Listen(id, filter) => {
+            let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));
+            super::listen::stream(s, &tenant, holder, id, filter)
+        }
     }
 }
 

@@ -69,7 +69,8 @@ pub(super) async fn exchange_aside(
             session_of(s, tenant, credential, BytesMut::from(&body[..]))
         }
         Ok((Some(Exchange::Listen(id, filter)), _)) => {
-            super::listen::stream(s, &tenant, id, filter)
+            let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));
+            super::listen::stream(s, &tenant, holder, id, filter)
         }
         // Cancelled (the client is gone) or the thread failed.
         Ok((None, _)) | Err(_) => error(
@@ -109,7 +110,9 @@ pub(super) async fn exchange(
         return one_message(s, tenant, message, mirrored).await;
     }
     match serde_json::from_slice::<&RawValue>(bytes) {
-        Ok(raw) if raw.get().starts_with('[') => Exchange::Reply(batch(s, tenant, raw).await),
+        Ok(raw) if raw.get().starts_with('[') => {
+            Exchange::Reply(batch(s, tenant, raw, &mirrored).await)
+        }
         Ok(raw) => one_message(s, tenant, classify(raw), mirrored).await,
         // Not one JSON value. Its first message decides, as when it is looked
         // at while the body arrives: not JSON is a parse error, `initialize`
@@ -143,8 +146,15 @@ async fn one_message(
     if let Incoming::Request { id, method, params } = &message
         && method == "subscriptions/listen"
     {
-        return match mcp::open_listen(*params, Some(&mirrored)) {
+        let opened = s.dispatcher.admit_rate(tenant).and_then(|()| {
+            s.dispatcher
+                .open_listen(tenant, *id, *params, Some(&mirrored))
+        });
+        return match opened {
             Ok(filter) => Exchange::Listen(id.get().into(), filter),
+            Err(e @ GatewayError::OverCapacity { .. }) => {
+                Exchange::Reply(over_capacity(Some(*id), &e))
+            }
             Err(e) => {
                 let mut body = Vec::new();
                 write_gateway_error(&mut body, Some(*id), &e);
@@ -165,7 +175,7 @@ async fn one_message(
     // The handshake era's session: checked, or issued by `initialize`.
     let mut issue = None;
     if let Some(sessions) = &s.mcp_sessions {
-        match handshake_session(sessions, tenant, &message, &mirrored) {
+        match handshake_session(s, sessions, tenant, &message, &mirrored) {
             SessionStep::None => {}
             SessionStep::Issue(revision) => issue = Some(sessions.issue(&tenant.name, revision)),
             SessionStep::Refused(id) => return Exchange::Reply(session_not_found(id)),
@@ -248,7 +258,7 @@ fn accepted() -> Reply {
     }
 }
 
-async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Reply {
+async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirrored<'_>) -> Reply {
     let invalid = |why: &str| {
         let mut body = Vec::new();
         crate::jsonrpc::write_error(&mut body, None, &ErrorObject::invalid_request(why));
@@ -262,6 +272,23 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue) -> Reply {
     }
     if items.len() > s.max_batch {
         return invalid(&format!("a batch holds at most {} messages", s.max_batch));
+    }
+    if !mcp::batch_allowed(mirrored, items.iter().map(|i| classify(i))) {
+        let mut body = Vec::new();
+        crate::jsonrpc::write_error(
+            &mut body,
+            None,
+            &ErrorObject::invalid_request(
+                "JSON-RPC batches are not part of this revision of the Model Context Protocol: send one message per request",
+            ),
+        );
+        return Reply::json(StatusCode::BAD_REQUEST, body);
+    }
+    // A batch in a handshake-era session is that session's: refused once it has ended.
+    if let (Some(sessions), Some(session)) = (&s.mcp_sessions, mirrored.session)
+        && sessions.open(session, &tenant.name).is_none()
+    {
+        return session_not_found(None);
     }
     // Every request in the batch counts against the tenant's limits (notifications do not).
     let requests = items
@@ -333,6 +360,7 @@ enum SessionStep<'a> {
 }
 
 fn handshake_session<'a>(
+    s: &AgentState,
     sessions: &McpSessions,
     tenant: &Tenant,
     message: &Incoming<'a>,
@@ -367,25 +395,57 @@ fn handshake_session<'a>(
         uri: std::borrow::Cow<'a, str>,
     }
     let mut body = Vec::new();
-    match params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok()) {
-        Some(p) if sessions.subscribe(&opened, &p.uri, on) => {
-            crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}"));
+    let mut status = StatusCode::OK;
+    let refused = match params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok()) {
+        None => Some(GatewayError::InvalidParams(
+            "params must be an object {\"uri\": string}".into(),
+        )),
+        // Only what the tenant can read is kept: a made-up uri costs nothing.
+        Some(p) if on && !s.dispatcher.readable(tenant, &p.uri) => {
+            Some(GatewayError::ResourceNotFound(p.uri.into_owned()))
         }
-        Some(_) => write_gateway_error(
-            &mut body,
-            id,
-            &GatewayError::InvalidParams(format!(
-                "a session subscribes to at most {} resources",
-                super::mcp_sessions::MAX_SUBSCRIPTIONS
-            )),
-        ),
-        None => write_gateway_error(
-            &mut body,
-            id,
-            &GatewayError::InvalidParams("params must be an object {\"uri\": string}".into()),
-        ),
+        Some(p) => match sessions.subscribe(&opened, &p.uri, on) {
+            Ok(()) => None,
+            Err(refused) => {
+                let e = record_refused(refused);
+                if matches!(e, GatewayError::OverCapacity { .. }) {
+                    status = StatusCode::TOO_MANY_REQUESTS;
+                }
+                Some(e)
+            }
+        },
+    };
+    match refused {
+        None => crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}")),
+        Some(e) => write_gateway_error(&mut body, id, &e),
     }
-    SessionStep::Reply(Reply::json(StatusCode::OK, body))
+    let reply = Reply::json(status, body);
+    SessionStep::Reply(match status {
+        StatusCode::TOO_MANY_REQUESTS => {
+            reply.with_header(header::RETRY_AFTER, HeaderValue::from(1))
+        }
+        _ => reply,
+    })
+}
+
+/// The error a record the session table could not keep becomes.
+fn record_refused(refused: super::mcp_sessions::Refused) -> GatewayError {
+    use super::mcp_sessions::Refused;
+    match refused {
+        Refused::Full { retry_after_secs } => GatewayError::OverCapacity {
+            reason: "session records",
+            retry_after_secs,
+        },
+        Refused::Subscriptions(r @ crate::tenant::subscriptions::Refused::Session(_)) => {
+            GatewayError::InvalidParams(r.explain())
+        }
+        Refused::Subscriptions(crate::tenant::subscriptions::Refused::Tenant(_)) => {
+            GatewayError::OverCapacity {
+                reason: "subscription budget",
+                retry_after_secs: 1,
+            }
+        }
+    }
 }
 
 fn session_not_found(id: Option<Json<'_>>) -> Reply {
@@ -413,13 +473,22 @@ pub(super) async fn session_request(
         )
         .into_response();
     };
-    let authorization = headers
+    // The stream holds the key: a reload that removes it ends the stream.
+    let token = headers
         .get(header::AUTHORIZATION)
-        .map(HeaderValue::as_bytes);
-    let keys = s.keys.load_full();
-    let tenant = match super::agent::authenticate(&keys, authorization).await {
-        Ok(tenant) => tenant,
-        Err(denied) => return super::agent::unauthorized(&keys, denied).into_response(),
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::tenant::bearer_token);
+    let (credential, tenant) = match token {
+        Some(token) => match Credential::new(s.keys.clone(), token).await {
+            Ok(found) => found,
+            Err(denied) => {
+                return super::agent::unauthorized(&s.keys.load(), denied).into_response();
+            }
+        },
+        None => {
+            let denied = crate::tenant::Denied::Unknown;
+            return super::agent::unauthorized(&s.keys.load(), denied).into_response();
+        }
     };
     let Some(id) = headers.get("mcp-session-id") else {
         return error(
@@ -431,14 +500,23 @@ pub(super) async fn session_request(
     let Some(opened) = sessions.open(id.as_bytes(), &tenant.name) else {
         return session_not_found(None).into_response();
     };
+    if let Err(e) = s.dispatcher.admit_rate(&tenant) {
+        return over_capacity(None, &e).into_response();
+    }
     if method == axum::http::Method::DELETE {
-        sessions.end(&opened);
-        return Reply {
-            status: StatusCode::OK,
-            body: ReplyBody::Empty,
-            header: None,
-        }
-        .into_response();
+        // 200 only for an end that was recorded: otherwise the session would go on.
+        return match sessions.end(&opened) {
+            Ok(()) => Reply {
+                status: StatusCode::OK,
+                body: ReplyBody::Empty,
+                header: None,
+            }
+            .into_response(),
+            Err(refused) => {
+                tracing::warn!(tenant = %tenant.name, "a session's end could not be recorded: the tenant keeps as many session records as it may");
+                over_capacity(None, &record_refused(refused)).into_response()
+            }
+        };
     }
     let wants_events = headers
         .get_all(header::ACCEPT)
@@ -468,7 +546,8 @@ pub(super) async fn session_request(
         first: None,
         last: None,
     };
+    let mut credential = super::listen::Holder::new(credential, &tenant);
     super::listen::changes(s, &tenant, place, framing, render, move || {
-        !still.0.ended(&still.1)
+        credential.still_holds() && !still.0.ended(&still.1)
     })
 }

@@ -5,6 +5,7 @@
 //! when the gateway shuts down. A listen holds one of its tenant's session
 //! places while it is open.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -19,7 +20,7 @@ use crate::dispatch::mcp::{self, Filter};
 use crate::dispatch::watch::{Change, Watcher};
 use crate::error::GatewayError;
 use crate::jsonrpc::{ErrorObject, Json};
-use crate::tenant::{Place, Tenant};
+use crate::tenant::{Credential, Place, Standing, Tenant};
 
 /// A comment line this often keeps a quiet stream from being closed by
 /// proxies and clients that time out idle reads.
@@ -30,7 +31,8 @@ struct Changes<R, E> {
     watcher: Watcher,
     /// The message each change becomes, if it is one the client hears.
     render: R,
-    /// Whether the stream is still wanted (a session ended by DELETE closes its stream).
+    /// Whether the stream is still wanted (a session ended by DELETE, or a
+    /// key a reload removed, closes its stream).
     open: E,
     /// The message that ends the stream when the gateway shuts down, if any.
     last: Option<Vec<u8>>,
@@ -53,6 +55,32 @@ fn id_of(id: &str) -> Option<Json<'_>> {
     serde_json::from_str::<&serde_json::value::RawValue>(id)
         .ok()
         .map(Json::from)
+}
+
+/// The key a stream was opened with, looked at again at each of its
+/// events: a reload that removes the key, or moves it to another tenant,
+/// ends the stream, as it ends a session at its next message.
+pub(super) struct Holder {
+    credential: Credential,
+    tenant: Arc<str>,
+}
+
+impl Holder {
+    pub fn new(credential: Credential, tenant: &Tenant) -> Self {
+        Holder {
+            credential,
+            tenant: tenant.name.clone(),
+        }
+    }
+
+    /// Whether the key still names the stream's tenant.
+    pub fn still_holds(&mut self) -> bool {
+        match self.credential.standing() {
+            Standing::Unchanged => true,
+            Standing::Reloaded(tenant) => tenant.name == self.tenant,
+            Standing::Revoked => false,
+        }
+    }
 }
 
 /// A place among the tenant's sessions for a long-lived stream, or the 429 that refuses it.
@@ -91,7 +119,7 @@ pub(super) fn changes<R, E>(
 ) -> Response
 where
     R: FnMut(&Change) -> Option<Vec<u8>> + Send + 'static,
-    E: Fn() -> bool + Send + 'static,
+    E: FnMut() -> bool + Send + 'static,
 {
     let Framing { first, last } = framing;
     let stream = Changes {
@@ -146,30 +174,40 @@ where
     r
 }
 
-/// Opens the stream of a listen that passed its checks.
-pub(super) fn stream(s: &AgentState, tenant: &Tenant, id: Box<str>, filter: Filter) -> Response {
+/// Opens the stream of a listen that passed its checks, held by `holder`
+/// (the key it was opened with) when it came over HTTP with one.
+pub(super) fn stream(
+    s: &AgentState,
+    tenant: &Tenant,
+    holder: Option<Holder>,
+    id: Box<str>,
+    filter: Filter,
+) -> Response {
     let place = match place(s, tenant) {
         Ok(place) => place,
         Err(refused) => return *refused,
     };
-    let Some(first) = id_of(&id).map(|id| mcp::acknowledged(id, &filter)) else {
+    let Some(json_id) = id_of(&id) else {
         return error(
             StatusCode::BAD_REQUEST,
             ErrorObject::invalid_request("the request's id is not JSON"),
         )
         .into_response();
     };
-    let tag = id.clone();
+    // Written once: every message of the stream carries it as it is.
+    let tag = mcp::listen_tag(json_id);
+    let framing = Framing {
+        first: Some(mcp::acknowledged(&tag, &filter)),
+        // A listen is open until its client closes it; at shutdown it gets its final answer.
+        last: Some(mcp::listen_ended(json_id, &tag)),
+    };
     let render = move |change: &Change| {
         filter
             .hears(change)
-            .then(|| id_of(&tag).map(|id| mcp::change_notification(change, Some(id))))
-            .flatten()
+            .then(|| mcp::change_notification(change, Some(&tag)))
     };
-    // A listen is open until its client closes it; at shutdown it gets its final answer.
-    let framing = Framing {
-        first: Some(first),
-        last: id_of(&id).map(mcp::listen_ended),
-    };
-    changes(s, tenant, place, framing, render, || true)
+    let mut holder = holder;
+    changes(s, tenant, place, framing, render, move || {
+        holder.as_mut().is_none_or(Holder::still_holds)
+    })
 }

@@ -5,10 +5,16 @@
 //! it and none keeps a table of sessions to serve one. An id that was
 //! tampered with, has expired, was ended by DELETE (on this replica) or is
 //! presented with another tenant's key is answered 404: the client starts a
-//! new session, as that revision says. What a replica keeps is per session it
-//! has seen ended or subscribed on, bounded, and gone when the id expires.
+//! new session, as that revision says.
+//!
+//! What a replica keeps is a record per session it has seen ended or
+//! subscribed on, gone when the id expires, kept per tenant and bounded per
+//! tenant (in records, and in bytes of subscribed uris, which count against
+//! the tenant's subscription budget that listens share): one tenant filling
+//! its records is refused, and never touches another tenant's.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -17,13 +23,10 @@ use hmac::{KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 
 use crate::config::KeyDigest;
+use crate::tenant::subscriptions::{self, Subscribed, SubscriptionBudget};
 
 /// How long an id is accepted after it was issued.
 pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
-/// Resources one session may subscribe to.
-pub const MAX_SUBSCRIPTIONS: usize = 1024;
-/// Sessions a replica keeps anything for (ended ones, and those subscribed to resources).
-const MAX_KEPT: usize = 65_536;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
@@ -46,21 +49,36 @@ struct Claims {
 pub struct Opened {
     nonce: String,
     expires: u64,
+    tenant: Arc<str>,
     pub revision: String,
 }
 
-#[derive(Default)]
-struct Kept {
+/// Why a record could not be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The tenant keeps as many records as it may; the oldest expires in this many seconds.
+    Full { retry_after_secs: u64 },
+    /// Past the bounds of subscriptions.
+    Subscriptions(subscriptions::Refused),
+}
+
+struct Record {
     expires: u64,
     ended: bool,
-    subscribed: HashSet<String>,
+    subscribed: Subscribed,
 }
+
+/// One tenant's records, by nonce.
+#[derive(Default)]
+struct Records(HashMap<String, Record>);
 
 /// Issues and checks session ids; a cheap clone.
 #[derive(Clone)]
 pub struct McpSessions {
     key: [u8; 32],
-    kept: std::sync::Arc<DashMap<String, Kept>>,
+    max_records: usize,
+    budget: SubscriptionBudget,
+    tenants: Arc<DashMap<Arc<str>, Arc<Mutex<Records>>>>,
 }
 
 fn now() -> u64 {
@@ -70,10 +88,14 @@ fn now() -> u64 {
 }
 
 impl McpSessions {
-    pub fn new(key: &KeyDigest) -> Self {
+    /// Sessions sealed with `key`; each tenant keeps at most `max_records`
+    /// records and subscribes within `budget`.
+    pub fn new(key: &KeyDigest, max_records: usize, budget: SubscriptionBudget) -> Self {
         Self {
             key: key.0,
-            kept: Default::default(),
+            max_records,
+            budget,
+            tenants: Default::default(),
         }
     }
 
@@ -102,6 +124,11 @@ impl McpSessions {
         format!("{payload}.{tag}")
     }
 
+    /// `tenant`'s records, if it has any.
+    fn records(&self, tenant: &str) -> Option<Arc<Mutex<Records>>> {
+        self.tenants.get(tenant).map(|r| r.clone())
+    }
+
     /// The session an id names, when it is sound, current, not ended and `tenant`'s.
     pub fn open(&self, id: &[u8], tenant: &str) -> Option<Opened> {
         let id = std::str::from_utf8(id).ok()?;
@@ -114,67 +141,100 @@ impl McpSessions {
         if claims.e <= now() || claims.t != tenant {
             return None;
         }
-        if self.kept.get(&claims.n).is_some_and(|k| k.ended) {
-            return None;
-        }
-        Some(Opened {
+        let opened = Opened {
             nonce: claims.n,
             expires: claims.e,
+            tenant: tenant.into(),
             revision: claims.v,
-        })
+        };
+        (!self.ended(&opened)).then_some(opened)
     }
 
-    /// Keeps something for a session, making room first; false when there is none.
-    fn keep(&self, s: &Opened, f: impl FnOnce(&mut Kept) -> bool) -> bool {
-        if self.kept.len() >= MAX_KEPT {
+    /// Changes the session's record (made first, with room made for it in
+    /// its tenant's records); `f` says whether the change was kept.
+    fn keep<T>(
+        &self,
+        s: &Opened,
+        f: impl FnOnce(&mut Record) -> Result<T, Refused>,
+    ) -> Result<T, Refused> {
+        let records = self.tenants.entry(s.tenant.clone()).or_default().clone();
+        let mut records = records.lock().unwrap_or_else(PoisonError::into_inner);
+        if !records.0.contains_key(&s.nonce) && records.0.len() >= self.max_records {
             let t = now();
-            self.kept.retain(|_, k| k.expires > t);
-            if self.kept.len() >= MAX_KEPT && !self.kept.contains_key(&s.nonce) {
-                return false;
+            records.0.retain(|_, r| r.expires > t);
+            if records.0.len() >= self.max_records {
+                let oldest = records.0.values().map(|r| r.expires).min().unwrap_or(t);
+                return Err(Refused::Full {
+                    retry_after_secs: oldest.saturating_sub(t).max(1),
+                });
             }
         }
-        let mut kept = self.kept.entry(s.nonce.clone()).or_insert_with(|| Kept {
+        let record = records.0.entry(s.nonce.clone()).or_insert_with(|| Record {
             expires: s.expires,
-            ..Kept::default()
+            ended: false,
+            subscribed: Subscribed::default(),
         });
-        f(&mut kept)
+        let kept = f(record);
+        // A record that keeps nothing is not kept.
+        if !record.ended && record.subscribed.is_empty() {
+            records.0.remove(&s.nonce);
+        }
+        kept
     }
 
-    /// Ends a session (DELETE): its id is refused here from now on.
-    pub fn end(&self, s: &Opened) -> bool {
-        self.keep(s, |k| {
-            k.ended = true;
-            k.subscribed.clear();
-            true
+    /// Ends a session (DELETE): its id is refused here from now on. Refused
+    /// (the session goes on) when the tenant keeps as many records as it may.
+    pub fn end(&self, s: &Opened) -> Result<(), Refused> {
+        self.keep(s, |r| {
+            r.ended = true;
+            r.subscribed.clear();
+            Ok(())
         })
     }
 
-    /// `resources/subscribe` (`on`) or `resources/unsubscribe`; false when
-    /// the session holds as many subscriptions as it may.
-    pub fn subscribe(&self, s: &Opened, uri: &str, on: bool) -> bool {
-        self.keep(s, |k| {
-            if !on {
-                k.subscribed.remove(uri);
-                return true;
+    /// `resources/subscribe` of a uri the tenant can read (`on`), or
+    /// `resources/unsubscribe`.
+    pub fn subscribe(&self, s: &Opened, uri: &str, on: bool) -> Result<(), Refused> {
+        self.keep(s, |r| {
+            if on {
+                r.subscribed
+                    .add(&self.budget, &s.tenant, uri)
+                    .map_err(Refused::Subscriptions)
+            } else {
+                r.subscribed.remove(uri);
+                Ok(())
             }
-            if k.subscribed.len() >= MAX_SUBSCRIPTIONS && !k.subscribed.contains(uri) {
-                return false;
-            }
-            k.subscribed.insert(uri.to_owned());
-            true
         })
     }
 
     /// Whether the session subscribed to `uri` (on this replica).
     pub fn subscribed(&self, s: &Opened, uri: &str) -> bool {
-        self.kept
-            .get(&s.nonce)
-            .is_some_and(|k| k.subscribed.contains(uri))
+        self.records(&s.tenant).is_some_and(|records| {
+            let records = records.lock().unwrap_or_else(PoisonError::into_inner);
+            records
+                .0
+                .get(&s.nonce)
+                .is_some_and(|r| r.subscribed.contains(uri))
+        })
     }
 
     /// Whether the session was ended since it was opened.
     pub fn ended(&self, s: &Opened) -> bool {
-        self.kept.get(&s.nonce).is_some_and(|k| k.ended)
+        self.records(&s.tenant).is_some_and(|records| {
+            let records = records.lock().unwrap_or_else(PoisonError::into_inner);
+            records.0.get(&s.nonce).is_some_and(|r| r.ended)
+        })
+    }
+
+    /// Records `tenant` keeps now (for tests and the admin view).
+    pub fn records_of(&self, tenant: &str) -> usize {
+        self.records(tenant).map_or(0, |records| {
+            records
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .0
+                .len()
+        })
     }
 }
 
@@ -182,10 +242,19 @@ impl McpSessions {
 mod tests {
     use super::*;
 
+    const SECRET: &[u8] = b"a secret of at least thirty-two characters";
+
+    fn sessions(max_records: usize, per_session: usize, per_tenant: usize) -> McpSessions {
+        McpSessions::new(
+            &KeyDigest::of(SECRET),
+            max_records,
+            SubscriptionBudget::new(per_session, per_tenant),
+        )
+    }
+
     #[test]
     fn an_id_opens_on_any_replica_with_the_secret_and_nowhere_else() {
-        let key = KeyDigest::of(b"a secret of at least thirty-two characters");
-        let (one, two) = (McpSessions::new(&key), McpSessions::new(&key));
+        let (one, two) = (sessions(16, 1024, 4096), sessions(16, 1024, 4096));
         let a = "a";
         let id = one.issue(a, "2025-11-25");
         assert!(id.bytes().all(|b| b.is_ascii_graphic()), "{id}");
@@ -195,7 +264,11 @@ mod tests {
         assert_eq!(opened.revision, "2025-11-25");
         // Another tenant's key, another secret, a changed byte: not a session.
         assert!(two.open(id.as_bytes(), "b").is_none());
-        let other = McpSessions::new(&KeyDigest::of(b"another secret, also thirty-two chars"));
+        let other = McpSessions::new(
+            &KeyDigest::of(b"another secret, also thirty-two chars"),
+            16,
+            SubscriptionBudget::new(1024, 4096),
+        );
         assert!(other.open(id.as_bytes(), a).is_none());
         for i in 0..id.len() {
             let mut bytes = id.clone().into_bytes();
@@ -203,25 +276,63 @@ mod tests {
             assert!(one.open(&bytes, a).is_none(), "byte {i} changed");
         }
         // Ended: refused where it was ended.
-        assert!(one.end(&opened));
+        assert!(one.end(&opened).is_ok());
         assert!(one.open(id.as_bytes(), a).is_none());
         // Two ids differ.
         assert_ne!(one.issue(a, "2025-11-25"), one.issue(a, "2025-11-25"));
     }
 
     #[test]
-    fn subscriptions_are_bounded_per_session() {
-        let s = McpSessions::new(&KeyDigest::of(
-            b"a secret of at least thirty-two characters",
-        ));
+    fn subscriptions_are_kept_within_the_budget_and_given_back_at_the_end() {
+        let s = sessions(16, 100, 150);
         let a = "a";
-        let opened = s.open(s.issue(a, "2025-11-25").as_bytes(), a).unwrap();
-        for i in 0..MAX_SUBSCRIPTIONS {
-            assert!(s.subscribe(&opened, &format!("mcp://gw/x/r/{i}"), true));
+        let open = |s: &McpSessions| s.open(s.issue(a, "2025-11-25").as_bytes(), a).unwrap();
+        let (one, two) = (open(&s), open(&s));
+        let uri = |i: usize| format!("mcp://gw/x/resource/{i:020}"); // 40 bytes
+        assert!(s.subscribe(&one, &uri(1), true).is_ok());
+        assert!(s.subscribe(&one, &uri(2), true).is_ok());
+        assert_eq!(
+            s.subscribe(&one, &uri(3), true),
+            Err(Refused::Subscriptions(subscriptions::Refused::Session(100)))
+        );
+        assert!(s.subscribe(&two, &uri(4), true).is_ok());
+        assert_eq!(
+            s.subscribe(&two, &uri(5), true),
+            Err(Refused::Subscriptions(subscriptions::Refused::Tenant(150)))
+        );
+        assert!(s.subscribed(&one, &uri(1)));
+        assert!(s.subscribe(&one, &uri(1), false).is_ok());
+        assert!(!s.subscribed(&one, &uri(1)));
+        assert_eq!(s.budget.held(a), 80);
+        assert!(s.end(&one).is_ok());
+        assert_eq!(s.budget.held(a), 40);
+        // A record that keeps nothing is not kept.
+        assert!(s.subscribe(&two, &uri(4), false).is_ok());
+        assert_eq!((s.budget.held(a), s.records_of(a)), (0, 1));
+    }
+
+    #[test]
+    fn a_tenant_that_fills_its_records_is_refused_and_others_are_not() {
+        let s = sessions(3, 1024, 4096);
+        let opened: Vec<Opened> = (0..4)
+            .map(|_| s.open(s.issue("a", "2025-11-25").as_bytes(), "a").unwrap())
+            .collect();
+        for o in &opened[..3] {
+            assert!(s.end(o).is_ok());
         }
-        assert!(!s.subscribe(&opened, "one more", true));
-        assert!(s.subscribed(&opened, "mcp://gw/x/r/7"));
-        assert!(s.subscribe(&opened, "mcp://gw/x/r/7", false));
-        assert!(!s.subscribed(&opened, "mcp://gw/x/r/7"));
+        let Err(Refused::Full { retry_after_secs }) = s.end(&opened[3]) else {
+            panic!("a fourth record is past the bound");
+        };
+        assert!(retry_after_secs > LIFETIME.as_secs() - 60);
+        // Not ended: the session goes on.
+        assert!(s.open(s.issue("a", "x").as_bytes(), "a").is_some());
+        assert!(!s.ended(&opened[3]));
+        // Another tenant's DELETE is kept.
+        let b = s.open(s.issue("b", "2025-11-25").as_bytes(), "b").unwrap();
+        assert!(s.end(&b).is_ok());
+        assert!(s.ended(&b));
+        assert_eq!(s.records_of("a"), 3);
+        // Ending an ended session again needs no new record.
+        assert!(s.end(&opened[0]).is_ok());
     }
 }

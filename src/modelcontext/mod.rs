@@ -13,6 +13,9 @@
 
 pub mod names;
 pub mod param_headers;
+mod templates;
+
+pub use templates::{expands_to, namespaced_template};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Deserialize;
@@ -118,7 +121,7 @@ pub fn read_initialize(result: &str) -> Result<Handshake, String> {
 }
 
 /// Everything but RFC 3986's unreserved characters is escaped in ids.
-const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+pub(crate) const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
@@ -794,129 +797,5 @@ mod tests {
         assert!(read_page("tools", r#"{"tools":{}}"#).is_err());
         assert!(read_page("tools", r#"{"tools":[],"nextCursor":3}"#).is_err());
         assert_eq!(page_params(Some("c\"")), r#"{"cursor":"c\""}"#);
-    }
-}
-
-/// A resource template of an upstream as the gateway's face offers it: its
-/// expansions are the namespaced ids of the upstream's uris, so they read
-/// through the gateway. `prefix` is the namespaced id of an empty uri (what
-/// comes before the encoded uri). Literal parts are percent-encoded as an
-/// id's uri is; each expression must be one variable, simple (`{x}`) or
-/// reserved (`{+x}`): a simple expansion percent-encodes all but the
-/// unreserved characters, exactly as an id's uri is encoded, so `{+x}` is
-/// offered as `{x}`. Other expressions (`{/x}`, `{?x}`, `{x,y}`, ...) would
-/// expand to characters an id cannot hold unencoded: `None`.
-pub fn namespaced_template(prefix: &str, template: &str) -> Option<String> {
-    let mut out = String::from(prefix);
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        let (literal, tail) = rest.split_at(open);
-        if literal.contains('}') {
-            return None;
-        }
-        out.extend(utf8_percent_encode(literal, ESCAPED));
-        let close = tail.find('}')?;
-        let expression = &tail[1..close];
-        let var = expression.strip_prefix('+').unwrap_or(expression);
-        let simple = !var.is_empty()
-            && var
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'%');
-        if !simple {
-            return None;
-        }
-        out.push('{');
-        out.push_str(var);
-        out.push('}');
-        rest = &tail[close + 1..];
-    }
-    if rest.contains('}') {
-        return None;
-    }
-    out.extend(utf8_percent_encode(rest, ESCAPED));
-    Some(out)
-}
-
-/// Whether `uri` is an expansion of `template` (one this face offers: see
-/// [`namespaced_template`]): its literal parts in order, anything for each
-/// variable.
-pub fn expands_to(template: &str, uri: &str) -> bool {
-    let mut literals = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        literals.push(&rest[..open]);
-        let Some(close) = rest[open..].find('}') else {
-            return false;
-        };
-        rest = &rest[open + close + 1..];
-    }
-    let last = rest;
-    let Some((first, middle)) = literals.split_first() else {
-        return uri == template;
-    };
-    let Some(mut tail) = uri.strip_prefix(first) else {
-        return false;
-    };
-    for literal in middle {
-        match tail.find(literal) {
-            Some(at) => tail = &tail[at + literal.len()..],
-            None => return false,
-        }
-    }
-    tail.ends_with(last)
-}
-
-#[cfg(test)]
-mod template_tests {
-    use super::*;
-
-    #[test]
-    fn templates_expand_to_namespaced_ids() {
-        let prefix = "mcp://gw/ev/resource/";
-        let t = namespaced_template(prefix, "demo://resource/dynamic/text/{resourceId}").unwrap();
-        assert_eq!(
-            t,
-            "mcp://gw/ev/resource/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}"
-        );
-        // Its expansion with 7 is the namespaced id of the upstream's uri.
-        let expanded = t.replace("{resourceId}", "7");
-        let original = original_id(Kind::Resource, "demo://resource/dynamic/text/7");
-        assert_eq!(
-            crate::protocol::mcpid::namespace("gw", "ev", &original),
-            expanded
-        );
-        assert_eq!(
-            namespaced_template(prefix, "file:///{+path}").unwrap(),
-            "mcp://gw/ev/resource/file%3A%2F%2F%2F{path}"
-        );
-        for unsupported in [
-            "x://{/a}",
-            "x://{?q}",
-            "x://{a,b}",
-            "x://{}",
-            "x://{a",
-            "x://a}",
-        ] {
-            assert_eq!(
-                namespaced_template(prefix, unsupported),
-                None,
-                "{unsupported}"
-            );
-        }
-    }
-
-    #[test]
-    fn uris_match_the_templates_they_expand() {
-        let t = "demo://resource/dynamic/text/{resourceId}";
-        assert!(expands_to(t, "demo://resource/dynamic/text/7"));
-        assert!(expands_to(t, "demo://resource/dynamic/text/"));
-        assert!(!expands_to(t, "demo://resource/dynamic/blob/7"));
-        assert!(!expands_to(t, "other://resource/dynamic/text/7"));
-        let two = "x://{a}/mid/{b}.json";
-        assert!(expands_to(two, "x://1/mid/2.json"));
-        assert!(!expands_to(two, "x://1/mid/2.txt"));
-        assert!(!expands_to(two, "x://1/2.json"));
-        assert!(expands_to("x://plain", "x://plain"));
-        assert!(!expands_to("x://plain", "x://plainer"));
     }
 }

@@ -10,6 +10,9 @@
 
 use serde_json::Value;
 
+/// The lowercase prefix of every mirrored argument's header name.
+pub const PREFIX: &str = "mcp-param-";
+
 /// One argument a tool mirrors into a header.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mirror {
@@ -165,7 +168,7 @@ pub fn check<'h>(
     header: impl Fn(&str) -> Vec<&'h [u8]>,
 ) -> Result<(), String> {
     for m in mirrors {
-        let name = format!("mcp-param-{}", m.token.to_ascii_lowercase());
+        let name = format!("{PREFIX}{}", m.token.to_ascii_lowercase());
         let sent = header(&name);
         if sent.len() > 1 {
             return Err(format!("Mcp-Param-{} is sent more than once", m.token));

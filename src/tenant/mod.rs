@@ -1,5 +1,7 @@
 //! Credentials → tenant. A tenant sees only its own upstreams.
 
+pub mod subscriptions;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -104,6 +106,18 @@ impl Tenant {
             }
         }
         Ok(Admission { _slots: slots })
+    }
+
+    /// Admits one request against the tenant's rate limit only: one that
+    /// holds no call open (a DELETE, or a stream's opening) spends a rate
+    /// token but no concurrency slot.
+    pub fn admit_rate(&self) -> Result<(), Refusal> {
+        let Some(rate) = &self.rate else {
+            return Ok(());
+        };
+        rate.check().map_err(|not_until| Refusal::Rate {
+            retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+        })
     }
 
     /// Whether the policy lets this tenant see and run the tool with this namespaced id.
@@ -214,7 +228,25 @@ pub struct KeyStore {
     tenants: Vec<Arc<Tenant>>,
     issuers: Arc<Issuers>,
     resource: Option<Arc<crate::auth::ProtectedResource>>,
-    verified: dashmap::DashMap<KeyDigest, (Arc<Tenant>, u64)>,
+    verified: dashmap::DashMap<KeyDigest, Kept>,
+    /// Tenants an issuer is bound to (named as its fixed `tenant` or in its
+    /// `tenants`), with those issuers: another issuer's token cannot name them.
+    bound: HashMap<String, Vec<String>>,
+}
+
+/// A JWT verified once: its tenant, its expiry, and the key that verified
+/// it, which must still be published for the token to be trusted.
+struct Kept {
+    tenant: Arc<Tenant>,
+    expires: u64,
+    issuer: Arc<crate::auth::Issuer>,
+    key: u64,
+}
+
+impl Kept {
+    fn trusted(&self) -> bool {
+        crate::auth::now() < self.expires && self.issuer.publishes(self.key)
+    }
 }
 
 /// Tokens kept verified at most; past it the cache starts again.
@@ -275,9 +307,35 @@ impl KeyStore {
         issuers: Arc<Issuers>,
         resource: Option<Arc<crate::auth::ProtectedResource>>,
     ) -> Self {
+        self.bound.clear();
+        for i in &issuers.list {
+            let names = match &i.spec.tenant {
+                crate::auth::TenantFrom::Fixed(t) => std::slice::from_ref(t),
+                crate::auth::TenantFrom::Claim(_) => i.spec.tenants.as_slice(),
+            };
+            for t in names {
+                self.bound
+                    .entry(t.clone())
+                    .or_default()
+                    .push(i.spec.issuer.clone());
+            }
+        }
         self.issuers = issuers;
         self.resource = resource;
         self
+    }
+
+    /// Whether a token of `issuer` may name `tenant`: when the issuer lists
+    /// the tenants it may name, one of them; otherwise any tenant that is
+    /// not bound to another issuer.
+    fn may_name(&self, issuer: &crate::auth::IssuerSpec, tenant: &str) -> bool {
+        if matches!(issuer.tenant, crate::auth::TenantFrom::Claim(_)) && !issuer.tenants.is_empty()
+        {
+            return issuer.tenants.iter().any(|t| t == tenant);
+        }
+        self.bound
+            .get(tenant)
+            .is_none_or(|issuers| issuers.contains(&issuer.issuer))
     }
 
     /// This gateway as an OAuth protected resource, when `gateway.auth.resource` is set.
@@ -289,7 +347,7 @@ impl KeyStore {
     pub fn expiry_of(&self, token: &str) -> Option<u64> {
         self.verified
             .get(&KeyDigest::of(token.as_bytes()))
-            .map(|kept| kept.1)
+            .map(|kept| kept.expires)
     }
 
     pub fn issuers(&self) -> &Issuers {
@@ -343,12 +401,23 @@ impl KeyStore {
             tracing::debug!(tenant = %verified.tenant, "bearer token refused: it names no tenant");
             return Err(Denied::InvalidToken);
         };
+        if !self.may_name(&verified.issuer.spec, &verified.tenant) {
+            tracing::debug!(tenant = %verified.tenant, issuer = %verified.issuer.spec.issuer, "bearer token refused: its issuer may not name that tenant");
+            return Err(Denied::InvalidToken);
+        }
         let tenant = Arc::new(tenant.for_token(verified.subject.as_deref(), &verified.scopes));
         if self.verified.len() >= MAX_VERIFIED {
             self.verified.clear();
         }
-        self.verified
-            .insert(digest, (tenant.clone(), verified.expires));
+        self.verified.insert(
+            digest,
+            Kept {
+                tenant: tenant.clone(),
+                expires: verified.expires,
+                issuer: verified.issuer,
+                key: verified.key,
+            },
+        );
         Ok(tenant)
     }
 
@@ -358,8 +427,18 @@ impl KeyStore {
             return Some(tenant.clone());
         }
         let kept = self.verified.get(digest)?;
-        let (tenant, expires) = &*kept;
-        (crate::auth::now() < *expires).then(|| tenant.clone())
+        if kept.trusted() {
+            return Some(kept.tenant.clone());
+        }
+        drop(kept);
+        self.verified.remove(digest);
+        None
+    }
+
+    /// Whether a JWT verified in this key set is still trusted: not
+    /// expired, and its key still published by its issuer.
+    fn still_trusted(&self, digest: &KeyDigest) -> bool {
+        self.verified.get(digest).is_some_and(|kept| kept.trusted())
     }
 
     pub fn tenants(&self) -> &[Arc<Tenant>] {
@@ -402,7 +481,7 @@ impl Credential {
         let token = seen
             .verified
             .get(&digest)
-            .map(|kept| (token.into(), kept.1));
+            .map(|kept| (token.into(), kept.expires));
         Ok((
             Credential {
                 keys,
@@ -424,10 +503,16 @@ impl Credential {
     /// look; otherwise costs one pointer comparison (and, for a JWT, a
     /// look at the clock: an expired token ends the session).
     pub fn standing(&mut self) -> Standing {
-        if let Some((_, expires)) = &self.token
-            && crate::auth::now() >= *expires
-        {
-            return Standing::Revoked;
+        if let Some((token, expires)) = &self.token {
+            // Expired, or its key withdrawn (looked at again, with the
+            // cached keys, when the verified-token cache let it go).
+            let withdrawn = || {
+                !self.seen.still_trusted(&self.digest)
+                    && self.seen.authenticate_cached(token).is_err()
+            };
+            if crate::auth::now() >= *expires || withdrawn() {
+                return Standing::Revoked;
+            }
         }
         let current = self.keys.load();
         if Arc::ptr_eq(&current, &self.seen) {
@@ -445,31 +530,43 @@ impl Credential {
     }
 }
 
-/// What each tenant holds open (sessions, connections), counted by tenant
-/// name, so that the counts outlive reloads (tenants are rebuilt by one). A
-/// cheap clone.
+/// What each tenant holds open (sessions, connections, bytes of
+/// subscriptions), counted by tenant name, so that the counts outlive
+/// reloads (tenants are rebuilt by one). A cheap clone.
 #[derive(Clone, Default)]
 pub struct Places(Arc<dashmap::DashMap<Arc<str>, usize>>);
 
 impl Places {
     /// One more place for `tenant`, or `Err(limit)` when it holds `limit` already.
     pub fn enter(&self, tenant: &Arc<str>, limit: usize) -> Result<Place, usize> {
+        self.enter_n(tenant, 1, limit)
+    }
+
+    /// `n` more units for `tenant`, or `Err(limit)` when they would take it past `limit`.
+    pub fn enter_n(&self, tenant: &Arc<str>, n: usize, limit: usize) -> Result<Place, usize> {
         let mut held = self.0.entry(tenant.clone()).or_insert(0);
-        if *held >= limit {
+        if held.saturating_add(n) > limit {
             return Err(limit);
         }
-        *held += 1;
+        *held += n;
         Ok(Place {
             places: self.clone(),
             tenant: tenant.clone(),
+            n,
         })
+    }
+
+    /// What `tenant` holds now.
+    pub fn held(&self, tenant: &str) -> usize {
+        self.0.get(tenant).map_or(0, |h| *h)
     }
 }
 
-/// One place in a tenant's count, given back when dropped.
+/// Units in a tenant's count (one place, or some bytes), given back when dropped.
 pub struct Place {
     places: Places,
     tenant: Arc<str>,
+    n: usize,
 }
 
 impl Place {
@@ -477,12 +574,32 @@ impl Place {
     pub fn tenant(&self) -> &str {
         &self.tenant
     }
+
+    /// Takes `n` more units, or `Err(limit)` when they would take the tenant past `limit`.
+    pub fn grow(&mut self, n: usize, limit: usize) -> Result<(), usize> {
+        let mut held = self.places.0.entry(self.tenant.clone()).or_insert(0);
+        if held.saturating_add(n) > limit {
+            return Err(limit);
+        }
+        *held += n;
+        self.n += n;
+        Ok(())
+    }
+
+    /// Gives `n` of its units back (at most what it holds).
+    pub fn shrink(&mut self, n: usize) {
+        let n = n.min(self.n);
+        if let Some(mut held) = self.places.0.get_mut(&self.tenant) {
+            *held = held.saturating_sub(n);
+        }
+        self.n -= n;
+    }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
         if let Some(mut held) = self.places.0.get_mut(&self.tenant) {
-            *held = held.saturating_sub(1);
+            *held = held.saturating_sub(self.n);
         }
     }
 }

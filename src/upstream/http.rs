@@ -303,6 +303,7 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
             tokio::select! {
                 () = listener => {}
                 () = sweeper => {}
+                () = up.relister() => {}
                 () = watch_health(&up, &link.url) => {}
             }
         };
@@ -424,7 +425,7 @@ async fn notification_session(up: &Upstream, link: &HttpLink) -> Result<(), Call
                 continue;
             };
             if let Ok(UpstreamMessage::Notification { method, params }) = parse_upstream(raw) {
-                up.on_notification(&method, params).await;
+                up.on_notification(&method, params);
             }
         }
         if buf.len() > link.max_bytes {

@@ -134,8 +134,27 @@ pub struct Upstream {
     /// Woken when a call found the upstream unreachable: its supervisor looks
     /// at once whether it is still there.
     suspect: tokio::sync::Notify,
+    /// Relistings the upstream's notifications asked for (see [`Self::relister`]).
+    relist: Relist,
     metrics: Metrics,
 }
+
+/// Relistings asked for by an upstream's notifications, coalesced: at most one
+/// runs and at most one more is pending, however many notifications arrive,
+/// so that a storm of `list_changed` costs two listings, not one each.
+#[derive(Default)]
+struct Relist {
+    /// A relisting is wanted that has not started yet.
+    wanted: std::sync::atomic::AtomicBool,
+    wake: tokio::sync::Notify,
+    /// Resources (original ids) to announce once the pending relisting is done.
+    announce: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+/// Resource changes kept for announcement while a relisting is pending; an
+/// upstream naming more distinct resources at once loses the rest (counted
+/// as protocol errors: no honest server changes that many between two listings).
+const MAX_PENDING_ANNOUNCEMENTS: usize = 4096;
 
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 /// The least time a child gets to answer `initialize`.
@@ -215,6 +234,7 @@ impl Upstream {
             },
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
+            relist: Relist::default(),
             metrics,
         })
     }
@@ -558,14 +578,65 @@ impl Upstream {
     }
 
     /// Handles a notification the upstream sent.
-    pub async fn on_notification(&self, method: &str, params: Option<Json<'_>>) {
+    pub fn on_notification(&self, method: &str, params: Option<Json<'_>>) {
         if self.dialect == Dialect::ModelContext {
-            return self.mc.on_notification(self, method, params).await;
+            return self.mc.on_notification(self, method, params);
         }
-        v1::on_notification(self, method, params).await;
+        v1::on_notification(self, method, params);
     }
 
-    /// Refreshes the catalog now (a notification said it changed).
+    /// Asks for a relisting (a notification said a listing changed) and,
+    /// once it is done, the announcement that the resource with this
+    /// original id changed. Returns at once: [`Self::relister`] does the work.
+    fn relist_soon(&self, changed: Option<&str>) {
+        if let Some(original) = changed {
+            let mut announce = self
+                .relist
+                .announce
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if announce.len() < MAX_PENDING_ANNOUNCEMENTS {
+                announce.insert(original.to_owned());
+            } else if !announce.contains(original) {
+                self.metrics
+                    .upstream_protocol_errors
+                    .with_label_values(&[&self.name])
+                    .inc();
+            }
+        }
+        self.relist
+            .wanted
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.relist.wake.notify_one();
+    }
+
+    /// Runs the relistings [`Self::relist_soon`] asked for, one at a time,
+    /// each announcing the resource changes asked for before it started.
+    /// The upstream's supervisor runs it while the connection is served.
+    pub(crate) async fn relister(&self) {
+        loop {
+            self.relist.wake.notified().await;
+            while self
+                .relist
+                .wanted
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+            {
+                let announce = std::mem::take(
+                    &mut *self
+                        .relist
+                        .announce
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
+                self.refresh_now().await;
+                for original in announce {
+                    self.announce_change(&original);
+                }
+            }
+        }
+    }
+
+    /// Refreshes the catalog now.
     async fn refresh_now(&self) {
         if let (Some(link), Some(caps)) = (read(&self.link), self.capabilities()) {
             let mut last = self.refresh_gate.lock().await;

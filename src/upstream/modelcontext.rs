@@ -379,8 +379,9 @@ impl State {
     }
 
     /// A notification from the server: a changed listing is listed again; an
-    /// updated resource is read again and announced to the tenants' sessions.
-    pub(super) async fn on_notification(
+    /// updated resource is read again and announced to the tenants' sessions
+    /// (both soon, coalesced: see `Upstream::relister`).
+    pub(super) fn on_notification(
         &self,
         up: &Upstream,
         method_name: &str,
@@ -388,7 +389,7 @@ impl State {
     ) {
         match method_name {
             method::TOOLS_CHANGED | method::RESOURCES_CHANGED | method::PROMPTS_CHANGED => {
-                up.refresh_now().await;
+                up.relist_soon(None);
             }
             method::RESOURCE_UPDATED => {
                 let Some(uri) = mc::updated_uri(params.map(Json::get)) else {
@@ -399,8 +400,7 @@ impl State {
                     return;
                 };
                 lock(&self.resources).remove(&uri);
-                up.refresh_now().await;
-                up.announce_change(&mc::original_id(Kind::Resource, &uri));
+                up.relist_soon(Some(&mc::original_id(Kind::Resource, &uri)));
             }
             method::MESSAGE => {
                 tracing::debug!(target: "upstream_log", upstream = %up.name, message = params.map_or("", Json::get), "log message from upstream");

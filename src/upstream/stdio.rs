@@ -232,23 +232,28 @@ async fn serve_child(
             Ended::Exited
         }
         Err(_) => Ended::Shutdown,
-        Ok(()) => loop {
-            tokio::select! {
-                status = child.wait() => {
-                    tracing::warn!(upstream = %up.name, pid, status = ?status.ok(), "upstream process exited");
-                    break Ended::Exited;
+        Ok(()) => {
+            let relister = up.relister();
+            tokio::pin!(relister);
+            loop {
+                tokio::select! {
+                    status = child.wait() => {
+                        tracing::warn!(upstream = %up.name, pid, status = ?status.ok(), "upstream process exited");
+                        break Ended::Exited;
+                    }
+                    _ = link.dead.cancelled() => {
+                        tracing::warn!(upstream = %up.name, pid, "upstream connection broke; stopping the process");
+                        break Ended::Exited;
+                    }
+                    Some((method, params)) = events.recv() => {
+                        let params: Option<JsonBuf> = params;
+                        up.on_notification(&method, params.as_ref().map(JsonBuf::as_json));
+                    }
+                    () = &mut relister => {}
+                    _ = shutdown.cancelled() => break Ended::Shutdown,
                 }
-                _ = link.dead.cancelled() => {
-                    tracing::warn!(upstream = %up.name, pid, "upstream connection broke; stopping the process");
-                    break Ended::Exited;
-                }
-                Some((method, params)) = events.recv() => {
-                    let params: Option<JsonBuf> = params;
-                    up.on_notification(&method, params.as_ref().map(JsonBuf::as_json)).await;
-                }
-                _ = shutdown.cancelled() => break Ended::Shutdown,
             }
-        },
+        }
     };
     up.disconnect();
     link.pending

@@ -750,13 +750,13 @@ pub async fn run(
             };
             let hearing = async {
                 while let Some((method_name, params)) = events.recv().await {
-                    up.on_notification(&method_name, params.as_ref().map(JsonBuf::as_json))
-                        .await;
+                    up.on_notification(&method_name, params.as_ref().map(JsonBuf::as_json));
                 }
             };
             tokio::select! {
                 () = listener => {}
                 () = hearing => {}
+                () = up.relister() => {}
                 () = super::http::watch_health(&up, link.url()) => {}
             }
         };

@@ -55,8 +55,9 @@ pub(super) async fn list(
     ))
 }
 
-/// `mcp/resourceDidChange`: listed again, and announced to the tenants' sessions.
-pub(super) async fn on_notification(up: &Upstream, method: &str, params: Option<Json<'_>>) {
+/// `mcp/resourceDidChange`: listed again, and announced to the tenants'
+/// sessions (soon, coalesced: see `Upstream::relister`).
+pub(super) fn on_notification(up: &Upstream, method: &str, params: Option<Json<'_>>) {
     if Method::parse(method) != Method::ResourceDidChange {
         tracing::debug!(upstream = %up.name, method, "ignored notification from upstream");
         return;
@@ -72,6 +73,5 @@ pub(super) async fn on_notification(up: &Upstream, method: &str, params: Option<
             .inc();
         return;
     };
-    up.refresh_now().await;
-    up.announce_change(&changed.id);
+    up.relist_soon(Some(&changed.id));
 }
