@@ -239,6 +239,7 @@ fn listings(c: &mut Criterion) {
                 "up0",
                 Kind::Tool,
                 Json::from(&*defs),
+                Default::default(),
             ))
         })
     });

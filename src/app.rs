@@ -156,6 +156,10 @@ impl Core {
             spec.protocol.into(),
             self.metrics.clone(),
         );
+        up.bound_listings(crate::protocol::bounds::ListingBounds {
+            listing_bytes: gateway.limits.max_listing_bytes,
+            definition_bytes: gateway.limits.max_definition_bytes,
+        });
         if let (true, Some(path)) = (spec.pin, &gateway.pins_file) {
             up.pin(Arc::new(upstream::pins::PinStore::new(path.clone())));
         }
@@ -181,9 +185,15 @@ impl Core {
                         ));
                     }
                     crate::config::Protocol::ModelContext => {
-                        let (link, events) =
-                            upstream::streamable::StreamableLink::new(client, http, max_frame)
-                                .map_err(std::io::Error::other)?;
+                        let answers = upstream::streamable::ServerAnswers::new(
+                            gateway.limits.max_server_requests,
+                            spec.timeout,
+                            self.metrics.clone(),
+                        );
+                        let (link, events) = upstream::streamable::StreamableLink::new(
+                            client, http, max_frame, answers,
+                        )
+                        .map_err(std::io::Error::other)?;
                         self.supervisors.spawn(upstream::streamable::run(
                             up.clone(),
                             link,
@@ -485,12 +495,14 @@ pub fn start_on(
         header_read_timeout: limits.header_read_timeout,
         max_connections: limits.max_connections,
         drain_deadline: config.gateway.shutdown_timeout,
+        accept_errors: core.metrics.accept_errors.with_label_values::<&str>(&[]),
     };
 
     let admin_stop = CancellationToken::new();
     let admin_opts = ServeOptions {
         drain_deadline: Duration::from_secs(1),
-        ..opts
+        max_connections: crate::descriptors::ADMIN_CONNECTIONS,
+        ..opts.clone()
     };
     let header_read_timeout = opts.header_read_timeout;
     let admin_task = tokio::spawn(serve(

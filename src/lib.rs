@@ -15,6 +15,7 @@ pub mod auth;
 pub mod config;
 pub mod cpus;
 pub mod demo;
+pub mod descriptors;
 pub mod dispatch;
 pub mod error;
 #[doc(hidden)]

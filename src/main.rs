@@ -264,6 +264,20 @@ async fn serve(
     if let Some(a) = admin_listen {
         config.gateway.admin_listen = a;
     }
+    if let Some(limit) = mcp_gateway::descriptors::raise_limit() {
+        let room = mcp_gateway::descriptors::agent_connections(limit);
+        let limits = &mut config.gateway.limits;
+        if limits.max_connections > room {
+            tracing::warn!(
+                max_connections = limits.max_connections,
+                descriptors = limit,
+                kept = room,
+                "gateway.limits.max_connections is more than the descriptor limit leaves room for; connections past the lower cap wait to be accepted"
+            );
+            limits.max_connections = room;
+            limits.max_connections_per_tenant = limits.max_connections_per_tenant.min(room);
+        }
+    }
     let running = match mcp_gateway::app::start(config, config_path).await {
         Ok(r) => r,
         Err(e) => {

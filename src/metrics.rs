@@ -39,6 +39,10 @@ pub struct Metrics {
     pub definitions_quarantined: IntGaugeVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
+    /// Requests upstreams sent the gateway (a `ping`, ...), by what became of them.
+    pub server_requests: IntCounterVec,
+    /// Connections the agent listener failed to accept (descriptors exhausted, ...).
+    pub accept_errors: IntCounterVec,
     /// Follows the log writer's count (`telemetry::writer::dropped`).
     log_lines_dropped: IntCounterVec,
 }
@@ -185,6 +189,18 @@ impl Metrics {
                 "Configuration reloads by outcome (applied, rejected).",
                 &["outcome"],
             ),
+            server_requests: counter(
+                &r,
+                "server_requests_total",
+                "Requests from upstreams to the gateway, by outcome: answered (ping), refused (-32601), dropped (over gateway.limits.max_server_requests), failed (the answer could not be delivered in time).",
+                &["outcome"],
+            ),
+            accept_errors: counter(
+                &r,
+                "accept_errors_total",
+                "Connections the agent or admin listener failed to accept (out of file descriptors, ...); the listener backs off and goes on.",
+                &[],
+            ),
             log_lines_dropped: counter(
                 &r,
                 "log_lines_dropped_total",
@@ -202,6 +218,10 @@ impl Metrics {
             self.config_reloads.with_label_values(&[outcome]);
         }
         self.log_lines_dropped.with_label_values::<&str>(&[]);
+        self.accept_errors.with_label_values::<&str>(&[]);
+        for outcome in ServerRequest::ALL {
+            self.server_requests.with_label_values(&[outcome.as_str()]);
+        }
         self
     }
 
@@ -215,6 +235,46 @@ impl Metrics {
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// What became of a request an upstream sent the gateway (a closed label set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerRequest {
+    /// `ping`, answered `{}`.
+    Answered,
+    /// Answered -32601: a request the gateway does not serve.
+    Refused,
+    /// Over the bound of requests being answered at once: not answered.
+    Dropped,
+    /// The answer could not be delivered within the upstream's timeout.
+    Failed,
+}
+
+impl ServerRequest {
+    pub const ALL: [ServerRequest; 4] = [
+        ServerRequest::Answered,
+        ServerRequest::Refused,
+        ServerRequest::Dropped,
+        ServerRequest::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerRequest::Answered => "answered",
+            ServerRequest::Refused => "refused",
+            ServerRequest::Dropped => "dropped",
+            ServerRequest::Failed => "failed",
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a request from an upstream.
+    pub fn server_request(&self, outcome: ServerRequest) {
+        self.server_requests
+            .with_label_values(&[outcome.as_str()])
+            .inc();
     }
 }
 

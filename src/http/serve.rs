@@ -14,13 +14,18 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
     /// How long open connections may take to finish after `shutdown`.
     pub drain_deadline: Duration,
+    /// Counts connections that could not be accepted.
+    pub accept_errors: prometheus::IntCounter,
 }
+
+/// The first wait after a failed accept, and the longest.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 
 /// Accepts on `listener` until `shutdown`, serving each connection with
 /// `connection`, then drains.
@@ -35,6 +40,8 @@ pub async fn serve<F, Fut>(
 {
     let connections = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(opts.max_connections));
+    // The wait after the last failed accept, while accepts fail.
+    let mut failing: Option<Duration> = None;
     loop {
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -42,11 +49,30 @@ pub async fn serve<F, Fut>(
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok((stream, _peer)) => {
+                    if failing.take().is_some() {
+                        tracing::info!("accepting connections again");
+                    }
+                    stream
+                }
                 Err(e) => {
-                    // EMFILE and friends: back off briefly instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    // EMFILE and friends: the connections already open are
+                    // served on; new ones wait in the backlog while this
+                    // backs off (doubling up to a second), so that a spell
+                    // without descriptors is one log line and no busy loop.
+                    opts.accept_errors.inc();
+                    let wait = match failing {
+                        None => {
+                            tracing::warn!(error = %e, open = connections.len(), "accept failed; backing off until it succeeds");
+                            ACCEPT_BACKOFF.0
+                        }
+                        Some(w) => (w * 2).min(ACCEPT_BACKOFF.1),
+                    };
+                    failing = Some(wait);
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = shutdown.cancelled() => break,
+                    }
                     continue;
                 }
             },

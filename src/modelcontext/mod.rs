@@ -157,23 +157,26 @@ pub fn key_of(kind: Kind, original: &str) -> Option<String> {
 }
 
 /// One page of a listing.
-pub struct Page {
-    pub items: Vec<Value>,
+pub struct Page<'a> {
+    pub items: Vec<&'a RawValue>,
     pub next: Option<String>,
 }
 
-/// Reads one page of a listing result: the array under `field`, and `nextCursor`.
-pub fn read_page(field: &str, result: &str) -> Result<Page, String> {
-    let mut value: Map<String, Value> =
+/// Reads one page of a listing result: the array under `field` (each item
+/// as its text, so that it is weighed before it is read), and `nextCursor`.
+pub fn read_page<'a>(field: &str, result: &'a str) -> Result<Page<'a>, String> {
+    type Members<'a> = std::collections::HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
+    let members: Members<'a> =
         serde_json::from_str(result).map_err(|e| format!("the listing cannot be read: {e}"))?;
-    let items = match value.remove(field) {
-        Some(Value::Array(items)) => items,
-        _ => return Err(format!("the listing has no array {field:?}")),
-    };
-    let next = match value.remove("nextCursor") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(c)) => Some(c),
-        Some(_) => return Err("nextCursor is not a string".into()),
+    let items = members
+        .get(field)
+        .and_then(|raw| serde_json::from_str::<Vec<&'a RawValue>>(raw.get()).ok())
+        .ok_or_else(|| format!("the listing has no array {field:?}"))?;
+    let next = match members.get("nextCursor").map(|raw| raw.get()) {
+        None | Some("null") => None,
+        Some(text) => {
+            Some(serde_json::from_str::<String>(text).map_err(|_| "nextCursor is not a string")?)
+        }
     };
     Ok(Page { items, next })
 }

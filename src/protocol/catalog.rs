@@ -319,15 +319,33 @@ impl Candidate {
 }
 
 /// Checks, namespaces and (for tools) compiles every definition of one
-/// MCP v1.0 listing result.
-pub fn build(gateway: &str, upstream: &str, kind: Kind, result: Json<'_>) -> Built {
-    match serde_json::from_str::<Vec<Value>>(result.get()) {
-        Ok(items) => build_from(
-            gateway,
-            upstream,
-            kind,
-            items.into_iter().map(Candidate::native).collect(),
-        ),
+/// MCP v1.0 listing result, within the bounds (what is past them is dropped, with why).
+pub fn build(
+    gateway: &str,
+    upstream: &str,
+    kind: Kind,
+    result: Json<'_>,
+    bounds: super::bounds::ListingBounds,
+) -> Built {
+    match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(result.get()) {
+        Ok(items) => {
+            let mut taker = super::bounds::Taker::new(bounds);
+            let candidates = taker
+                .take(items)
+                .into_iter()
+                .filter_map(|raw| serde_json::from_str(raw.get()).ok())
+                .map(Candidate::native)
+                .collect();
+            let mut built = build_from(gateway, upstream, kind, candidates);
+            built
+                .dropped
+                .extend(taker.left.into_iter().map(|o| Dropped {
+                    kind,
+                    id: o.id,
+                    reason: o.why,
+                }));
+            built
+        }
         Err(_) => {
             let mut built = build_from(gateway, upstream, kind, Vec::new());
             built.dropped.push(Dropped {
@@ -477,7 +495,7 @@ mod tests {
             {"mcpId":"urn:t","name":"u","description":"d","inputSchema":{},"outputSchema":{},"extra":true},
             7
         ]"#);
-        let built = build("g", "up", Kind::Tool, tools);
+        let built = build("g", "up", Kind::Tool, tools, Default::default());
         assert_eq!(built.listing.count, 2);
         let reasons: Vec<_> = built.dropped.iter().map(|d| d.reason.as_str()).collect();
         assert_eq!(reasons.len(), 4, "{reasons:?}");
@@ -512,7 +530,7 @@ mod tests {
         let tools = raw(r#"[
             {"mcpId":"mcp://a/t1","name":"t","description":"d","inputSchema":{},"outputSchema":{}},
             {"mcpId":"mcp://a/t2","name":"t","description":"d","inputSchema":{},"outputSchema":{}}]"#);
-        let mut built = build("g", "up", Kind::Tool, tools);
+        let mut built = build("g", "up", Kind::Tool, tools, Default::default());
         assert_eq!(built.fingerprints().len(), 2);
         built.quarantine(&["mcp://a/t1".to_owned()].into());
         let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
@@ -526,7 +544,13 @@ mod tests {
 
     #[test]
     fn non_array_listing_is_dropped_whole() {
-        let built = build("g", "up", Kind::Prompt, raw(r#"{"not":"array"}"#));
+        let built = build(
+            "g",
+            "up",
+            Kind::Prompt,
+            raw(r#"{"not":"array"}"#),
+            Default::default(),
+        );
         assert_eq!(built.listing.count, 0);
         assert_eq!(built.dropped.len(), 1);
     }

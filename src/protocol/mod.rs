@@ -1,6 +1,7 @@
 //! MCP v1.0 on top of JSON-RPC: methods, capabilities, definition checks,
 //! the namespaced mcpId scheme and the per-upstream catalog. No I/O here.
 
+pub mod bounds;
 pub mod capabilities;
 pub mod catalog;
 pub mod definitions;

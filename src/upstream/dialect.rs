@@ -5,6 +5,7 @@
 //! Protocol (`modelcontext`) the other.
 
 use crate::config::Protocol;
+use crate::metrics::ServerRequest;
 use crate::modelcontext::method as mc;
 use crate::protocol::{Kind, Method};
 
@@ -84,15 +85,16 @@ pub(crate) fn answer_server_request(
     dialect: Dialect,
     id: crate::jsonrpc::Json<'_>,
     method: &str,
-) -> Vec<u8> {
+) -> (Vec<u8>, ServerRequest) {
     use crate::jsonrpc::message::{Reply, write_reply};
     use crate::jsonrpc::{ErrorObject, codes};
     let mut out = Vec::new();
     if dialect == Dialect::ModelContext && method == mc::PING {
         write_reply(&mut out, Some(id), Reply::Result(b"{}"));
+        (out, ServerRequest::Answered)
     } else {
         let err = ErrorObject::new(codes::METHOD_NOT_FOUND, "Method not found");
         write_reply(&mut out, Some(id), Reply::Error(&err));
+        (out, ServerRequest::Refused)
     }
-    out
 }

@@ -33,6 +33,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
+use crate::protocol::bounds::ListingBounds;
 use crate::protocol::catalog::Route;
 use crate::protocol::{Capabilities, Catalog, Kind, ToolEntry, catalog};
 
@@ -136,6 +137,8 @@ pub struct Upstream {
     suspect: tokio::sync::Notify,
     /// Relistings the upstream's notifications asked for (see [`Self::relister`]).
     relist: Relist,
+    /// What one of its listings may take.
+    bounds: ListingBounds,
     metrics: Metrics,
 }
 
@@ -157,6 +160,9 @@ struct Relist {
 const MAX_PENDING_ANNOUNCEMENTS: usize = 4096;
 
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+/// The least time from the start of one relisting that notifications asked
+/// for to the start of the next.
+const MIN_RELIST_GAP: Duration = Duration::from_millis(100);
 /// The least time a child gets to answer `initialize`.
 const HANDSHAKE_AT_LEAST: Duration = Duration::from_secs(10);
 
@@ -235,6 +241,7 @@ impl Upstream {
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
             relist: Relist::default(),
+            bounds: ListingBounds::default(),
             metrics,
         })
     }
@@ -252,6 +259,13 @@ impl Upstream {
 
     fn is_retired(&self) -> bool {
         self.retired.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Bounds what its listings may take (before it starts).
+    pub fn bound_listings(self: &mut Arc<Self>, bounds: ListingBounds) {
+        if let Some(up) = Arc::get_mut(self) {
+            up.bounds = bounds;
+        }
     }
 
     /// Pins this upstream's tool definitions in `store` (before it starts).
@@ -628,10 +642,15 @@ impl Upstream {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner),
                 );
+                let started = Instant::now();
                 self.refresh_now().await;
                 for original in announce {
                     self.announce_change(&original);
                 }
+                // Relistings are spaced: a server that says "changed" without
+                // end gets a few relistings a second, not one per notification.
+                tokio::time::sleep_until(tokio::time::Instant::from_std(started + MIN_RELIST_GAP))
+                    .await;
             }
         }
     }

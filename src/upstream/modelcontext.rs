@@ -16,6 +16,7 @@ use super::{CallError, Op, Transport, Upstream};
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::modelcontext::{self as mc, CallFailure, LeftOut, ResourceText, Unmapped, method};
+use crate::protocol::bounds::Taker;
 use crate::protocol::catalog::{self, Candidate, Dropped, Route};
 use crate::protocol::{Capabilities, Kind};
 
@@ -48,6 +49,51 @@ pub(super) struct State {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Bytes of resource texts (or prompt messages) one listing may still
+/// carry: the listing's bound, spent as reads come back; once it is spent,
+/// nothing more is read.
+struct Budget {
+    bound: usize,
+    left: std::sync::atomic::AtomicUsize,
+}
+
+impl Budget {
+    fn new(bound: usize) -> Self {
+        Budget {
+            bound,
+            left: std::sync::atomic::AtomicUsize::new(bound),
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.left.load(Ordering::Acquire) == 0
+    }
+
+    /// Spends `n` bytes; false (and nothing left) when there were not as many.
+    fn spend(&self, n: usize) -> bool {
+        let taken = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(n)
+            });
+        if taken.is_err() {
+            self.left.store(0, Ordering::Release);
+        }
+        taken.is_ok()
+    }
+
+    fn left_out(&self, key: &str) -> LeftOut {
+        LeftOut {
+            key: Some(key.to_owned()),
+            reason: Unmapped::OverLimit,
+            detail: format!(
+                "the listing's texts are over the {}-byte bound (gateway.limits.max_listing_bytes)",
+                self.bound
+            ),
+        }
+    }
 }
 
 /// Sends `op` with these params (JSON text) and waits at most `within`.
@@ -104,21 +150,24 @@ impl State {
         Ok(handshake.capabilities)
     }
 
-    /// Every page of a listing, up to the bounds; what is past them is said in the second part.
+    /// Every page of a listing, up to the bounds (pages, definitions, and
+    /// bytes: see `protocol::bounds`); what is past them is said in the second part.
     async fn drain(
         &self,
         up: &Upstream,
         link: &dyn Transport,
         op: Op,
         field: &str,
-    ) -> Result<(Vec<Value>, Option<LeftOut>), CallError> {
-        let over = |detail: String| LeftOut {
-            key: None,
+    ) -> Result<(Vec<Value>, Vec<LeftOut>), CallError> {
+        let over = |key: Option<String>, detail: String| LeftOut {
+            key,
             reason: Unmapped::OverLimit,
             detail,
         };
+        let mut taker = Taker::new(up.bounds);
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
+        let mut left = Vec::new();
         for _ in 0..MAX_PAGES {
             let answer = ask(
                 up,
@@ -129,27 +178,31 @@ impl State {
             )
             .await?;
             let page = mc::read_page(field, answer.get()).map_err(CallError::protocol)?;
-            items.extend(page.items);
+            items.extend(
+                taker
+                    .take(page.items)
+                    .into_iter()
+                    .filter_map(|raw| serde_json::from_str::<Value>(raw.get()).ok()),
+            );
+            left.extend(taker.left.drain(..).map(|o| over(o.id, o.why)));
             if items.len() > MAX_DEFINITIONS {
                 items.truncate(MAX_DEFINITIONS);
-                return Ok((
-                    items,
-                    Some(over(format!(
-                        "more than {MAX_DEFINITIONS} definitions; the rest is left out"
-                    ))),
+                left.push(over(
+                    None,
+                    format!("more than {MAX_DEFINITIONS} definitions; the rest is left out"),
                 ));
+                return Ok((items, left));
             }
             match page.next {
-                None => return Ok((items, None)),
-                Some(next) => cursor = Some(next),
+                Some(next) if !taker.full => cursor = Some(next),
+                _ => return Ok((items, left)),
             }
         }
-        Ok((
-            items,
-            Some(over(format!(
-                "more than {MAX_PAGES} pages; the rest is left out"
-            ))),
-        ))
+        left.push(over(
+            None,
+            format!("more than {MAX_PAGES} pages; the rest is left out"),
+        ));
+        Ok((items, left))
     }
 
     /// One kind's listing as the gateway's catalog takes it; `None` when the
@@ -161,14 +214,13 @@ impl State {
         kind: Kind,
     ) -> Option<catalog::Built> {
         let field = mc::list_method(kind).1;
-        let (items, over) = match self.drain(up, link, Op::List(kind), field).await {
+        let (items, mut left) = match self.drain(up, link, Op::List(kind), field).await {
             Ok(drained) => drained,
             Err(e) => {
                 tracing::warn!(upstream = %up.name, kind = kind.as_str(), error = %e, "listing failed; keeping the previous one");
                 return None;
             }
         };
-        let mut left: Vec<LeftOut> = over.into_iter().collect();
         let mut candidates = Vec::new();
         let objects = items.into_iter().filter_map(|item| match item {
             Value::Object(def) => Some(def),
@@ -255,6 +307,8 @@ impl State {
         left: &mut Vec<LeftOut>,
     ) {
         let within = up.timeout().min(MAX_READ_TIME);
+        // The texts carried into the listing take the listing's bound together.
+        let budget = Budget::new(up.bounds.listing_bytes);
         let mut listed = Vec::new();
         for def in defs {
             match mc::resource_uri(&def) {
@@ -266,25 +320,36 @@ impl State {
             }
         }
         let read = futures_util::stream::iter(listed)
-            .map(|(def, uri)| async move {
-                let cached = lock(&self.resources).get(&uri).cloned();
-                let text = match cached {
-                    Some(text) => text,
-                    None => {
-                        let params = mc::uri_params(&uri);
-                        match ask(up, link, Op::ReadResource, &params, within).await {
-                            Ok(answer) => {
-                                mc::read_resource_text(&uri, answer.get(), MAX_RESOURCE_TEXT)
-                            }
-                            Err(e) => Err(LeftOut {
-                                key: Some(uri.clone()),
-                                reason: Unmapped::ReadFailed,
-                                detail: format!("resources/read failed: {e}"),
-                            }),
-                        }
+            .map(|(def, uri)| {
+                let budget = &budget;
+                async move {
+                    if budget.spent() {
+                        let over = budget.left_out(&uri);
+                        return (def, uri, Err(over));
                     }
-                };
-                (def, uri, text)
+                    let cached = lock(&self.resources).get(&uri).cloned();
+                    let text = match cached {
+                        Some(text) => text,
+                        None => {
+                            let params = mc::uri_params(&uri);
+                            match ask(up, link, Op::ReadResource, &params, within).await {
+                                Ok(answer) => {
+                                    mc::read_resource_text(&uri, answer.get(), MAX_RESOURCE_TEXT)
+                                }
+                                Err(e) => Err(LeftOut {
+                                    key: Some(uri.clone()),
+                                    reason: Unmapped::ReadFailed,
+                                    detail: format!("resources/read failed: {e}"),
+                                }),
+                            }
+                        }
+                    };
+                    let text = match text {
+                        Ok(t) if !budget.spend(t.text.len()) => Err(budget.left_out(&uri)),
+                        other => other,
+                    };
+                    (def, uri, text)
+                }
             })
             .buffered(READS_AT_ONCE)
             .collect::<Vec<_>>()
@@ -298,7 +363,8 @@ impl State {
                 )))),
                 Err(l) => left.push(l.clone()),
             }
-            if !matches!(&text, Err(l) if l.reason == Unmapped::ReadFailed) {
+            if !matches!(&text, Err(l) if matches!(l.reason, Unmapped::ReadFailed | Unmapped::OverLimit))
+            {
                 cache.insert(uri.clone(), text);
             }
             to_subscribe.push(uri);
@@ -335,6 +401,7 @@ impl State {
         left: &mut Vec<LeftOut>,
     ) {
         let within = up.timeout().min(MAX_READ_TIME);
+        let budget = Budget::new(up.bounds.listing_bytes);
         let mut fetchable = Vec::new();
         for def in defs {
             match mc::prompt_name(&def) {
@@ -346,15 +413,24 @@ impl State {
             }
         }
         let fetched = futures_util::stream::iter(fetchable)
-            .map(|(def, name)| async move {
-                let params = mc::get_prompt_params(&name);
-                match ask(up, link, Op::GetPrompt, &params, within).await {
-                    Ok(answer) => mc::prompt(&def, &name, answer.get()),
-                    Err(e) => Err(LeftOut {
-                        key: Some(name.clone()),
-                        reason: Unmapped::ReadFailed,
-                        detail: format!("prompts/get failed: {e}"),
-                    }),
+            .map(|(def, name)| {
+                let budget = &budget;
+                async move {
+                    if budget.spent() {
+                        return Err(budget.left_out(&name));
+                    }
+                    let params = mc::get_prompt_params(&name);
+                    match ask(up, link, Op::GetPrompt, &params, within).await {
+                        Ok(answer) if !budget.spend(answer.get().len()) => {
+                            Err(budget.left_out(&name))
+                        }
+                        Ok(answer) => mc::prompt(&def, &name, answer.get()),
+                        Err(e) => Err(LeftOut {
+                            key: Some(name.clone()),
+                            reason: Unmapped::ReadFailed,
+                            detail: format!("prompts/get failed: {e}"),
+                        }),
+                    }
                 }
             })
             .buffered(READS_AT_ONCE)

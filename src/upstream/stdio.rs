@@ -477,8 +477,14 @@ impl Reader {
             }
             Ok(UpstreamMessage::Request { id, method }) => {
                 tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request");
-                let out = answer_server_request(self.dialect, id, &method);
-                let _ = self.outbox.try_send(Bytes::from(out));
+                let (out, outcome) = answer_server_request(self.dialect, id, &method);
+                // The outbox is bounded: a child that asks faster than it
+                // reads its answers loses answers, never the gateway's memory.
+                let outcome = match self.outbox.try_send(Bytes::from(out)) {
+                    Ok(()) => outcome,
+                    Err(_) => crate::metrics::ServerRequest::Dropped,
+                };
+                self.up.metrics().server_request(outcome);
             }
             Err(broken) => {
                 self.protocol_error(broken.why);

@@ -52,6 +52,32 @@ struct Shared {
     reinit: tokio::sync::Mutex<()>,
     /// Plain http:// calls of the current session (see `http_pool`).
     fast: RwLock<Option<Arc<Pool>>>,
+    /// How the server's own requests are answered.
+    answers: ServerAnswers,
+}
+
+/// Answers to the requests a server sends on its streams (a `ping`, ...):
+/// each POSTed within the upstream's timeout, at most `slots` at once; a
+/// request past that is left unanswered and counted, so a server that asks
+/// without end, and never takes the answers, holds a few sockets for a
+/// while and not every descriptor the gateway has.
+#[derive(Clone)]
+pub struct ServerAnswers {
+    slots: Arc<tokio::sync::Semaphore>,
+    within: Duration,
+    metrics: crate::metrics::Metrics,
+}
+
+impl ServerAnswers {
+    pub fn new(at_once: usize, within: Duration, metrics: crate::metrics::Metrics) -> Self {
+        ServerAnswers {
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                at_once.min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            within,
+            metrics,
+        }
+    }
 }
 
 /// A client for one Streamable HTTP upstream. Cheap to clone.
@@ -89,6 +115,7 @@ impl StreamableLink {
         client: reqwest::Client,
         spec: &HttpSpec,
         max_bytes: usize,
+        answers: ServerAnswers,
     ) -> Result<(Self, mpsc::Receiver<Event>), String> {
         let url = reqwest::Url::parse(&spec.url).map_err(|e| e.to_string())?;
         let mut headers = HeaderMap::new();
@@ -114,6 +141,7 @@ impl StreamableLink {
             events,
             reinit: tokio::sync::Mutex::new(()),
             fast: RwLock::new(None),
+            answers,
         }));
         Ok((link, rx))
     }
@@ -231,15 +259,16 @@ impl StreamableLink {
         match message {
             Ok(UpstreamMessage::Notification { method, params }) => {
                 let event = (method.to_string(), params.map(Json::to_buf));
+                // Queued for the supervisor, which relists (coalesced) as
+                // fast as it hears: a flood past the queue loses only what
+                // the relisting already covers, so it is not logged per message.
                 if self.0.events.try_send(event).is_err() {
-                    tracing::warn!(url = %crate::redact::url(&self.0.url), "notification dropped: too many queued");
+                    tracing::debug!(url = %crate::redact::url(&self.0.url), "notification dropped: too many queued");
                 }
                 None
             }
             Ok(UpstreamMessage::Request { id, method }) => {
-                let reply = answer_server_request(Dialect::ModelContext, id, &method);
-                let link = self.clone();
-                tokio::spawn(async move { link.post_message(reply).await });
+                self.answer(answer_server_request(Dialect::ModelContext, id, &method));
                 None
             }
             Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => {
@@ -254,6 +283,31 @@ impl StreamableLink {
             }
             _ => None,
         }
+    }
+
+    /// POSTs the answer to a server's request, within the bounds of [`ServerAnswers`].
+    fn answer(&self, (reply, outcome): (Vec<u8>, crate::metrics::ServerRequest)) {
+        use crate::metrics::ServerRequest;
+        let answers = &self.0.answers;
+        let Ok(slot) = answers.slots.clone().try_acquire_owned() else {
+            answers.metrics.server_request(ServerRequest::Dropped);
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let link = self.clone();
+        // Ends within `within` whatever the server does; the slot goes with it.
+        runtime.spawn(async move {
+            let _slot = slot;
+            let answers = &link.0.answers;
+            let sent = tokio::time::timeout(answers.within, link.post_message(reply)).await;
+            let outcome = match sent {
+                Ok(Ok(())) => outcome,
+                Ok(Err(_)) | Err(_) => ServerRequest::Failed,
+            };
+            answers.metrics.server_request(outcome);
+        });
     }
 
     fn with_session(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -803,7 +857,8 @@ mod tests {
             headers: Default::default(),
             notifications: false,
         };
-        let (link, mut heard) = StreamableLink::new(client, &spec, 1 << 20).unwrap();
+        let answers = ServerAnswers::new(4, Duration::from_secs(1), Default::default());
+        let (link, mut heard) = StreamableLink::new(client, &spec, 1 << 20, answers).unwrap();
         let scan = |id: &'static [u8]| StreamScan {
             link: &link,
             id_text: id,

@@ -52,6 +52,7 @@ pub(super) async fn list(
         &up.name,
         kind,
         result.as_json(),
+        up.bounds,
     ))
 }
 

@@ -10,19 +10,29 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// A gateway process whose JSON log lines are read on a thread.
-struct Process {
-    child: Child,
+pub(crate) struct Process {
+    pub(crate) child: Child,
     logs: mpsc::Receiver<Value>,
     seen: Vec<Value>,
 }
 
 impl Process {
-    fn spawn(args: &[&str]) -> Process {
+    pub(crate) fn spawn(args: &[&str]) -> Process {
         Self::spawn_with_env(args, &[])
     }
 
     fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Process {
-        let mut child = Command::new(BIN)
+        Self::spawn_command(Command::new(BIN), args, env)
+    }
+
+    /// `command` (the binary, or a wrapper that runs it) with `args` and the
+    /// test's listeners and log format.
+    pub(crate) fn spawn_command(
+        mut command: Command,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Process {
+        let mut child = command
             .args(args)
             .envs(env.iter().copied())
             .args([
@@ -55,7 +65,7 @@ impl Process {
     }
 
     /// Waits for a log line matching `pred`.
-    fn wait_log(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait_log(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         if let Some(v) = self.seen.iter().find(|v| pred(v)) {
             return v.clone();
         }
@@ -72,7 +82,7 @@ impl Process {
         }
     }
 
-    fn addr(&mut self, message: &str) -> String {
+    pub(crate) fn addr(&mut self, message: &str) -> String {
         let line = self.wait_log(message, |v| v["message"] == message);
         line["addr"].as_str().unwrap().to_owned()
     }
@@ -87,7 +97,7 @@ impl Process {
     }
 
     /// SIGTERM, then waits for the exit and for the last log lines.
-    fn terminate(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         self.signal("-TERM");
         for _ in 0..200 {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -100,6 +110,16 @@ impl Process {
         }
         self.child.kill().unwrap();
         panic!("the gateway did not exit after SIGTERM");
+    }
+}
+
+impl Drop for Process {
+    /// A test that failed midway still ends the gateway it started.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 

@@ -5,7 +5,7 @@
     reason = "tests and their helpers fail loudly by design"
 )]
 
-mod binary;
+pub(crate) mod binary;
 mod compliance;
 mod deploy;
 mod edge;
@@ -26,3 +26,4 @@ mod stateless;
 mod stdio_mode;
 mod stdio_upstream;
 mod support;
+mod surface;
