@@ -17,6 +17,7 @@ use std::sync::Mutex;
 
 use arc_swap::ArcSwap;
 
+use crate::config::KeyDigest;
 use crate::config::{Config, GatewaySettings, TransportSpec, UpstreamSpec};
 use crate::dispatch::Dispatcher;
 use crate::http::admin::{self, AdminState};
@@ -373,14 +374,23 @@ async fn watch_config(
             continue;
         }
         seen = now;
-        let result = Config::load(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|c| {
-                let summary = core.reload(&c)?;
-                sources = c.sources;
+        let result = match Config::load_tracing(&path, crate::config::Purpose::Serve) {
+            Ok(c) => core.reload(&c).inspect(|_| {
+                sources = c.sources.clone();
                 seen = digest(&sources);
-                Ok(summary)
-            });
+            }),
+            // Watched from now on too: what the rejected config names (a
+            // key file not there yet) is looked at again when it appears.
+            Err((e, tried)) => {
+                for file in tried {
+                    if !sources.contains(&file) {
+                        sources.push(file);
+                    }
+                }
+                seen = digest(&sources);
+                Err(e.to_string())
+            }
+        };
         match result {
             Ok(summary) => {
                 tracing::info!(config = %path.display(), %summary, "configuration reloaded");
@@ -449,6 +459,27 @@ pub fn start_with(
 }
 
 /// Starts on listeners the caller bound, reloading from `watch` if given.
+/// The key handshake-era session ids are sealed with: the configured
+/// secret's, or one drawn for this process, so that a single gateway serves
+/// those clients fully (sessions, their GET stream) without configuration.
+/// Such sessions are this process's own: another replica, or this one
+/// restarted, answers their ids 404 and the client opens a new session.
+fn session_key(configured: Option<KeyDigest>) -> KeyDigest {
+    if let Some(key) = configured {
+        return key;
+    }
+    let mut secret = [0u8; 32];
+    if getrandom::fill(&mut secret).is_err() {
+        // Unguessable enough for ids that live as long as the process.
+        let now = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
+        secret[..now.len().min(32)].copy_from_slice(&now.as_bytes()[..now.len().min(32)]);
+    }
+    tracing::info!(
+        "no gateway.session_secret: handshake-era sessions are sealed with a secret of this process's own; behind several replicas, set one secret for all of them"
+    );
+    KeyDigest::of(&secret)
+}
+
 pub fn start_on(
     config: Config,
     watch: Option<PathBuf>,
@@ -462,6 +493,9 @@ pub fn start_on(
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
+    // One key seals session ids and what else clients are handed back.
+    let sealing = session_key(config.gateway.session_key);
+    dispatcher.set_sealer(crate::seal::Sealer::new(&sealing));
     let agent_app = agent::service(AgentState {
         dispatcher: dispatcher.clone(),
         keys: core.keys(),
@@ -478,13 +512,11 @@ pub fn start_on(
         metrics: core.metrics.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
         shutdown: shutdown.clone(),
-        mcp_sessions: config.gateway.session_key.as_ref().map(|key| {
-            crate::http::mcp_sessions::McpSessions::new(
-                key,
-                limits.max_session_records_per_tenant,
-                dispatcher.subscription_budget().clone(),
-            )
-        }),
+        mcp_sessions: Some(crate::http::mcp_sessions::McpSessions::new(
+            &sealing,
+            limits.max_session_records_per_tenant,
+            dispatcher.subscription_budget().clone(),
+        )),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),

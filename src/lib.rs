@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod modelcontext;
 pub mod protocol;
 pub mod redact;
+pub mod seal;
 pub mod stdio_mode;
 pub mod stdio_pipes;
 pub mod telemetry;

@@ -72,6 +72,10 @@ enum Command {
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Do not look stdio upstreams' commands up on this machine (the
+        /// configuration runs elsewhere, such as in the container image).
+        #[arg(long)]
+        elsewhere: bool,
     },
     /// The demo MCP server that ships with the gateway (stdio, or HTTP with --http).
     #[command(hide = true)]
@@ -146,7 +150,7 @@ fn run(cli: Cli) -> ExitCode {
             } else {
                 LogFormat::Json
             });
-            let config = match Config::load(&config) {
+            let config = match Config::load_for(&config, mcp_gateway::config::Purpose::Stdio) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{}: {e}", config.display());
@@ -167,7 +171,19 @@ fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Check { config } => match Config::load(&config) {
+        Command::Check { config, elsewhere } => match Config::load(&config) {
+            Ok(c) if !elsewhere && !cannot_start(&c).is_empty() => {
+                let problems = cannot_start(&c);
+                eprintln!(
+                    "{}: {} problem(s) the gateway would meet at run time:",
+                    config.display(),
+                    problems.len()
+                );
+                for p in problems {
+                    eprintln!("  - {p}");
+                }
+                ExitCode::FAILURE
+            }
             Ok(c) => {
                 println!(
                     "{}: ok ({} upstreams, {} tenants)",
@@ -289,6 +305,23 @@ async fn serve(
     wait_for_signal().await;
     running.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// What a valid configuration would still fail at when the gateway runs it:
+/// stdio upstreams whose command the child cannot be started with.
+fn cannot_start(config: &Config) -> Vec<String> {
+    config
+        .upstreams
+        .iter()
+        .filter_map(|u| match &u.transport {
+            mcp_gateway::config::TransportSpec::Stdio(spec) => {
+                mcp_gateway::upstream::stdio::locate(spec)
+                    .err()
+                    .map(|why| format!("upstreams.{}.stdio.command: {why}", u.name))
+            }
+            mcp_gateway::config::TransportSpec::Http(_) => None,
+        })
+        .collect()
 }
 
 async fn wait_for_signal() {

@@ -15,8 +15,36 @@ pub fn url(u: &reqwest::Url) -> String {
     out
 }
 
+/// A URL as written in a config, for an error about it when it does not
+/// parse as one (a missing scheme, most often): what comes before an `@` of
+/// its authority, and its query and fragment, are left out.
+pub fn written(text: &str) -> String {
+    let text = text.trim();
+    let end = text.find(['?', '#']).unwrap_or(text.len());
+    let text = &text[..end];
+    let authority_end = text.find("://").map_or(0, |at| at + 3);
+    let rest = &text[authority_end..];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..host_end].rfind('@') {
+        Some(at) => format!("{}…@{}", &text[..authority_end], &rest[at + 1..]),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_written_url_leaves_out_userinfo_query_and_fragment() {
+        for (given, shown) in [
+            ("127.0.0.1:3001/mcp", "127.0.0.1:3001/mcp"),
+            ("user:pw@host:1/mcp?token=x", "…@host:1/mcp"),
+            ("http://u:p@h/a#f", "http://…@h/a"),
+            ("localhost/x@y", "localhost/x@y"),
+        ] {
+            assert_eq!(super::written(given), shown);
+        }
+    }
+
     #[test]
     fn leaves_out_userinfo_query_and_fragment() {
         for (given, shown) in [

@@ -50,9 +50,14 @@ pub fn init(format: LogFormat) {
             DIRECT.store(set, Ordering::Relaxed);
         }
         LogFormat::Text => {
+            // Colours for a terminal only: into a pipe or a file they are
+            // escape codes in every line (NO_COLOR turns them off anywhere).
+            use std::io::IsTerminal;
+            let colours = io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(io::stderr)
+                .with_ansi(colours)
                 .try_init();
         }
     }

@@ -5,6 +5,8 @@
   and every rendered manifest validates against the Kubernetes schemas (strict);
 - the kustomize base (`kubectl kustomize`) validates too;
 - every bad values file in deploy/checks/bad-values/ is rejected by values.schema.json;
+- every file in deploy/checks/unrenderable-values/ is refused when the chart
+  renders, with the error its `expectedError` names;
 - the pods keep the restricted security profile, probes and a grace period that
   covers the drain;
 - the gateway config each renders (and its keys) passes `mcp-gateway check`;
@@ -93,7 +95,9 @@ def gateway_check(where, gateway, config_text, keys):
         (tmp / "config" / "gateway.yaml").write_text(config_text)
         for name, value in keys.items():
             (tmp / "keys" / name).write_text(value)
-        r = subprocess.run([gateway, "check", "--config", str(tmp / "config" / "gateway.yaml")], capture_output=True, text=True)
+        # The commands are the image's: not looked up on this machine.
+        r = subprocess.run([gateway, "check", "--elsewhere", "--config", str(tmp / "config" / "gateway.yaml")],
+                           capture_output=True, text=True)
         (ok if r.returncode == 0 else fail)(f"{where}: mcp-gateway check: {(r.stdout + r.stderr).strip()}")
 
 
@@ -151,6 +155,17 @@ def main():
                 fail(f"values.schema.json accepts {bad.name}")
             except helm.HelmError as e:
                 ok(f"values.schema.json rejects {bad.name}: {' '.join(str(e).split())[:160]}")
+        # What the schema cannot say (a tenant naming an upstream that is not
+        # defined) the chart refuses when it renders, naming the value.
+        for bad in sorted((ROOT / "deploy" / "checks" / "unrenderable-values").glob("*.yaml")):
+            values = yaml.safe_load(bad.read_text())
+            expected = values.pop("expectedError")
+            try:
+                chart.render(values, name="gw", namespace="tools", is_install=True)
+                fail(f"the chart renders {bad.name}")
+            except helm.HelmError as e:
+                said = " ".join(str(e).split())
+                (ok if expected in said else fail)(f"the chart refuses {bad.name}: {said[:200]}")
 
     lint = helm.lint(str(CHART), strict=True)
     errors = [m for m in lint.get("messages", []) if m.get("severity", 0) >= 2] + lint.get("errors", [])
@@ -168,7 +183,11 @@ def main():
         deployment = next(d for d in docs if d["kind"] == "Deployment")
         config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["gateway.yaml"]
         check_pod("kustomize", deployment, yaml.safe_load(config)["gateway"]["shutdown_timeout_ms"])
-        gateway_check("kustomize", gateway, config, {"default": "a-key-from-the-secret"})
+        gateway_check("kustomize", gateway, config, {
+            "default": "a-key-from-the-secret",
+            "admin.token": "an-admin-token-from-the-secret",
+            "session.secret": "a-session-secret-from-the-secret-of-32-chars",
+        })
 
     print(f"{len(failures)} failed" if failures else "all offline deployment checks passed")
     sys.exit(1 if failures else 0)

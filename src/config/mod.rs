@@ -313,22 +313,54 @@ pub enum ConfigError {
     Invalid(Vec<Problem>),
 }
 
+/// What a configuration is loaded for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `serve` and `check`: everything is read and checked.
+    Serve,
+    /// `stdio`: one tenant is served to the local agent that spawned the
+    /// process, and nobody is authenticated, so the API keys, the admin
+    /// token, the session secret and the identity providers are neither
+    /// read nor checked: a host that spawns it from the config the server
+    /// uses need not set their `env:` variables or mount their files.
+    Stdio,
+}
+
 impl Config {
     /// Reads, parses and validates a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
+        Self::load_for(path, Purpose::Serve)
+    }
+
+    /// Reads, parses and validates a file for `purpose`.
+    pub fn load_for(path: &Path, purpose: Purpose) -> Result<Config, ConfigError> {
+        Self::load_tracing(path, purpose).map_err(|(e, _)| e)
+    }
+
+    /// [`Self::load_for`]; a failure also says which files it read or
+    /// tried to (the file and every `file:` it names), so that a watcher
+    /// sees a key file appear after a reload was rejected for its absence.
+    pub fn load_tracing(
+        path: &Path,
+        purpose: Purpose,
+    ) -> Result<Config, (ConfigError, Vec<PathBuf>)> {
+        let tried = |read: Vec<PathBuf>| std::iter::once(path.to_owned()).chain(read).collect();
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            let e = ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            };
+            (e, tried(Vec::new()))
         })?;
         let base = path.parent().map(Path::to_owned);
         let secrets = SystemSecrets {
             base: base.clone(),
             read: Default::default(),
         };
-        let mut config = Self::from_yaml(&text, &secrets)?;
-        config.sources = std::iter::once(path.to_owned())
-            .chain(secrets.read.into_inner().unwrap_or_default())
-            .collect();
+        let loaded = Self::from_yaml_for(&text, &secrets, purpose);
+        let read = secrets.read.into_inner().unwrap_or_default();
+        let mut config = loaded.map_err(|e| (e, tried(read.clone())))?;
+        config.sources = tried(read);
         for issuer in &mut config.auth.issuers {
             if let (crate::auth::KeySource::File(file), Some(base)) = (&mut issuer.keys, &base) {
                 if file.is_relative() {
@@ -346,9 +378,28 @@ impl Config {
 
     /// Parses and validates YAML text.
     pub fn from_yaml(text: &str, secrets: &dyn Secrets) -> Result<Config, ConfigError> {
-        let raw: raw::RawConfig =
+        Self::from_yaml_for(text, secrets, Purpose::Serve)
+    }
+
+    /// [`Self::from_yaml`] for `purpose`.
+    pub fn from_yaml_for(
+        text: &str,
+        secrets: &dyn Secrets,
+        purpose: Purpose,
+    ) -> Result<Config, ConfigError> {
+        let mut raw: raw::RawConfig =
             serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
-        validate::validate(raw, secrets).map_err(ConfigError::Invalid)
+        if purpose == Purpose::Stdio {
+            if let Some(g) = &mut raw.gateway {
+                g.admin_token = None;
+                g.session_secret = None;
+                g.auth = None;
+            }
+            for t in raw.tenants.values_mut() {
+                t.api_keys.clear();
+            }
+        }
+        validate::validate(raw, secrets, purpose).map_err(ConfigError::Invalid)
     }
 
     pub fn upstream(&self, name: &str) -> Option<&UpstreamSpec> {

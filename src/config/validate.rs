@@ -87,7 +87,11 @@ fn is_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, Vec<Problem>> {
+pub(super) fn validate(
+    raw: RawConfig,
+    secrets: &dyn Secrets,
+    purpose: super::Purpose,
+) -> Result<Config, Vec<Problem>> {
     let mut p = Problems::default();
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
     let mut raw_gateway = raw.gateway.unwrap_or_default();
@@ -119,7 +123,20 @@ pub(super) fn validate(raw: RawConfig, secrets: &dyn Secrets) -> Result<Config, 
         .into_iter()
         .filter_map(|(name, u)| upstream(name, u, secrets, &mut p))
         .collect();
-    let tenants = tenants(raw.tenants, &declared, &by_token, secrets, &mut p);
+    // The stdio mode authenticates nobody: its tenants need no keys.
+    let by_token = match purpose {
+        super::Purpose::Serve => by_token,
+        super::Purpose::Stdio => tenant_names.clone(),
+    };
+    let gateway_id = gateway.as_ref().map(|g| g.id.clone());
+    let tenants = tenants(
+        raw.tenants,
+        &declared,
+        &by_token,
+        gateway_id.as_deref(),
+        secrets,
+        &mut p,
+    );
     if let Some(u) = upstreams.iter().find(|u| u.pin) {
         if !has_pins_file {
             p.add(
@@ -573,6 +590,15 @@ fn http(
             return None;
         }
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        // `localhost:8080/mcp` parses, with `localhost` as its scheme.
+        Ok(_) | Err(_) if !url.contains("://") => {
+            let written = crate::redact::written(&url);
+            p.add(
+                format!("{at}.http.url"),
+                format!("'{written}' has no scheme: write it as http://{written} (or https://)"),
+            );
+            return None;
+        }
         Ok(u) => {
             p.add(
                 format!("{at}.http.url"),
@@ -584,7 +610,10 @@ fn http(
             return None;
         }
         Err(e) => {
-            p.add(format!("{at}.http.url"), format!("is not a URL: {e}"));
+            p.add(
+                format!("{at}.http.url"),
+                format!("'{}' is not a URL: {e}", crate::redact::written(&url)),
+            );
             return None;
         }
     }
@@ -648,10 +677,35 @@ fn header_value(value: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) 
     }
 }
 
+/// Whether a tool glob can match an id that starts with one of `prefixes`
+/// (`mcp://{gateway.id}/{upstream}/` of the tenant's upstreams): its literal
+/// start (up to its first wildcard) must agree with one of them. A typo in
+/// the gateway's id or an upstream's name makes a glob that matches nothing:
+/// an allow list that lets nothing through, a deny that denies nothing.
+fn can_match(pattern: &str, prefixes: &[String]) -> bool {
+    let literal = pattern
+        .find(['*', '?', '[', '{', '\\'])
+        .map_or(pattern, |at| &pattern[..at]);
+    prefixes
+        .iter()
+        .any(|prefix| prefix.starts_with(literal) || literal.starts_with(prefix.as_str()))
+}
+
+fn never_matches(pattern: &str, prefixes: &[String]) -> String {
+    if prefixes.is_empty() {
+        return format!("'{pattern}' can match no tool: the tenant sees no upstream");
+    }
+    format!(
+        "'{pattern}' can match no tool of this tenant: their ids start with {}",
+        prefixes.join(" or ")
+    )
+}
+
 fn tenants(
     raw: BTreeMap<String, RawTenant>,
     upstreams: &[String],
     by_token: &[String],
+    gateway_id: Option<&str>,
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Vec<TenantSpec> {
@@ -720,8 +774,31 @@ fn tenants(
         }
         let policy = t.tools.unwrap_or_default();
         let mut tools = ToolGlobs::default();
-        // Each list on its own, so that a bad pattern in both is reported in both.
+        // The ids this tenant's tools can have start with one of these.
+        let prefixes: Vec<String> = gateway_id
+            .map(|id| seen.iter().map(|u| format!("mcp://{id}/{u}/")).collect())
+            .unwrap_or_default();
+        let reachable = |pattern: &str| gateway_id.is_none() || can_match(pattern, &prefixes);
+        // Every pattern on its own, so that each bad one is reported.
         for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
+            let mut good = true;
+            for (i, pattern) in patterns.iter().enumerate() {
+                let pat = format!("{at}.tools.{list}[{i}]");
+                match globset::Glob::new(pattern) {
+                    Err(e) => {
+                        p.add(pat, format!("'{pattern}' is not a glob: {}", e.kind()));
+                        good = false;
+                    }
+                    Ok(_) if !reachable(pattern) => {
+                        p.add(pat, never_matches(pattern, &prefixes));
+                        good = false;
+                    }
+                    Ok(_) => {}
+                }
+            }
+            if !good {
+                continue;
+            }
             let none: &[String] = &[];
             let (allow, deny) = if list == "allow" {
                 (&patterns[..], none)
@@ -741,6 +818,7 @@ fn tenants(
                     &sat,
                     "a scope is one word (as in a token's space-separated scope)",
                 ),
+                Ok(_) if !reachable(pattern) => p.add(&sat, never_matches(pattern, &prefixes)),
                 Ok(glob) => tools.scoped.push((glob.compile_matcher(), scope.clone())),
                 Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
             }

@@ -40,7 +40,7 @@ async fn answer(
     session: Option<&mut bool>,
 ) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    match classify(raw) {
+    match classify(raw).without_responses() {
         Incoming::Request { id, method, params } => {
             if let Some(initialized) = session {
                 if method == "initialize" {
@@ -87,7 +87,7 @@ async fn answer(
             write_error(&mut out, id, &error);
             Some(out)
         }
-        Incoming::Notification { .. } | Incoming::Ignored => None,
+        Incoming::Notification { .. } | Incoming::Ignored | Incoming::Response { .. } => None,
     }
 }
 

@@ -71,7 +71,7 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
             let _ = tx.send(Out::Message(out.into())).await;
             continue;
         };
-        match classify(raw) {
+        match classify(raw).without_responses() {
             Incoming::Request { id, method, params } => {
                 let mut out = Vec::new();
                 if method == "initialize" {
@@ -161,7 +161,8 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                     }
                 }));
             }
-            Incoming::Notification { .. } | Incoming::Ignored => {}
+            // (A response is an invalid request here: `without_responses`.)
+            Incoming::Notification { .. } | Incoming::Ignored | Incoming::Response { .. } => {}
         }
     }
     while tasks.join_next().await.is_some() {}

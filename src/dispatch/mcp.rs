@@ -91,8 +91,9 @@ const CACHEABLE: [&str; 6] = [
 /// carry `protocolVersion` (MCP v1.0's carry `clientCapabilities`).
 pub fn speaks(method: &str, params: Option<Json<'_>>) -> bool {
     if method == "initialize" {
-        let [version] = members(params, ["protocolVersion"]);
-        return version.is_some();
+        let [version, meta] = members(params, ["protocolVersion", "_meta"]);
+        let [stateless] = members(meta, [VERSION_META]);
+        return version.is_some() || stateless.is_some();
     }
     METHODS.contains(&method) || method.starts_with("notifications/")
 }
@@ -353,6 +354,8 @@ struct Call<'a> {
 enum Out {
     Value(Value),
     Written(String),
+    /// A tool's own failure (`isError: true`): a result, counted as `tool_error`.
+    ToolError(Value),
 }
 
 impl From<Value> for Out {
@@ -364,7 +367,7 @@ impl From<Value> for Out {
 impl Out {
     fn into_text(self) -> String {
         match self {
-            Out::Value(v) => v.to_string(),
+            Out::Value(v) | Out::ToolError(v) => v.to_string(),
             Out::Written(t) => t,
         }
     }
@@ -412,8 +415,9 @@ fn call_result(
     passthrough: bool,
     structured: bool,
 ) -> Built {
-    let tool_error =
-        |why: &str| Out::from(json!({"content": [{"type": "text", "text": why}], "isError": true}));
+    let tool_error = |why: &str| {
+        Out::ToolError(json!({"content": [{"type": "text", "text": why}], "isError": true}))
+    };
     let result = match result {
         Ok(result) => result,
         Err(GatewayError::InvalidArguments(why)) => return Ok(tool_error(&why)),
@@ -480,6 +484,9 @@ impl Dispatcher {
 
     /// The tool the tenant's listing names `name`: found in the name index
     /// of each of its upstreams' catalogs (made once per catalog).
+    /// An upstream that is down keeps its last catalog: its tools are still
+    /// found, and a call fails as MCP v1.0's does (-32001, the upstream is
+    /// unavailable), not as a tool that does not exist.
     async fn tool_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
         self.wait_for_starting(tenant).await;
         let state = self.inner.state.load();
@@ -487,7 +494,7 @@ impl Dispatcher {
             .upstreams
             .iter()
             .filter_map(|n| state.upstreams.get(n))
-            .filter(|u| u.status() == Status::Ready)
+            .filter(|u| u.catalog().loaded)
             .find_map(|u| {
                 let catalog = u.catalog();
                 let index = catalog.face_index(|c| self.index_tools(u, c));
@@ -634,7 +641,11 @@ impl Dispatcher {
     /// The upstream and its own uri that `uri` names, when `uri` is an
     /// expansion of a template the tenant is offered (and the upstream's
     /// uri an expansion of the upstream's own template).
-    fn template_target(&self, tenant: &Tenant, uri: &str) -> Option<(Arc<Upstream>, String)> {
+    pub(super) fn template_target(
+        &self,
+        tenant: &Tenant,
+        uri: &str,
+    ) -> Option<(Arc<Upstream>, String)> {
         let (name, original) = mcpid::parse(&self.inner.gateway_id, uri)?;
         if !tenant.sees(name) {
             return None;
@@ -673,44 +684,18 @@ impl Dispatcher {
         listed || self.template_target(tenant, uri).is_some()
     }
 
-    /// `resources/read` of an expansion of one of those templates: read from
-    /// its upstream now, its contents' uris namespaced. `None` when `uri` is
-    /// no expansion of a template the tenant is offered.
+    /// `resources/read` of an expansion of one of those templates, or of a
+    /// link a tool result gave this tenant: read from its upstream now.
+    /// `None` when `uri` is neither.
     async fn read_by_template(
         &self,
         tenant: &Tenant,
         uri: &str,
     ) -> Option<Result<Value, GatewayError>> {
-        let (upstream, own) = self.template_target(tenant, uri)?;
-        let failed = |error| GatewayError::Upstream {
-            upstream: upstream.name.clone(),
-            error,
-        };
-        let answer = match upstream.read_resource(&own).await {
-            Ok(answer) => answer,
-            Err(e) => return Some(Err(failed(e))),
-        };
-        let mut result: Value = match serde_json::from_str(answer.get()) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Some(Err(GatewayError::InvalidOutput {
-                    upstream: upstream.name.clone(),
-                    detail: "resources/read answered something that is not an object".into(),
-                }));
-            }
-        };
-        if let Some(Value::Array(contents)) = result.get_mut("contents") {
-            for c in contents.iter_mut() {
-                if let Some(Value::String(u)) = c.get_mut("uri") {
-                    *u = mcpid::namespace(
-                        &self.inner.gateway_id,
-                        &upstream.name,
-                        &mc::original_id(Kind::Resource, u),
-                    );
-                }
-            }
-        }
-        Some(Ok(result))
+        let (upstream, own) = self
+            .template_target(tenant, uri)
+            .or_else(|| self.link_target(tenant, uri))?;
+        Some(self.read_upstream(tenant, &upstream, &own).await)
     }
 
     /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
@@ -829,9 +814,11 @@ impl Dispatcher {
                 self.answer_mcp(tenant, method, call, era, via, started)
                     .await
             }
+            // What the revision removed does not exist in it, whatever else
+            // the request carries (-32601, HTTP 404).
+            Era::Stateless if HANDSHAKE_ONLY.contains(&method) => Err(GatewayError::MethodNotFound),
             Era::Stateless => match check_stateless(method, named, envelope, via.http.as_ref()) {
                 Err(e) => Err(e),
-                Ok(()) if HANDSHAKE_ONLY.contains(&method) => Err(GatewayError::MethodNotFound),
                 Ok(()) => self
                     .answer_mcp(tenant, method, call, era, via, started)
                     .await
@@ -845,13 +832,17 @@ impl Dispatcher {
                     }),
             },
         };
+        let outcome = match &result {
+            Ok(Out::ToolError(_)) => "tool_error",
+            Ok(_) => "ok",
+            Err(e) => e.outcome(),
+        };
         let result = result.map(|out| Payload::Text(out.into_text()));
         let label = METHODS
             .iter()
             .find(|m| **m == method)
             .copied()
             .unwrap_or("other");
-        let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
         let metrics = &self.inner.metrics;
         metrics
             .requests
@@ -912,7 +903,32 @@ impl Dispatcher {
             audit.log(tenant, &result, started.elapsed());
         }
         let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
-        call_result(result, tool.passthrough, structured)
+        let out = call_result(result, tool.passthrough, structured)?;
+        Ok(match out {
+            // Links the upstream's own blocks carry become uris the gateway serves.
+            Out::Written(text) if tool.passthrough && text.contains("\"uri\"") => {
+                self.with_links(tenant, &tool.id, text)
+            }
+            out => out,
+        })
+    }
+
+    /// A passed-through result (`{"content": [...]}`) with its links rewritten.
+    fn with_links(&self, tenant: &Tenant, tool: &str, text: String) -> Out {
+        let upstream =
+            mcpid::upstream_of(&self.inner.gateway_id, tool).and_then(|u| self.upstream(u));
+        let (Some(upstream), Ok(mut result)) = (upstream, serde_json::from_str::<Value>(&text))
+        else {
+            return Out::Written(text);
+        };
+        let rewritten = result
+            .get_mut("content")
+            .is_some_and(|content| self.rewrite_links(tenant, &upstream, content));
+        if rewritten {
+            Out::Value(result)
+        } else {
+            Out::Written(text)
+        }
     }
 
     /// The checks of a `tools/call` that come before the tool runs (its
@@ -1166,6 +1182,10 @@ fn server_info() -> Value {
 /// tenant; `subscriptions/listen` says when they change).
 fn stateless_result(method: &str, result: Out) -> Out {
     match result {
+        Out::ToolError(v) => match stateless_result(method, Out::Value(v)) {
+            Out::Value(v) => Out::ToolError(v),
+            other => other,
+        },
         Out::Value(mut result) => {
             if let Value::Object(m) = &mut result {
                 m.insert("resultType".into(), "complete".into());

@@ -6,6 +6,7 @@
 //! answers whole messages (`respond`) for every transport toward agents.
 
 mod execute;
+mod links;
 pub mod mcp;
 mod rpc;
 pub mod session;
@@ -75,6 +76,9 @@ struct Inner {
     by_protocol: [prometheus::IntCounter; 2],
     /// The bounds of resource subscriptions (set once, at start).
     subscriptions: std::sync::OnceLock<SubscriptionBudget>,
+    /// Seals what clients are handed and give back (set once, at start;
+    /// a key of this process's own otherwise).
+    sealer: std::sync::OnceLock<crate::seal::Sealer>,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -108,6 +112,7 @@ impl Dispatcher {
                 by_protocol: [PROTOCOL_V1, PROTOCOL_MCP]
                     .map(|p| metrics.requests_by_protocol.with_label_values(&[p])),
                 subscriptions: std::sync::OnceLock::new(),
+                sealer: std::sync::OnceLock::new(),
                 metrics,
             }),
         };
@@ -155,6 +160,20 @@ impl Dispatcher {
         self.inner
             .subscriptions
             .get_or_init(SubscriptionBudget::default)
+    }
+
+    /// Sets the key what clients are handed is sealed with (before the faces serve a request).
+    pub fn set_sealer(&self, sealer: crate::seal::Sealer) {
+        let _ = self.inner.sealer.set(sealer);
+    }
+
+    /// The sealer of what clients are handed and give back.
+    pub fn sealer(&self) -> &crate::seal::Sealer {
+        self.inner.sealer.get_or_init(|| {
+            let mut key = [0u8; 32];
+            let _ = getrandom::fill(&mut key);
+            crate::seal::Sealer::new(&crate::config::KeyDigest::of(&key))
+        })
     }
 
     /// The tenant of this name as the configuration in force has it.
@@ -321,8 +340,9 @@ impl Dispatcher {
     }
 
     /// On a freshly started gateway, waits for the tenant's upstreams that are
-    /// still on their first start (each within its own timeout), so that the
-    /// first `initialize` or listing reflects them. Down upstreams are not waited for.
+    /// still on their first start (each within its handshake's time), so
+    /// that the first `initialize` or listing reflects them. Down upstreams
+    /// are not waited for.
     async fn wait_for_starting(&self, tenant: &Tenant) {
         // Nearly always, nothing is: found without gathering the upstreams.
         let any = {
@@ -341,7 +361,7 @@ impl Dispatcher {
             .upstreams_of(tenant)
             .into_iter()
             .filter(|u| u.status() == Status::Starting)
-            .map(|u| async move { u.wait_started().await });
+            .map(|u| async move { u.wait_first_start().await });
         futures_util::future::join_all(starting).await;
     }
 

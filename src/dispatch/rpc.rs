@@ -151,6 +151,18 @@ pub async fn respond_classified(
             tracing::debug!(method = %method, "notification from agent");
             (None, None)
         }
+        // A client of the Model Context Protocol answering a request is
+        // answered by nothing (202 over HTTP); MCP v1.0 has no requests to
+        // answer, so there it is an invalid request.
+        Incoming::Response { .. } if via.http.is_some_and(|h| h.say_modelcontext()) => (None, None),
+        incoming @ Incoming::Response { .. } => match incoming.without_responses() {
+            Incoming::Invalid { id, error } => {
+                let mut out = Vec::new();
+                write_error(&mut out, id, &error);
+                (Some(Outgoing::Flat(out)), None)
+            }
+            _ => (None, None),
+        },
         Incoming::Invalid { id, error } => {
             let mut out = Vec::new();
             write_error(&mut out, id, &error);

@@ -70,7 +70,7 @@ struct Handshake {
 
 impl Handshake {
     fn step(&mut self, raw: &RawValue) -> Step {
-        match classify(raw) {
+        match classify(raw).without_responses() {
             Incoming::Request { id, method, params } => {
                 let mut out = Vec::new();
                 match Method::parse(&method) {
@@ -103,7 +103,9 @@ impl Handshake {
             {
                 Step::Initialized
             }
-            Incoming::Notification { .. } | Incoming::Ignored => Step::Nothing,
+            Incoming::Notification { .. } | Incoming::Ignored | Incoming::Response { .. } => {
+                Step::Nothing
+            }
             Incoming::Invalid { id, error } => {
                 let mut out = Vec::new();
                 write_error(&mut out, id, &error);
@@ -464,7 +466,9 @@ impl Session {
                 write_error(&mut reply, id, &error);
                 self.send(reply).await
             }
-            Incoming::Ignored => true,
+            // The gateway sends its clients no requests yet: an answer
+            // answers nothing, and gets no answer itself.
+            Incoming::Response { .. } | Incoming::Ignored => true,
         }
     }
 

@@ -53,6 +53,8 @@ struct Edge {
     state: AgentState,
     /// `http_responses{status="200"}`, resolved once.
     ok_responses: prometheus::IntCounter,
+    /// The CORS rules for browsers of the allowed origins, when there are any.
+    cors: Option<tower_http::cors::CorsLayer>,
 }
 
 impl std::ops::Deref for Edge {
@@ -85,6 +87,8 @@ pub fn service(state: AgentState) -> AgentService {
     AgentService(
         Arc::new(Edge {
             ok_responses: state.metrics.http_responses.with_label_values(&["200"]),
+            cors: (!state.allowed_origins.is_empty())
+                .then(|| super::browser::layer(&state.allowed_origins)),
             state,
         }),
         ConnPlace::default(),
@@ -299,7 +303,21 @@ pub(crate) async fn connection(
         }
     }
     let io = hyper_util::rt::TokioIo::new(conn.into_rewind());
-    super::serve::http1(io, service, header_read_timeout, shutdown).await;
+    match edge.cors.clone() {
+        // Browsers of listed origins: their preflights and CORS headers.
+        Some(cors) => {
+            let guard = edge.clone();
+            let refuse: super::browser::Refusal = Arc::new(move |request| {
+                (!guard.origin_allowed(request.headers())).then(|| {
+                    guard.count(StatusCode::FORBIDDEN);
+                    forbidden_origin().into_response()
+                })
+            });
+            let browsers = super::browser::BrowserEdge::new(service, &cors, refuse);
+            super::serve::http1(io, browsers, header_read_timeout, shutdown).await;
+        }
+        None => super::serve::http1(io, service, header_read_timeout, shutdown).await,
+    }
 }
 
 /// What became of one request on the edge's own path.
@@ -440,6 +458,7 @@ async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -
 /// resource's metadata (RFC 9728), and says `invalid_token` when a JWT was
 /// refused (RFC 6750).
 pub(super) fn unauthorized(keys: &KeyStore, denied: Denied) -> Reply {
+    log_refused(denied);
     let (challenge, hint) = match keys.resource() {
         None => (
             HeaderValue::from_static("Bearer"),
@@ -460,6 +479,35 @@ pub(super) fn unauthorized(keys: &KeyStore, denied: Denied) -> Reply {
         ErrorObject::new(codes::INVALID_REQUEST, "Unauthorized").with_data(hint),
     )
     .with_header(header::WWW_AUTHENTICATE, challenge)
+}
+
+/// Says that credentials were refused, at most once a second, with how many
+/// were refused since the last line: a brute force shows in the log without
+/// flooding it (and without the credential, which is never logged).
+fn log_refused(denied: Denied) {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
+    let reason = match denied {
+        Denied::Unknown => "missing or unknown key",
+        Denied::InvalidToken => "invalid token",
+    };
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &mut *last {
+        Some((at, suppressed)) if at.elapsed() < Duration::from_secs(1) => *suppressed += 1,
+        _ => {
+            let suppressed = last.map_or(0, |(_, n)| n);
+            *last = Some((Instant::now(), 0));
+            drop(last);
+            tracing::warn!(
+                reason,
+                refused_since_last_line = suppressed,
+                "credentials refused"
+            );
+        }
+    }
 }
 
 fn too_large(limit: usize) -> Reply {
@@ -576,6 +624,8 @@ async fn read_body(
     let mut body = body.into_data_stream();
     let mut buf = BytesMut::new();
     let mut first = FirstLook::default();
+    // A request with the Model Context Protocol's headers opens no MCP v1.0 session.
+    first.decided = mirrored(headers).say_modelcontext();
     // The whole body must arrive within the deadline, unless it opens a session.
     let deadline = tokio::time::Instant::now() + s.body_read_timeout;
     loop {

@@ -19,7 +19,7 @@ use super::session;
 use super::{Reply, ReplyBody, error};
 use crate::dispatch::mcp::{self, Mirrored, Via};
 use crate::dispatch::watch::Change;
-use crate::dispatch::{self, Outgoing, respond, respond_classified, write_gateway_error};
+use crate::dispatch::{self, Outgoing, respond_classified, write_gateway_error};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, codes};
@@ -140,7 +140,9 @@ async fn one_message(
     message: Incoming<'_>,
     mirrored: Mirrored<'_>,
 ) -> Exchange {
-    if dispatch::session::is_initialize(&message) {
+    // MCP v1.0's `initialize` opens a session; one with the Model Context
+    // Protocol's headers is that protocol's (answered, or refused in 2026-07-28).
+    if dispatch::session::is_initialize(&message) && !mirrored.say_modelcontext() {
         return Exchange::Session;
     }
     if let Incoming::Request { id, method, params } = &message
@@ -302,15 +304,19 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         Ok(a) => a,
         Err(e) => return over_capacity(None, &e),
     };
+    let via = Via {
+        http: Some(*mirrored),
+        notifies: s.mcp_sessions.is_some(),
+    };
     let replies = join_all(
         items
             .iter()
-            .map(|item| respond(&s.dispatcher, tenant, item)),
+            .map(|item| dispatch::respond_traced(&s.dispatcher, tenant, item, false, via)),
     )
     .await;
     let replies: Vec<Vec<u8>> = replies
         .into_iter()
-        .flatten()
+        .filter_map(|(reply, _)| reply)
         .map(Outgoing::into_vec)
         .collect();
     if replies.is_empty() {

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod agent;
+mod browser;
 mod conn_place;
 mod exchange;
 mod first_look;

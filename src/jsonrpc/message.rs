@@ -90,6 +90,14 @@ pub enum Incoming<'a> {
         method: Cow<'a, str>,
         params: Option<Json<'a>>,
     },
+    /// A response (to a request this side sent): `id` and exactly one of
+    /// `result` and `error`. Answered by nothing; what it means is the
+    /// receiver's to say (a Model Context Protocol server takes it, an MCP
+    /// v1.0 one, which sends no requests, refuses it as an invalid request).
+    Response {
+        id: Json<'a>,
+        outcome: Result<Json<'a>, Json<'a>>,
+    },
     /// Not a valid request: answer with this error, echoing `id` (or null).
     Invalid {
         id: Option<Json<'a>>,
@@ -120,6 +128,20 @@ pub fn as_string(raw: Json<'_>) -> Option<Cow<'_, str>> {
             Some(Cow::Borrowed(&text[1..text.len() - 1]))
         }
         text => serde_json::from_str::<Cow<'_, str>>(text).ok(),
+    }
+}
+
+impl Incoming<'_> {
+    /// The message as a side that sends no requests reads it: a response
+    /// is then an invalid request, as JSON-RPC 2.0 has it (no method).
+    pub fn without_responses(self) -> Self {
+        match self {
+            Incoming::Response { id, .. } => Incoming::Invalid {
+                id: Some(id),
+                error: ErrorObject::invalid_request("method must be a string"),
+            },
+            other => other,
+        }
     }
 }
 
@@ -183,7 +205,19 @@ fn classify_members(env: Members<'_>) -> Incoming<'_> {
         return fail("jsonrpc must be exactly \"2.0\"");
     }
     let Some(method) = method else {
-        return fail("method must be a string");
+        return match (id, env.result, env.error, env.method) {
+            (Some(id), Some(result), None, None) => Incoming::Response {
+                id,
+                outcome: Ok(result),
+            },
+            (Some(id), None, Some(error), None) if error.first_byte() == b'{' => {
+                Incoming::Response {
+                    id,
+                    outcome: Err(error),
+                }
+            }
+            _ => fail("method must be a string"),
+        };
     };
     // MCP v1.0 spells "no params" as `"params": null` for its listing methods, so
     // null reads as absent; any other non-structured value is invalid (JSON-RPC 2.0).

@@ -11,6 +11,7 @@
 //! then makes it `mcp://{gateway.id}/{upstream}/{kind}/{key}`: a pure function
 //! of the upstream, the kind and the name or uri, unique across kinds.
 
+pub mod links;
 pub mod names;
 pub mod param_headers;
 mod templates;

@@ -88,6 +88,9 @@ pub struct Dropped {
     /// The upstream's own id, when it had a string one.
     pub id: Option<String>,
     pub reason: String,
+    /// Left out of MCP v1.0's listings only: the Model Context Protocol's
+    /// clients get it all the same (a template, a prompt with arguments).
+    pub v1_only: bool,
 }
 
 /// One kind's definitions: the namespaced JSON objects joined by commas, ready
@@ -343,6 +346,7 @@ pub fn build(
                     kind,
                     id: o.id,
                     reason: o.why,
+                    v1_only: false,
                 }));
             built
         }
@@ -352,6 +356,7 @@ pub fn build(
                 kind,
                 id: None,
                 reason: "the listing result is not an array".into(),
+                v1_only: false,
             });
             built
         }
@@ -412,6 +417,7 @@ fn admit(
             kind,
             id: None,
             reason: "the definition is not an object".into(),
+            v1_only: false,
         });
     };
     let id = def.get("mcpId").and_then(Value::as_str).map(str::to_owned);
@@ -419,6 +425,7 @@ fn admit(
         kind,
         id: id.clone(),
         reason,
+        v1_only: false,
     };
     definitions::check(kind, &def).map_err(drop)?;
     let original = id.clone().unwrap_or_default();

@@ -319,6 +319,18 @@ impl Upstream {
 
     /// The status once the first start is over, waiting at most the call timeout.
     pub async fn wait_started(&self) -> Status {
+        self.wait_started_within(self.timeout).await
+    }
+
+    /// The status once the first start is over, waiting as long as the
+    /// handshake may take: what a freshly started gateway's first listing
+    /// (and a name looked up in it) waits for, since a child that loads an
+    /// interpreter takes seconds, whatever its calls' timeout.
+    pub async fn wait_first_start(&self) -> Status {
+        self.wait_started_within(self.handshake_timeout()).await
+    }
+
+    async fn wait_started_within(&self, within: Duration) -> Status {
         // Nearly always: no subscription, no timer.
         let now = self.status();
         if now != Status::Starting {
@@ -326,7 +338,7 @@ impl Upstream {
         }
         let mut rx = self.status.subscribe();
         let wait = rx.wait_for(|s| *s != Status::Starting);
-        match tokio::time::timeout(self.timeout, wait).await {
+        match tokio::time::timeout(within, wait).await {
             Ok(Ok(s)) => *s,
             Ok(Err(_)) | Err(_) => Status::Starting,
         }
@@ -476,7 +488,15 @@ impl Upstream {
             .upstream_up
             .with_label_values(&[&self.name])
             .set(1);
-        tracing::info!(upstream = %self.name, protocol = self.dialect.as_str(), capabilities = ?caps, "upstream ready");
+        tracing::info!(
+            upstream = %self.name,
+            protocol = self.dialect.as_str(),
+            tools = caps.list_tools_provider,
+            execute = caps.can_execute(),
+            resources = caps.list_resources_provider,
+            prompts = caps.list_prompts_provider,
+            "upstream ready"
+        );
         Ok(())
     }
 
@@ -540,8 +560,18 @@ impl Upstream {
         if kind == Kind::Tool {
             self.apply_pins(&mut built);
         }
-        for d in &built.dropped {
-            tracing::warn!(upstream = %self.name, kind = kind.as_str(), id = d.id.as_deref().unwrap_or(""), reason = %d.reason, "definition left out of listings");
+        // Said once per definition and reason, not at every relisting: a
+        // warning for what no client gets, a debug line for what only MCP
+        // v1.0's listings leave out.
+        let catalog = self.catalog();
+        let before = catalog.dropped(kind);
+        for d in built.dropped.iter().filter(|d| !before.contains(d)) {
+            let id = d.id.as_deref().unwrap_or("");
+            if d.v1_only {
+                tracing::debug!(upstream = %self.name, kind = kind.as_str(), id, reason = %d.reason, "definition left out of MCP v1.0 listings");
+            } else {
+                tracing::warn!(upstream = %self.name, kind = kind.as_str(), id, reason = %d.reason, "definition left out of listings");
+            }
         }
         self.metrics
             .definitions_dropped

@@ -285,6 +285,14 @@ impl State {
                 kind,
                 id: l.key.as_deref().map(|k| mc::original_id(kind, k)),
                 reason: format!("{} ({})", l.detail, l.reason.as_str()),
+                // The official face offers templates and prompts as the
+                // upstream listed them.
+                v1_only: matches!(
+                    l.reason,
+                    Unmapped::Template
+                        | Unmapped::RequiredArguments
+                        | Unmapped::UnsupportedMessages
+                ),
             });
         }
         for reason in Unmapped::ALL.into_iter().filter(|r| r.applies_to(kind)) {

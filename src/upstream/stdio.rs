@@ -134,6 +134,42 @@ impl StdioLink {
     }
 }
 
+/// The PATH a child is started with: its configured one, or the minimal one.
+fn child_path(spec: &StdioSpec) -> &str {
+    spec.env.get("PATH").map_or(MINIMAL_PATH, String::as_str)
+}
+
+/// The executable a spec's `command` names, found as the child's start will
+/// find it (on the PATH the child gets, not the gateway's), or why not.
+pub fn locate(spec: &StdioSpec) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let command = std::path::Path::new(&spec.command);
+    if spec.command.contains('/') {
+        let path = match &spec.cwd {
+            Some(cwd) if command.is_relative() => cwd.join(command),
+            _ => command.to_owned(),
+        };
+        return if runnable(&path) {
+            Ok(path)
+        } else {
+            Err(format!("'{}' is not an executable file", path.display()))
+        };
+    }
+    let path = child_path(spec);
+    path.split(':')
+        .map(|dir| std::path::Path::new(dir).join(command))
+        .find(|p| runnable(p))
+        .ok_or_else(|| {
+            format!(
+                "'{}' is not on the PATH the child gets ({path}): give its full path, or set env.PATH",
+                spec.command
+            )
+        })
+}
+
 fn spawn(spec: &StdioSpec) -> std::io::Result<Child> {
     let mut cmd = Command::new(&spec.command);
     cmd.args(&spec.args)
@@ -177,7 +213,10 @@ pub async fn run(
                 }
             }
             Err(e) => {
-                tracing::error!(upstream = %up.name, command = %spec.command, error = %e, "cannot start upstream");
+                // Why, as far as can be told: most often a command that is on
+                // the gateway's PATH but not on the child's.
+                let why = locate(&spec).err();
+                tracing::error!(upstream = %up.name, command = %spec.command, error = %e, hint = why.as_deref().unwrap_or(""), "cannot start upstream");
                 up.disconnect();
             }
         }

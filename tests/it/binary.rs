@@ -64,6 +64,16 @@ impl Process {
         }
     }
 
+    /// Every log line read so far.
+    pub(crate) fn seen(&self) -> &[Value] {
+        &self.seen
+    }
+
+    /// Every log line read so far, as text.
+    pub(crate) fn seen_text(&self) -> String {
+        self.seen.iter().map(|v| format!("{v}\n")).collect()
+    }
+
     /// Waits for a log line matching `pred`.
     pub(crate) fn wait_log(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         if let Some(v) = self.seen.iter().find(|v| pred(v)) {

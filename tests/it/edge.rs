@@ -81,9 +81,9 @@ async fn content_type_must_be_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_paths_and_methods() {
     let gw = gateway().await;
-    let resp = gw.client.get(&gw.url).send().await.unwrap();
+    let resp = gw.client.put(&gw.url).send().await.unwrap();
     assert_eq!(resp.status(), 405);
-    assert_eq!(resp.headers()["allow"], "POST");
+    assert_eq!(resp.headers()["allow"], "GET, POST, DELETE");
     assert_eq!(error_code(&resp.text().await.unwrap()), -32600);
     let other = gw.url.replace("/mcp", "/other");
     let resp = gw

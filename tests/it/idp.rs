@@ -23,6 +23,7 @@ struct Provider {
 impl Provider {
     /// Starts it on `port` (0: any); each start signs with a new key.
     fn start(port: u16) -> Provider {
+        crate::modelcontext::servers();
         let script = root().join("target/mcp-node/oidc_provider.mjs");
         std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
         // oidc-provider supports Node 22: the one .ci/run installs from npm.

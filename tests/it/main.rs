@@ -6,6 +6,7 @@
 )]
 
 pub(crate) mod binary;
+mod browser;
 mod compliance;
 mod deploy;
 mod edge;
@@ -16,6 +17,7 @@ mod isolation;
 pub(crate) mod jwt;
 mod mcp_sessions;
 mod modelcontext;
+mod newcomer;
 mod ops;
 mod raw_http;
 mod reload;

@@ -127,20 +127,28 @@ async fn session_ids_are_sealed_and_any_replica_with_the_secret_accepts_them() {
     one.stop().await;
     two.stop().await;
 
-    // Without the secret no session is issued, GET and DELETE are 405, and
-    // a session id is ignored.
-    let gw = Gateway::start(&config(false)).await;
-    gw.wait_ready(&["s"]).await;
-    let r = send(&gw, reqwest::Method::POST, "ka", None, Some(initialize())).await;
+    // Without the secret a session is still issued, sealed with a secret of
+    // that process's own: it serves its client fully (GET, DELETE), and
+    // another process, which cannot open it, answers 404.
+    let (one, two) = (
+        Gateway::start(&config(false)).await,
+        Gateway::start(&config(false)).await,
+    );
+    one.wait_ready(&["s"]).await;
+    two.wait_ready(&["s"]).await;
+    let r = send(&one, reqwest::Method::POST, "ka", None, Some(initialize())).await;
     assert_eq!(r.status(), 200);
-    assert!(r.headers().get("mcp-session-id").is_none());
-    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let r = send(&gw, method.clone(), "ka", Some(&id), None).await;
-        assert_eq!(r.status(), 405, "{method}");
-    }
-    let r = send(&gw, reqwest::Method::POST, "ka", Some(&id), Some(list())).await;
+    let own = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let r = send(&one, reqwest::Method::POST, "ka", Some(&own), Some(list())).await;
     assert_eq!(r.status(), 200);
-    gw.stop().await;
+    let r = send(&two, reqwest::Method::POST, "ka", Some(&own), Some(list())).await;
+    assert_eq!(r.status(), 404);
+    let r = send(&one, reqwest::Method::DELETE, "ka", Some(&own), None).await;
+    assert_eq!(r.status(), 200);
+    let r = send(&one, reqwest::Method::POST, "ka", Some(&own), Some(list())).await;
+    assert_eq!(r.status(), 404);
+    one.stop().await;
+    two.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,7 +29,9 @@ fn everything_js() -> PathBuf {
         .join("target/mcp-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 }
 
-/// The pinned servers, installed once if `.ci/run` has not done it.
+/// The pinned servers and clients, installed once (before any test that
+/// needs them uses them) unless every pin is installed already, as
+/// `tests/run.sh` leaves them.
 pub(crate) fn servers() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
@@ -40,13 +42,25 @@ pub(crate) fn servers() {
                 .map(|p| p.trim().to_owned())
                 .collect()
         };
-        if !venv().join("bin/mcp-server-time").exists() {
+        let pip_ok = Command::new(venv().join("bin/pip"))
+            .arg("freeze")
+            .output()
+            .is_ok_and(|out| {
+                // Compared as pip normalizes names: case, `-` and `_`.
+                let norm = |s: &str| s.to_lowercase().replace('_', "-");
+                let frozen = norm(&String::from_utf8_lossy(&out.stdout));
+                pinned("pip ")
+                    .iter()
+                    .all(|pin| frozen.lines().any(|l| l == norm(pin)))
+            });
+        if !pip_ok {
+            let _ = std::fs::remove_dir_all(venv());
             let made = Command::new("python3")
                 .args(["-m", "venv"])
                 .arg(venv())
                 .status()
                 .unwrap();
-            assert!(made.success(), "python3 -m venv failed (run .ci/run)");
+            assert!(made.success(), "python3 -m venv failed (run tests/run.sh)");
             let pip = Command::new(venv().join("bin/pip"))
                 .args(["install", "--quiet"])
                 .args(pinned("pip "))
@@ -54,9 +68,15 @@ pub(crate) fn servers() {
                 .unwrap();
             assert!(pip.success(), "pip install of the pinned servers failed");
         }
-        if !everything_js().exists() {
+        let npm_ok = pinned("npm ").iter().all(|pin| {
+            let (name, version) = pin.rsplit_once('@').unwrap();
+            let manifest = root().join(format!("target/mcp-node/node_modules/{name}/package.json"));
+            std::fs::read_to_string(manifest)
+                .is_ok_and(|m| m.contains(&format!("\"version\": \"{version}\"")))
+        });
+        if !npm_ok {
             let npm = Command::new("npm")
-                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
                 .arg(root().join("target/mcp-node"))
                 .args(pinned("npm "))
                 .status()

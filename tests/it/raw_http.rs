@@ -202,10 +202,10 @@ async fn a_connection_handed_to_hyper_keeps_working() {
     let mut c = Raw::connect(&gw).await;
     c.list_ok("ka").await;
     // Another method: hyper answers from here on, on the same connection.
-    c.send("GET /mcp HTTP/1.1\r\nHost: gw\r\n\r\n").await;
+    c.send("PUT /mcp HTTP/1.1\r\nHost: gw\r\n\r\n").await;
     let a = c.answer().await;
     assert_eq!(a.status, 405);
-    assert_eq!(a.header("allow"), Some("POST"));
+    assert_eq!(a.header("allow"), Some("GET, POST, DELETE"));
     assert_eq!(a.json()["error"]["code"], -32600);
     c.send(&post("ka", LIST, "")).await;
     assert_eq!(c.answer().await.json()["id"], 1);

@@ -73,7 +73,13 @@ upstreams:
   {{- else }} {}
   {{- end }}
 tenants:
+  {{- $upstreams := default (dict) .Values.gateway.upstreams }}
   {{- range $name, $tenant := include "mcp-gateway.tenants" . | fromJson }}
+  {{- range $u := default (list) $tenant.upstreams }}
+  {{- if not (hasKey $upstreams $u) }}
+  {{- fail (printf "gateway.tenants.%s.upstreams names %q, which gateway.upstreams does not define: the pod would not start" $name $u) }}
+  {{- end }}
+  {{- end }}
   {{ $name }}:
     api_keys: [{{ printf "file:../keys/%s" $name | quote }}]
     upstreams: {{ toJson (default (list) $tenant.upstreams) }}

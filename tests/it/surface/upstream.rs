@@ -246,3 +246,69 @@ fn an_upstreams_listing_is_bounded_in_bytes() {
     );
     assert!(p.terminate().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_in_a_result_are_followed_through_the_gateway_by_their_tenant_only() {
+    let hostile = Hostile::start(&[]);
+    let gw = gateway(&hostile, "", "").await;
+    let (a, b) = (session(&gw, "ka").await, session(&gw, "kb").await);
+    let (_, listed) = in_session(&gw, "ka", &a, "tools/list", json!({})).await;
+    let links = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .find(|n| n.contains("links"))
+        .unwrap();
+    let (_, called) = in_session(
+        &gw,
+        "ka",
+        &a,
+        "tools/call",
+        json!({"name": links, "arguments": {}}),
+    )
+    .await;
+    let content = called["result"]["content"].as_array().unwrap().clone();
+    // The listed one is its namespaced id; the others are links sealed to `a`.
+    assert_eq!(content[1]["uri"], data_uri("readme"), "{called}");
+    let notes = content[2]["uri"].as_str().unwrap().to_owned();
+    let embedded = content[3]["resource"]["uri"].as_str().unwrap().to_owned();
+    assert!(notes.starts_with("mcp://gw/h/link/"), "{notes}");
+    assert!(embedded.starts_with("mcp://gw/h/link/"), "{embedded}");
+    assert_eq!(content[3]["resource"]["text"], "inline");
+    for (uri, expected) in [
+        (data_uri("readme"), "file:///data/readme"),
+        (notes.clone(), "file:///other/notes"),
+        (embedded.clone(), "file:///other/embedded"),
+    ] {
+        let (_, read) = in_session(&gw, "ka", &a, "resources/read", json!({"uri": uri})).await;
+        assert_eq!(
+            read["result"]["contents"][0]["text"],
+            format!("read:{expected}"),
+            "{read}"
+        );
+        assert_eq!(read["result"]["contents"][0]["uri"], uri, "{read}");
+    }
+    // Another tenant, a tampered link, a made-up one: no such resource.
+    let tampered = notes.replacen("mcp://gw/h/link/", "mcp://gw/h/link/x", 1);
+    let made_up = "mcp://gw/h/link/AAAAAAAAAAAAAAAAAAAAAA/file%3A%2F%2F%2Fetc%2Fpasswd".to_owned();
+    for (key, session, uri) in [
+        ("kb", &b, &notes),
+        ("ka", &a, &tampered),
+        ("ka", &a, &made_up),
+    ] {
+        let (_, read) = in_session(&gw, key, session, "resources/read", json!({"uri": uri})).await;
+        assert_eq!(read["error"]["code"], -32002, "{key} {uri}: {read}");
+    }
+    let forwarded: Vec<String> = hostile
+        .received()
+        .iter()
+        .filter(|m| m["method"] == "resources/read")
+        .map(|m| m["params"]["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !forwarded.iter().any(|u| u.contains("passwd")),
+        "{forwarded:?}"
+    );
+    gw.stop().await;
+}
