@@ -516,12 +516,27 @@ fn upstream(
                 p.add(format!("{at}.stdio.command"), "must not be empty");
                 None
             } else {
-                Some(TransportSpec::Stdio(StdioSpec {
-                    command: s.command,
-                    args: s.args,
-                    env: s.env,
-                    cwd: s.cwd.map(PathBuf::from),
-                }))
+                // A value may come from the gateway's environment or a file
+                // (a Secret, in a pod), read now and again at every reload.
+                let mut env = BTreeMap::new();
+                let mut bad = false;
+                for (name, value) in s.env {
+                    let vat = format!("{at}.stdio.env.{name}");
+                    match header_value(&value, secrets, &vat, p) {
+                        Some(v) => {
+                            env.insert(name, v);
+                        }
+                        None => bad = true,
+                    }
+                }
+                (!bad).then(|| {
+                    TransportSpec::Stdio(StdioSpec {
+                        command: s.command,
+                        args: s.args,
+                        env,
+                        cwd: s.cwd.map(PathBuf::from),
+                    })
+                })
             }
         }
         (None, Some(h)) => http(&at, h.url, h.headers, secrets, p).map(|t| match t {

@@ -547,14 +547,10 @@ impl Dispatcher {
     /// `prompts/get` of a prompt of an upstream of the protocol: sent on with
     /// the client's arguments, its result as the upstream gave it. `None`
     /// when no such prompt of the tenant's has this name.
-    async fn get_own_prompt(
-        &self,
-        tenant: &Tenant,
-        name: &str,
-        arguments: Option<Json<'_>>,
-    ) -> Option<Result<Value, GatewayError>> {
-        self.wait_for_starting(tenant).await;
-        let (upstream, own) = self.own_prompts(tenant).into_iter().find_map(|(u, own)| {
+    /// The upstream (of the protocol) and its own name of the prompt the
+    /// tenant's listing names `name`.
+    fn own_prompt_named(&self, tenant: &Tenant, name: &str) -> Option<(Arc<Upstream>, String)> {
+        self.own_prompts(tenant).into_iter().find_map(|(u, own)| {
             let found = own
                 .iter()
                 .filter_map(|p| p.get("name")?.as_str())
@@ -568,7 +564,115 @@ impl Dispatcher {
                 })?
                 .to_owned();
             Some((u, found))
-        })?;
+        })
+    }
+
+    /// The upstream and its own `uriTemplate` of a template the tenant is
+    /// offered as `offered` (the namespaced template, as listed).
+    fn own_template_offered(
+        &self,
+        tenant: &Tenant,
+        offered: &str,
+    ) -> Option<(Arc<Upstream>, String)> {
+        self.upstreams_of(tenant)
+            .into_iter()
+            .filter(|u| u.dialect == Dialect::ModelContext && u.status() == Status::Ready)
+            .find_map(|u| {
+                let prefix = mcpid::namespace(
+                    &self.inner.gateway_id,
+                    &u.name,
+                    &mc::original_id(Kind::Resource, ""),
+                );
+                let own = u.own_templates().iter().find_map(|t| {
+                    let own = t.get("uriTemplate")?.as_str()?;
+                    (mc::namespaced_template(&prefix, own).as_deref() == Some(offered))
+                        .then(|| own.to_owned())
+                })?;
+                Some((u, own))
+            })
+    }
+
+    /// `completion/complete` of an argument of a prompt or resource template
+    /// of an upstream of the protocol: sent to that upstream with its own
+    /// name or template in `ref`, its answer passed back; no values when
+    /// the upstream offers no completions.
+    async fn complete(
+        &self,
+        tenant: &Tenant,
+        params: Option<Json<'_>>,
+    ) -> Result<Value, GatewayError> {
+        let shape = "params must be an object {\"ref\": {\"type\": \"ref/prompt\", \"name\"} or {\"type\": \"ref/resource\", \"uri\"}, \"argument\": {\"name\", \"value\"}}";
+        let mut params: Map<String, Value> = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .ok_or_else(|| invalid(shape))?;
+        self.wait_for_starting(tenant).await;
+        let reference = params
+            .get_mut("ref")
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| invalid(shape))?;
+        let kind = reference.get("type").and_then(Value::as_str).unwrap_or("");
+        let (field, found) = match kind {
+            "ref/prompt" => {
+                let name = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(shape))?;
+                let found = self.own_prompt_named(tenant, name);
+                if found.is_none() {
+                    return Err(invalid(&format!("Unknown prompt: {name}")));
+                }
+                ("name", found)
+            }
+            "ref/resource" => {
+                let uri = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(shape))?;
+                let found = self.own_template_offered(tenant, uri);
+                if found.is_none() {
+                    return Err(invalid(&format!("Unknown resource template: {uri}")));
+                }
+                ("uri", found)
+            }
+            _ => return Err(invalid(shape)),
+        };
+        let Some((upstream, own)) = found else {
+            return Err(invalid(shape));
+        };
+        if !upstream.completes() {
+            return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+        }
+        reference.insert(field.into(), own.into());
+        // The client's envelope is its own: the upstream gets its request.
+        params.remove("_meta");
+        let text = Value::Object(params).to_string();
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&text).map_err(|_| invalid(shape))?;
+        let answer =
+            upstream
+                .complete(Json::from(raw))
+                .await
+                .map_err(|error| GatewayError::Upstream {
+                    upstream: upstream.name.clone(),
+                    error,
+                })?;
+        serde_json::from_str::<Value>(answer.get())
+            .ok()
+            .filter(Value::is_object)
+            .ok_or_else(|| GatewayError::InvalidOutput {
+                upstream: upstream.name.clone(),
+                detail: "completion/complete answered something that is not an object".into(),
+            })
+    }
+
+    async fn get_own_prompt(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        arguments: Option<Json<'_>>,
+    ) -> Option<Result<Value, GatewayError>> {
+        self.wait_for_starting(tenant).await;
+        let (upstream, own) = self.own_prompt_named(tenant, name)?;
         let arguments = match object_arguments(arguments) {
             Ok(a) => a,
             Err(e) => return Some(Err(e)),
@@ -874,6 +978,13 @@ impl Dispatcher {
         if era == Era::Handshake {
             capabilities.insert("logging".into(), json!({}));
         }
+        let completes = self
+            .upstreams_of(tenant)
+            .iter()
+            .any(|u| u.status() == Status::Ready && u.completes());
+        if completes {
+            capabilities.insert("completions".into(), json!({}));
+        }
         capabilities
     }
 
@@ -997,6 +1108,7 @@ impl Dispatcher {
                 "capabilities": self.offers(tenant, era, true).await,
             })),
             "ping" | "logging/setLevel" => Ok(json!({})),
+            "completion/complete" => self.complete(tenant, params).await,
             "resources/list" => {
                 let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
                 let resources: Vec<Value> = defs

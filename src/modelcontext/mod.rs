@@ -44,6 +44,7 @@ pub mod method {
     pub const LIST_TEMPLATES: &str = "resources/templates/list";
     pub const READ_RESOURCE: &str = "resources/read";
     pub const SUBSCRIBE: &str = "resources/subscribe";
+    pub const COMPLETE: &str = "completion/complete";
     pub const LIST_PROMPTS: &str = "prompts/list";
     pub const GET_PROMPT: &str = "prompts/get";
     pub const CANCELLED: &str = "notifications/cancelled";
@@ -84,6 +85,8 @@ pub struct Handshake {
     pub capabilities: Capabilities,
     /// The server takes `resources/subscribe`.
     pub subscribe: bool,
+    /// The server answers `completion/complete`.
+    pub completions: bool,
 }
 
 /// Reads an `initialize` result.
@@ -118,6 +121,7 @@ pub fn read_initialize(result: &str) -> Result<Handshake, String> {
             execution_provider: has("tools").then_some(ExecutionProvider { execute: true }),
         },
         subscribe,
+        completions: has("completions"),
     })
 }
 

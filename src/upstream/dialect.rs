@@ -19,6 +19,7 @@ pub enum Op {
     GetPrompt,
     ListTemplates,
     Subscribe,
+    Complete,
 }
 
 /// The protocol an upstream speaks on the wire.
@@ -59,6 +60,7 @@ impl Dialect {
             (Dialect::ModelContext, Op::GetPrompt) => mc::GET_PROMPT,
             (Dialect::ModelContext, Op::ListTemplates) => mc::LIST_TEMPLATES,
             (Dialect::ModelContext, Op::Subscribe) => mc::SUBSCRIBE,
+            (Dialect::ModelContext, Op::Complete) => mc::COMPLETE,
         }
     }
 

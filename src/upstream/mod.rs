@@ -12,6 +12,7 @@ mod modelcontext;
 mod pending;
 pub mod pins;
 mod slots;
+pub(crate) mod sse;
 pub mod stdio;
 pub mod streamable;
 mod v1;
@@ -393,6 +394,18 @@ impl Upstream {
             Dialect::ModelContext => self.mc.own_templates(),
             Dialect::V1 => Arc::default(),
         }
+    }
+
+    /// Whether it answers `completion/complete` (an upstream of the Model
+    /// Context Protocol that declared `completions`).
+    pub fn completes(&self) -> bool {
+        self.dialect == Dialect::ModelContext && self.mc.completes()
+    }
+
+    /// `completion/complete` with these params (the upstream's own names
+    /// in its `ref`): its result as the upstream gave it.
+    pub async fn complete(&self, params: Json<'_>) -> Result<JsonBuf, CallError> {
+        self.call(Op::Complete, Params::Json(params)).await
     }
 
     /// `resources/read` of one of this upstream's uris, now: its result as the upstream gave it.

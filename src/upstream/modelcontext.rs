@@ -36,6 +36,8 @@ const MAX_READ_TIME: Duration = Duration::from_secs(10);
 pub(super) struct State {
     /// The server takes `resources/subscribe`.
     subscribe: AtomicBool,
+    /// The server answers `completion/complete`.
+    completions: AtomicBool,
     /// Resource contents by uri, as last read (failed reads are not kept).
     resources: Mutex<HashMap<String, Result<ResourceText, LeftOut>>>,
     /// Uris subscribed to on the current connection.
@@ -144,6 +146,8 @@ impl State {
         link.notify(up.dialect.initialized(), super::empty_object())
             .await?;
         self.subscribe.store(handshake.subscribe, Ordering::Release);
+        self.completions
+            .store(handshake.completions, Ordering::Release);
         // A new connection holds no subscriptions.
         lock(&self.subscribed).clear();
         tracing::info!(upstream = %up.name, revision = %handshake.revision, "Model Context Protocol handshake done");
@@ -450,6 +454,11 @@ impl State {
                 Err(l) => left.push(l),
             }
         }
+    }
+
+    /// Whether the server answers `completion/complete`.
+    pub(super) fn completes(&self) -> bool {
+        self.completions.load(Ordering::Acquire)
     }
 
     /// The prompts as the server last listed them.

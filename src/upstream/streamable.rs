@@ -6,12 +6,11 @@
 //! the server's notifications where it offers one; DELETE ends the session
 //! on shutdown. Notifications that arrive on a call's stream are heard too.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::future::BoxFuture;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -22,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::dialect::answer_server_request;
 use super::http_pool::Pool;
+use super::sse::{EventBuffer, Resume, each_event};
 use super::{CallError, Dialect, Params, Transport, Upstream, encode_request, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
@@ -88,7 +88,19 @@ pub struct StreamableLink(Arc<Shared>);
 enum Failure {
     /// The server no longer knows the session (404 to a request that carried one).
     Expired,
+    /// The answer's event stream ended before the answer: where to resume it.
+    Ended(Resume),
     Call(CallError),
+}
+
+/// Resumptions of one answer's stream tried before the call fails.
+const MAX_RESUMES: usize = 5;
+/// The wait before resuming when the server asked for none (SSE's `retry`),
+/// and the longest wait whatever it asked (the call's deadline bounds all).
+const RESUME_WAIT: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+
+fn ended_without_answer() -> CallError {
+    CallError::protocol("the event stream ended without an answer")
 }
 
 impl From<CallError> for Failure {
@@ -176,6 +188,34 @@ impl StreamableLink {
         started: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, Failure> {
+        let answer = self
+            .exchange_once(method_name, params, id, started, deadline)
+            .await;
+        let Err(Failure::Ended(resume)) = answer else {
+            return answer;
+        };
+        // The stream ended before the answer (the server closed it, as the
+        // 2025-11-25 revision lets it): resumed from its last event.
+        let mut digits = [0; 20];
+        let id_text = super::decimal(id, &mut digits);
+        let resumed = self.resume(resume, id_text);
+        match deadline {
+            Some(at) => tokio::time::timeout_at(at, resumed)
+                .await
+                .unwrap_or(Err(Failure::Call(CallError::Timeout))),
+            None => resumed.await,
+        }
+    }
+
+    /// [`Self::exchange_any`] without resuming.
+    async fn exchange_once(
+        &self,
+        method_name: &str,
+        params: Params<'_>,
+        id: u64,
+        started: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<JsonBuf, Failure> {
         let Some(pool) = read(&self.0.fast) else {
             let exchange = self.exchange(encode_request(Some(id), method_name, params), id);
             return match deadline {
@@ -191,6 +231,7 @@ impl StreamableLink {
             id_text: super::decimal(id, &mut digits),
             scanned: AtomicUsize::new(0),
             answer: std::sync::Mutex::new(None),
+            resume: std::sync::Mutex::new(Resume::default()),
         };
         pool.post_until(
             started,
@@ -203,6 +244,50 @@ impl StreamableLink {
         )
         .await
         .map_err(Failure::Call)?
+    }
+
+    /// Resumes an answer's stream that ended early: a GET with
+    /// `Last-Event-ID` after the wait the server asked for, as many times
+    /// as it ends again (up to [`MAX_RESUMES`]) while it says where it is.
+    async fn resume(&self, mut at: Resume, id_text: &[u8]) -> Result<JsonBuf, Failure> {
+        for _ in 0..MAX_RESUMES {
+            let Some(last) = at.last_id.clone() else {
+                break;
+            };
+            let wait = at.retry.unwrap_or(RESUME_WAIT.0).min(RESUME_WAIT.1);
+            tokio::time::sleep(wait).await;
+            let req = self
+                .0
+                .client
+                .get(self.0.url.clone())
+                .headers(self.0.headers.clone())
+                .header(ACCEPT, "text/event-stream")
+                .header("last-event-id", last);
+            let response = self
+                .with_session(req)
+                .send()
+                .await
+                .map_err(|_| CallError::unavailable("connection failed"))?;
+            match response.status() {
+                StatusCode::OK if is_event_stream(response.headers()) => {}
+                StatusCode::NOT_FOUND => return Err(Failure::Expired),
+                s => {
+                    return Err(CallError::protocol(format!(
+                        "HTTP {} to the stream's resumption",
+                        s.as_u16()
+                    ))
+                    .into());
+                }
+            }
+            let (found, next) = self
+                .read_stream(response, at, |data| self.hear(data, id_text))
+                .await?;
+            if let Some(found) = found {
+                return found.map_err(Failure::Call);
+            }
+            at = next;
+        }
+        Err(ended_without_answer().into())
     }
 
     /// A whole answer read by the pool: a JSON body, or an event stream.
@@ -228,13 +313,10 @@ impl StreamableLink {
         }
         // Events that came in one piece with the end of the body.
         scan.holds_answer(body);
-        scan.take_answer()
-            .unwrap_or_else(|| {
-                Err(CallError::protocol(
-                    "the event stream ended without an answer",
-                ))
-            })
-            .map_err(Failure::Call)
+        match scan.take_answer() {
+            Some(answer) => answer.map_err(Failure::Call),
+            None => Err(Failure::Ended(scan.resume())),
+        }
     }
 
     /// One message of an event stream: a notification is queued for the
@@ -358,39 +440,41 @@ impl StreamableLink {
         if is_event_stream(response.headers()) {
             let mut id_digits = [0; 20];
             let id_text = super::decimal(id, &mut id_digits).to_vec();
-            let found = self
-                .read_stream(response, |data| self.hear(data, &id_text))
-                .await?;
-            return found
-                .unwrap_or_else(|| {
-                    Err(CallError::protocol(
-                        "the event stream ended without an answer",
-                    ))
+            let (found, resume) = self
+                .read_stream(response, Resume::default(), |data| {
+                    self.hear(data, &id_text)
                 })
-                .map_err(Failure::Call);
+                .await?;
+            return match found {
+                Some(found) => found.map_err(Failure::Call),
+                None => Err(Failure::Ended(resume)),
+            };
         }
         let body = read_body(response, self.0.max_bytes).await?;
         super::http::find_answer(&body, id).map_err(Failure::Call)
     }
 
     /// Reads an SSE stream, handing each event's data to `answer` until it
-    /// returns something.
+    /// returns something; also where to resume it (from `at` on).
     async fn read_stream<T>(
         &self,
         mut response: reqwest::Response,
+        at: Resume,
         mut answer: impl FnMut(&[u8]) -> Option<T>,
-    ) -> Result<Option<T>, CallError> {
-        let mut events = EventBuffer::default();
+    ) -> Result<(Option<T>, Resume), CallError> {
+        let mut events = EventBuffer::resuming(at);
         loop {
             let chunk = response
                 .chunk()
                 .await
                 .map_err(|_| CallError::unavailable("the event stream broke"))?;
-            let Some(chunk) = chunk else { return Ok(None) };
+            let Some(chunk) = chunk else {
+                return Ok((None, events.resume));
+            };
             events.push(&chunk);
             for data in events.take_data() {
                 if let Some(found) = answer(&data) {
-                    return Ok(Some(found));
+                    return Ok((Some(found), events.resume));
                 }
             }
             if events.len() > self.0.max_bytes {
@@ -432,6 +516,7 @@ impl StreamableLink {
         {
             Ok(result) => result,
             Err(Failure::Expired) => return Err(CallError::unavailable("the session was refused")),
+            Err(Failure::Ended(_)) => return Err(ended_without_answer()),
             Err(Failure::Call(e)) => return Err(e),
         };
         self.learn_revision(&result)?;
@@ -466,7 +551,9 @@ impl StreamableLink {
                     return;
                 }
                 Ok(r) if r.status() == StatusCode::OK && is_event_stream(r.headers()) => {
-                    let ended = self.read_stream(r, |data| self.hear(data, b"")).await;
+                    let ended = self
+                        .read_stream(r, Resume::default(), |data| self.hear(data, b""))
+                        .await;
                     tracing::debug!(url = %crate::redact::url(&self.0.url), ended = ?ended.err(), "GET stream ended; opening it again");
                 }
                 Ok(r) => {
@@ -557,87 +644,6 @@ async fn read_body(mut response: reqwest::Response, max: usize) -> Result<BytesM
     Ok(out)
 }
 
-/// Where the first complete event at or after `from` ends: (end of its
-/// text, end of the blank line after it).
-fn event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
-    let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            if buf.get(i + 1) == Some(&b'\n') {
-                return Some((i, i + 2));
-            }
-            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
-                return Some((i, i + 3));
-            }
-        }
-        i += 1;
-    }
-    None
-}
-
-/// The data of one event: its `data:` lines joined by newlines (other
-/// fields and comments ignored; one line is borrowed as it is); `None` when
-/// it has none.
-fn event_data(event: &[u8]) -> Option<Cow<'_, [u8]>> {
-    let mut data: Option<Cow<'_, [u8]>> = None;
-    for line in event.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Some(value) = line.strip_prefix(b"data") {
-            let value = match value {
-                [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
-                [] => &[][..],
-                _ => continue,
-            };
-            data = Some(match data {
-                None => Cow::Borrowed(value),
-                Some(before) => {
-                    let mut joined = before.into_owned();
-                    joined.push(b'\n');
-                    joined.extend_from_slice(value);
-                    Cow::Owned(joined)
-                }
-            });
-        }
-    }
-    data
-}
-
-/// Hands the data of every complete event of `buf` from `from` on to `each`;
-/// returns where the incomplete rest starts.
-fn each_event(buf: &[u8], mut from: usize, mut each: impl FnMut(&[u8])) -> usize {
-    while let Some((text, end)) = event_end(buf, from) {
-        if let Some(data) = event_data(&buf[from..text]) {
-            each(&data);
-        }
-        from = end;
-    }
-    from
-}
-
-/// Server-sent events as they arrive: the `data` of each complete event.
-#[derive(Default)]
-struct EventBuffer {
-    buf: Vec<u8>,
-}
-
-impl EventBuffer {
-    fn push(&mut self, chunk: &Bytes) {
-        self.buf.extend_from_slice(chunk);
-    }
-
-    fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// The data of the complete events received so far, taken out.
-    fn take_data(&mut self) -> Vec<Vec<u8>> {
-        let mut all = Vec::new();
-        let rest = each_event(&self.buf, 0, |data| all.push(data.to_vec()));
-        self.buf.drain(..rest);
-        all
-    }
-}
-
 /// An event stream read by the pool as it arrives: each complete event is
 /// heard once, and the answer to the call kept when it comes.
 struct StreamScan<'a> {
@@ -646,6 +652,8 @@ struct StreamScan<'a> {
     /// Where the events not yet heard start.
     scanned: AtomicUsize,
     answer: std::sync::Mutex<Option<Result<JsonBuf, CallError>>>,
+    /// Where to resume the stream if it ends before the answer.
+    resume: std::sync::Mutex<Resume>,
 }
 
 impl StreamScan<'_> {
@@ -655,14 +663,29 @@ impl StreamScan<'_> {
             .answer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut resume = self
+            .resume
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let from = self.scanned.load(Ordering::Relaxed);
-        let rest = each_event(body, from, |data| {
-            if let Some(found) = self.link.hear(data, self.id_text) {
+        let rest = each_event(body, from, |event| {
+            resume.saw(&event);
+            if let Some(found) = event
+                .data
+                .and_then(|data| self.link.hear(&data, self.id_text))
+            {
                 answer.get_or_insert(found);
             }
         });
         self.scanned.store(rest, Ordering::Relaxed);
         answer.is_some()
+    }
+
+    fn resume(&self) -> Resume {
+        self.resume
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn take_answer(&self) -> Option<Result<JsonBuf, CallError>> {
@@ -710,11 +733,13 @@ impl StreamableLink {
                     .await;
                 match again {
                     Err(Failure::Expired) => Err(CallError::unavailable("the session was refused")),
+                    Err(Failure::Ended(_)) => Err(ended_without_answer()),
                     Err(Failure::Call(e)) => Err(e),
                     Ok(answer) => Ok(answer),
                 }
             }
             Err(Failure::Expired) => Err(CallError::unavailable("the session was refused")),
+            Err(Failure::Ended(_)) => Err(ended_without_answer()),
             Err(Failure::Call(e)) => Err(e),
             Ok(answer) => Ok(answer),
         };
@@ -833,23 +858,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn events_are_read_as_they_arrive() {
-        let mut events = EventBuffer::default();
-        events.push(&Bytes::from_static(b"event: message\ndata: {\"a\":"));
-        assert!(events.take_data().is_empty());
-        events.push(&Bytes::from_static(
-            b"1}\n\n: comment\n\nid: 7\r\ndata:[1,\r\ndata: 2]\r\n\r\ndata: x",
-        ));
-        assert_eq!(
-            events.take_data(),
-            vec![b"{\"a\":1}".to_vec(), b"[1,\n2]".to_vec()]
-        );
-        assert!(events.take_data().is_empty());
-        events.push(&Bytes::from_static(b"\n\n"));
-        assert_eq!(events.take_data(), vec![b"x".to_vec()]);
-    }
-
-    #[test]
     fn an_answer_is_found_in_a_stream_as_it_grows() {
         let client = super::super::http::client().unwrap();
         let spec = HttpSpec {
@@ -864,6 +872,7 @@ mod tests {
             id_text: id,
             scanned: AtomicUsize::new(0),
             answer: std::sync::Mutex::new(None),
+            resume: std::sync::Mutex::new(Resume::default()),
         };
         let seven = scan(b"7");
         let mut body =

@@ -453,3 +453,151 @@ async fn a_key_file_created_after_a_rejected_reload_is_reloaded() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_reach_the_owner_of_the_prompt_or_template() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
+        crate::modelcontext::everything_stdio(),
+        tenant("ka", &["ev"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["ev"]).await;
+    let rpc = async |method: &str, params: Value| -> Value {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let (status, text) = post_with(&gw, &[("mcp-protocol-version", "2025-11-25")], &body).await;
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str(&text).unwrap()
+    };
+    let init = rpc(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}),
+    )
+    .await;
+    assert_eq!(
+        init["result"]["capabilities"]["completions"],
+        json!({}),
+        "{init}"
+    );
+    let prompts = rpc("prompts/list", json!({})).await;
+    let prompt = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str().unwrap().contains("completable"))
+        .unwrap()["name"]
+        .clone();
+    let done = rpc(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": prompt},
+        "argument": {"name": "department", "value": "S"}}),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["completion"]["values"],
+        json!(["Sales", "Support"]),
+        "{done}"
+    );
+    // With context: the second argument depends on the first.
+    let done = rpc("completion/complete", json!({"ref": {"type": "ref/prompt", "name": prompt},
+        "argument": {"name": "name", "value": ""}, "context": {"arguments": {"department": "Engineering"}}})).await;
+    assert_eq!(
+        done["result"]["completion"]["values"],
+        json!(["Alice", "Bob", "Charlie"]),
+        "{done}"
+    );
+    let templates = rpc("resources/templates/list", json!({})).await;
+    let template = templates["result"]["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["uriTemplate"].as_str().unwrap().contains("text"))
+        .unwrap()["uriTemplate"]
+        .clone();
+    let done = rpc(
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": template},
+        "argument": {"name": "resourceId", "value": "7"}}),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["completion"]["values"],
+        json!(["7"]),
+        "{done}"
+    );
+    // What the tenant is not offered is unknown.
+    let done = rpc(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "nope"},
+        "argument": {"name": "x", "value": ""}}),
+    )
+    .await;
+    assert_eq!(done["error"]["code"], -32602, "{done}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_whose_stream_ends_early_is_resumed_with_last_event_id() {
+    let server = crate::modelcontext::sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  sdk: {}\ntenants:\n  a: {}\n",
+        crate::modelcontext::http(&server.url),
+        tenant("ka", &["sdk"])
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["sdk"]).await;
+    // The server closes the answer's stream before answering; the answer
+    // comes on the GET that resumes it, after the 100 ms the server asked for.
+    for _ in 0..3 {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "sdk__interrupted", "arguments": {}}})
+        .to_string();
+        let (status, text) = post_with(&gw, &[], &body).await;
+        assert_eq!(status, 200);
+        let r: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            r["result"]["content"][0]["text"], "answered after the stream closed",
+            "{r}"
+        );
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstreams_env_may_come_from_a_secret_file() {
+    // A mounted Secret's file, named in the config instead of its value.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "s3cret-from-a-file\n").unwrap();
+    let out = dir.path().join("env.txt");
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "gateway: {{id: gw}}\nupstreams:\n  e: {{stdio: {{command: /bin/sh, args: [\"-c\", \"env > $OUT; exec {BIN} demo-upstream --name e\"], env: {{OUT: {:?}, TOKEN: \"file:token\"}}}}}}\ntenants:\n  a: {}\n",
+            out.display(),
+            tenant("ka", &["e"])
+        ),
+    )
+    .unwrap();
+    let config = mcp_gateway::config::Config::load(&path).unwrap();
+    assert!(
+        config.sources.iter().any(|s| s.ends_with("token")),
+        "watched for reloads"
+    );
+    let gw = Gateway::start_config(config).await;
+    gw.wait_ready(&["e"]).await;
+    let env = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        env.lines().any(|l| l == "TOKEN=s3cret-from-a-file"),
+        "{env}"
+    );
+    gw.stop().await;
+    // A missing file is a config error naming where, never a value.
+    std::fs::remove_file(dir.path().join("token")).unwrap();
+    let err = mcp_gateway::config::Config::load(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("upstreams.e.stdio.env.TOKEN"), "{err}");
+}
