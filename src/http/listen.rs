@@ -23,8 +23,10 @@ use crate::jsonrpc::{ErrorObject, Json};
 use crate::tenant::{Credential, Place, Standing, Tenant};
 
 /// A comment line this often keeps a quiet stream from being closed by
-/// proxies and clients that time out idle reads.
-const KEEPALIVE: Duration = Duration::from_secs(15);
+/// proxies and clients that time out idle reads: under the 5 s read
+/// timeout of HTTP clients' defaults (httpx's, which the Python SDK's
+/// snippets use), three bytes every few seconds per stream.
+const KEEPALIVE: Duration = Duration::from_secs(4);
 
 /// What a stream of changes says, and when.
 struct Changes<R, E> {

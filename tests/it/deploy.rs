@@ -98,7 +98,8 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
     for file in [
         "deploy/grafana/mcp-gateway-dashboard.json",
         "deploy/prometheus/alerts.yaml",
-        "README.md",
+        "docs/operations.md",
+        "docs/reliability.md",
     ] {
         let used = metric_names(&std::fs::read_to_string(root.join(file)).unwrap());
         assert!(!used.is_empty(), "{file} names no metric");
@@ -108,12 +109,13 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
             "{file} uses metrics the gateway does not export: {missing:?}\nexported: {exported:?}"
         );
     }
-    // And the README documents every metric the gateway exports.
-    let documented = metric_names(&std::fs::read_to_string(root.join("README.md")).unwrap());
+    // And the operations guide documents every metric the gateway exports.
+    let documented =
+        metric_names(&std::fs::read_to_string(root.join("docs/operations.md")).unwrap());
     let undocumented: Vec<_> = exported.difference(&documented).collect();
     assert!(
         undocumented.is_empty(),
-        "README does not document {undocumented:?}"
+        "docs/operations.md does not document {undocumented:?}"
     );
     let dashboard: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("deploy/grafana/mcp-gateway-dashboard.json")).unwrap(),

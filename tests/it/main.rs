@@ -20,6 +20,7 @@ mod modelcontext;
 mod newcomer;
 mod ops;
 mod raw_http;
+mod readme;
 mod reload;
 mod resilience;
 mod routing;
