@@ -493,6 +493,17 @@ pub fn start_on(
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
+    // The shared store, when there is one: connected (and reconnected) in
+    // the background; serving never waits for it.
+    let store = match config.gateway.store.clone() {
+        Some(settings) => {
+            let store = crate::store::Store::new(settings, core.metrics.clone())
+                .map_err(std::io::Error::other)?;
+            dispatcher.share_limits(crate::store::limits::SharedLimits::new(store.clone()));
+            Some(store)
+        }
+        None => None,
+    };
     // One key seals session ids and what else clients are handed back.
     let sealing = session_key(config.gateway.session_key);
     dispatcher.set_sealer(crate::seal::Sealer::new(&sealing));
@@ -512,11 +523,14 @@ pub fn start_on(
         metrics: core.metrics.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
         shutdown: shutdown.clone(),
-        mcp_sessions: Some(crate::http::mcp_sessions::McpSessions::new(
-            &sealing,
-            limits.max_session_records_per_tenant,
-            dispatcher.subscription_budget().clone(),
-        )),
+        mcp_sessions: Some(
+            crate::http::mcp_sessions::McpSessions::new(
+                &sealing,
+                limits.max_session_records_per_tenant,
+                dispatcher.subscription_budget().clone(),
+            )
+            .shared(store.clone()),
+        ),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),
@@ -564,6 +578,9 @@ pub fn start_on(
             shutdown.clone(),
         ));
     }
+    // The store's connection and beat end after the listeners have drained.
+    let store_stop = CancellationToken::new();
+    let store_task = store.map(|s| tokio::spawn(s.run(store_stop.clone())));
     let task = tokio::spawn(async move {
         let agent_task = tokio::spawn(serve(agent, opts, stop.clone(), move |stream, stop| {
             agent::connection(agent_app.clone(), stream, header_read_timeout, stop)
@@ -575,6 +592,10 @@ pub fn start_on(
         core.stop().await;
         admin_stop.cancel();
         let _ = admin_task.await;
+        store_stop.cancel();
+        if let Some(t) = store_task {
+            let _ = t.await;
+        }
         tracing::info!("stopped");
     });
     Ok(Running {

@@ -48,6 +48,10 @@ pub enum GatewayError {
         reason: &'static str,
         retry_after_secs: u64,
     },
+    /// The shared store is down, and `when_down: refuse` refuses the calls
+    /// of tenants with limits (HTTP 503).
+    #[error("the shared store is down")]
+    StoreDown,
     /// The upstream's result breaks the tool's outputSchema (or has no `output`).
     #[error("upstream {upstream}: {detail}")]
     InvalidOutput { upstream: Arc<str>, detail: String },
@@ -165,6 +169,14 @@ impl GatewayError {
                     "the tenant's {reason}; retry after {retry_after_secs} s"
                 )),
             ),
+            E::StoreDown => own(
+                codes::OVER_CAPACITY,
+                "Over capacity",
+                Some(
+                    "the limits shared by the gateway's replicas cannot be checked now (its store is down); retry shortly"
+                        .into(),
+                ),
+            ),
             E::InvalidOutput { upstream, detail } => own(
                 codes::UPSTREAM_PROTOCOL,
                 "Upstream protocol error",
@@ -240,7 +252,7 @@ impl GatewayError {
                 CallError::Tool(_) => "tool_error",
                 CallError::OverCapacity => "over_capacity",
             },
-            E::OverCapacity { .. } => "over_capacity",
+            E::OverCapacity { .. } | E::StoreDown => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",
             E::Revoked => "unauthorized",
             E::ResourceNotFound(_) => "invalid_params",

@@ -29,6 +29,7 @@ pub mod redact;
 pub mod seal;
 pub mod stdio_mode;
 pub mod stdio_pipes;
+pub mod store;
 pub mod telemetry;
 pub mod tenant;
 pub mod upstream;

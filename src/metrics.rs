@@ -43,6 +43,16 @@ pub struct Metrics {
     pub server_requests: IntCounterVec,
     /// Connections the agent listener failed to accept (descriptors exhausted, ...).
     pub accept_errors: IntCounterVec,
+    /// 1 while the shared store answers (0 without one).
+    pub store_up: prometheus::IntGauge,
+    /// Replicas seen alive in the shared store at its last beat.
+    pub store_replicas: prometheus::IntGauge,
+    /// 1 when a shared store is configured.
+    pub store_configured: prometheus::IntGauge,
+    /// Time a call to the shared store took.
+    pub store_seconds: prometheus::Histogram,
+    /// Calls to the shared store that failed, by kind (timeout, connection, error).
+    pub store_errors: IntCounterVec,
     /// Follows the log writer's count (`telemetry::writer::dropped`).
     log_lines_dropped: IntCounterVec,
 }
@@ -56,6 +66,13 @@ fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterV
 
 fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help).namespace(PREFIX), labels)
+        .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
+    let _ = r.register(Box::new(g.clone()));
+    g
+}
+
+fn int_gauge(r: &Registry, name: &str, help: &str) -> prometheus::IntGauge {
+    let g = prometheus::IntGauge::with_opts(Opts::new(name, help).namespace(PREFIX))
         .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
     let _ = r.register(Box::new(g.clone()));
     g
@@ -201,6 +218,39 @@ impl Metrics {
                 "Connections the agent or admin listener failed to accept (out of file descriptors, ...); the listener backs off and goes on.",
                 &[],
             ),
+            store_up: int_gauge(
+                &r,
+                "store_up",
+                "1 while the shared store (gateway.store) answers; 0 while it does not, or when there is none.",
+            ),
+            store_configured: int_gauge(
+                &r,
+                "store_configured",
+                "1 when a shared store (gateway.store) is configured, 0 when every replica keeps its own limits and state.",
+            ),
+            store_replicas: int_gauge(
+                &r,
+                "store_replicas",
+                "Replicas seen alive in the shared store at its last beat (each limit's share while the store is down divides by it).",
+            ),
+            store_seconds: {
+                let opts = HistogramOpts::new(
+                    "store_call_duration_seconds",
+                    "Time a call to the shared store took.",
+                )
+                .namespace(PREFIX)
+                .buckets(BUCKETS.to_vec());
+                let h = prometheus::Histogram::with_opts(opts)
+                    .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
+                let _ = r.register(Box::new(h.clone()));
+                h
+            },
+            store_errors: counter(
+                &r,
+                "store_errors_total",
+                "Calls to the shared store that failed: timeout, connection, error (the store answered an error).",
+                &["kind"],
+            ),
             log_lines_dropped: counter(
                 &r,
                 "log_lines_dropped_total",
@@ -219,6 +269,9 @@ impl Metrics {
         }
         self.log_lines_dropped.with_label_values::<&str>(&[]);
         self.accept_errors.with_label_values::<&str>(&[]);
+        for kind in ["timeout", "connection", "error"] {
+            self.store_errors.with_label_values(&[kind]);
+        }
         for outcome in ServerRequest::ALL {
             self.server_requests.with_label_values(&[outcome.as_str()]);
         }

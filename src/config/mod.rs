@@ -2,6 +2,7 @@
 //! and where it is (`validate`) → frozen typed values (this file).
 
 mod raw;
+mod store;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,53 @@ pub struct GatewaySettings {
     /// The length the Model Context Protocol face's tool and prompt names keep
     /// within (20 to 64; default 48, room for a host's prefix). Read at start.
     pub tool_name_budget: usize,
+    /// The store replicas share limits and state through (`gateway.store`);
+    /// `None`: each replica keeps its own. Read at start.
+    pub store: Option<StoreSettings>,
+}
+
+/// `gateway.store`: a server of the Redis protocol (Redis 6+, Valkey).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// `redis://` or `rediss://`, without credentials (they are below).
+    pub url: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// Every key the gateway writes starts with it (default `mcp-gateway:`).
+    pub key_prefix: String,
+    pub when_down: WhenDown,
+    /// The longest any call waits on the store (1 ms to 10 s; default 50 ms).
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for StoreSettings {
+    // Never the credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSettings")
+            .field("url", &self.url)
+            .field("key_prefix", &self.key_prefix)
+            .field("when_down", &self.when_down)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the limits do while the store cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenDown {
+    /// Each replica enforces its share of every limit (the default).
+    Local,
+    /// Calls of tenants with a rate or concurrency limit are refused (503).
+    Refuse,
+}
+
+impl WhenDown {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WhenDown::Local => "local",
+            WhenDown::Refuse => "refuse",
+        }
+    }
 }
 
 /// Every limit, named, with its default.

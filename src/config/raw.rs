@@ -32,6 +32,18 @@ pub struct RawGateway {
     #[serde(default)]
     pub limits: RawLimits,
     pub auth: Option<RawAuth>,
+    pub store: Option<RawStore>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub url: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub key_prefix: Option<String>,
+    pub when_down: Option<String>,
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -68,10 +68,10 @@ impl fmt::Debug for KeyDigest {
 }
 
 #[derive(Default)]
-struct Problems(Vec<Problem>);
+pub(super) struct Problems(Vec<Problem>);
 
 impl Problems {
-    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(Problem {
             path: path.into(),
             message: message.into(),
@@ -188,6 +188,9 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         }
     }
     let limits = limits(raw.limits, p);
+    let store = raw
+        .store
+        .and_then(|s| super::store::settings(s, secrets, p));
     // The same forms as an API key, and never echoed either.
     let admin_token = raw
         .admin_token
@@ -262,6 +265,7 @@ fn gateway(raw: RawGateway, secrets: &dyn Secrets, p: &mut Problems) -> Option<G
         allowed_origins,
         session_key,
         tool_name_budget,
+        store,
     })
     .filter(|_| id_ok)
 }
@@ -874,7 +878,12 @@ fn key_digest(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> O
 
 /// A secret given as itself, `env:VAR` or `file:PATH` (one trailing newline
 /// dropped). The problem text never contains the secret itself.
-fn secret_text(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> Option<String> {
+pub(super) fn secret_text(
+    key: &str,
+    secrets: &dyn Secrets,
+    at: &str,
+    p: &mut Problems,
+) -> Option<String> {
     let plain = |value: String, what: &str, p: &mut Problems| {
         let value = value.trim_end_matches(['\r', '\n']).to_owned();
         if value.is_empty() || value.chars().any(char::is_whitespace) {

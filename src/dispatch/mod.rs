@@ -79,6 +79,8 @@ struct Inner {
     /// Seals what clients are handed and give back (set once, at start;
     /// a key of this process's own otherwise).
     sealer: std::sync::OnceLock<crate::seal::Sealer>,
+    /// Tenants' limits held across replicas, with a shared store (set once, at start).
+    shared: std::sync::OnceLock<crate::store::limits::SharedLimits>,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -113,6 +115,7 @@ impl Dispatcher {
                     .map(|p| metrics.requests_by_protocol.with_label_values(&[p])),
                 subscriptions: std::sync::OnceLock::new(),
                 sealer: std::sync::OnceLock::new(),
+                shared: std::sync::OnceLock::new(),
                 metrics,
             }),
         };
@@ -299,19 +302,35 @@ impl Dispatcher {
         &self.inner.metrics
     }
 
-    /// Admits `n` requests of `tenant` against its limits, counting refusals.
-    pub fn admit(&self, tenant: &Tenant, n: u32) -> Result<Admission, GatewayError> {
-        tenant
-            .admit(n)
-            .map_err(|refusal| self.refused(tenant, refusal))
+    /// Holds tenants' limits across replicas through this store (before the faces serve a request).
+    pub fn share_limits(&self, shared: crate::store::limits::SharedLimits) {
+        let _ = self.inner.shared.set(shared);
+    }
+
+    /// The shared store, when there is one.
+    pub fn store(&self) -> Option<&crate::store::Store> {
+        self.inner.shared.get().map(|s| s.store())
+    }
+
+    /// Admits `n` requests of `tenant` against its limits, counting
+    /// refusals: this replica's own, or with a shared store every
+    /// replica's together (no store round trip on the usual path).
+    pub async fn admit(&self, tenant: &Tenant, n: u32) -> Result<Admission, GatewayError> {
+        let admitted = match self.inner.shared.get() {
+            Some(shared) => shared.admit(tenant, n).await,
+            None => tenant.admit(n),
+        };
+        admitted.map_err(|refusal| self.refused(tenant, refusal))
     }
 
     /// Admits one request of `tenant` against its rate limit only (see
     /// [`Tenant::admit_rate`]), counting a refusal.
-    pub fn admit_rate(&self, tenant: &Tenant) -> Result<(), GatewayError> {
-        tenant
-            .admit_rate()
-            .map_err(|refusal| self.refused(tenant, refusal))
+    pub async fn admit_rate(&self, tenant: &Tenant) -> Result<(), GatewayError> {
+        let admitted = match self.inner.shared.get() {
+            Some(shared) => shared.admit_rate(tenant).await,
+            None => tenant.admit_rate(),
+        };
+        admitted.map_err(|refusal| self.refused(tenant, refusal))
     }
 
     fn refused(&self, tenant: &Tenant, refusal: Refusal) -> GatewayError {
@@ -320,12 +339,15 @@ impl Dispatcher {
             .requests_limited
             .with_label_values(&[&tenant.name, refusal.reason()])
             .inc();
-        GatewayError::OverCapacity {
-            reason: match refusal {
-                Refusal::Rate { .. } => "rate limit",
-                Refusal::Concurrency => "concurrency limit",
+        match refusal {
+            Refusal::StoreDown => GatewayError::StoreDown,
+            Refusal::Rate { .. } | Refusal::Concurrency => GatewayError::OverCapacity {
+                reason: match refusal {
+                    Refusal::Rate { .. } => "rate limit",
+                    _ => "concurrency limit",
+                },
+                retry_after_secs: refusal.retry_after_secs(),
             },
-            retry_after_secs: refusal.retry_after_secs(),
         }
     }
 

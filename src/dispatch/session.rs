@@ -345,7 +345,7 @@ impl Session {
 
     /// Answers a request when it is ready, as one of the session's calls in flight.
     async fn dispatch(&mut self, raw: &RawValue, via: Via<'static>) -> bool {
-        let admission = match self.admit() {
+        let admission = match self.admit().await {
             Ok(a) => a,
             Err(e) => {
                 let id = match classify(raw) {
@@ -533,7 +533,7 @@ impl Session {
 
     /// A call's admission: a place among the session's calls in flight, then
     /// the tenant's limits.
-    fn admit(&mut self) -> Result<crate::tenant::Admission, GatewayError> {
+    async fn admit(&mut self) -> Result<crate::tenant::Admission, GatewayError> {
         if self.inflight.len() >= self.max_in_flight {
             self.dispatcher
                 .metrics()
@@ -544,7 +544,7 @@ impl Session {
                 limit: self.max_in_flight,
             });
         }
-        self.dispatcher.admit(&self.tenant, 1)
+        self.dispatcher.admit(&self.tenant, 1).await
     }
 
     /// Answers a message that could not be parsed (-32700, id null).

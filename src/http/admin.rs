@@ -57,6 +57,17 @@ struct Readiness {
     ready: bool,
     draining: bool,
     upstreams: BTreeMap<String, UpstreamReadiness>,
+    /// The shared store, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store: Option<StoreReadiness>,
+}
+
+#[derive(serde::Serialize)]
+struct StoreReadiness {
+    /// `up` or `down`.
+    state: &'static str,
+    when_down: &'static str,
+    replicas: usize,
 }
 
 #[derive(serde::Serialize)]
@@ -86,11 +97,22 @@ async fn readyz(State(s): State<AdminState>, headers: HeaderMap) -> Response {
             (u.name.to_string(), entry)
         })
         .collect();
-    let ready = !draining && required_ready;
+    // A store that is down fails readiness only when that is what it should
+    // do (`refuse`); under `local` the replica serves on with its share.
+    let store = s.dispatcher.store().map(|store| StoreReadiness {
+        state: if store.is_up() { "up" } else { "down" },
+        when_down: store.when_down().as_str(),
+        replicas: store.replicas(),
+    });
+    let store_ready = store
+        .as_ref()
+        .is_none_or(|st| st.state == "up" || st.when_down == "local");
+    let ready = !draining && required_ready && store_ready;
     let body = Readiness {
         ready,
         draining,
         upstreams,
+        store,
     };
     let status = if ready {
         StatusCode::OK

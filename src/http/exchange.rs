@@ -148,10 +148,12 @@ async fn one_message(
     if let Incoming::Request { id, method, params } = &message
         && method == "subscriptions/listen"
     {
-        let opened = s.dispatcher.admit_rate(tenant).and_then(|()| {
-            s.dispatcher
-                .open_listen(tenant, *id, *params, Some(&mirrored))
-        });
+        let opened = match s.dispatcher.admit_rate(tenant).await {
+            Ok(()) => s
+                .dispatcher
+                .open_listen(tenant, *id, *params, Some(&mirrored)),
+            Err(e) => Err(e),
+        };
         return match opened {
             Ok(filter) => Exchange::Listen(id.get().into(), filter),
             Err(e @ GatewayError::OverCapacity { .. }) => {
@@ -170,14 +172,14 @@ async fn one_message(
         Incoming::Request { id, .. } => Some(*id),
         _ => None,
     };
-    let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())) {
+    let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())).await {
         Ok(a) => a,
         Err(e) => return Exchange::Reply(over_capacity(id, &e)),
     };
     // The handshake era's session: checked, or issued by `initialize`.
     let mut issue = None;
     if let Some(sessions) = &s.mcp_sessions {
-        match handshake_session(s, sessions, tenant, &message, &mirrored) {
+        match handshake_session(s, sessions, tenant, &message, &mirrored).await {
             SessionStep::None => {}
             SessionStep::Issue(revision) => issue = Some(sessions.issue(&tenant.name, revision)),
             SessionStep::Refused(id) => return Exchange::Reply(session_not_found(id)),
@@ -239,16 +241,20 @@ pub(super) fn session_of(
     session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes)
 }
 
-/// 429, `Retry-After`, and the -32004 error object (with the request's id when it has one).
+/// 429, `Retry-After`, and the -32004 error object (with the request's id
+/// when it has one); 503 when the shared store is down and the limits it
+/// shares cannot be checked (`when_down: refuse`).
 pub(super) fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
     let mut body = Vec::new();
     write_gateway_error(&mut body, id, e);
-    let r = Reply::json(StatusCode::TOO_MANY_REQUESTS, body);
     match e {
         GatewayError::OverCapacity {
             retry_after_secs, ..
-        } => r.with_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)),
-        _ => r,
+        } => Reply::json(StatusCode::TOO_MANY_REQUESTS, body)
+            .with_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)),
+        GatewayError::StoreDown => Reply::json(StatusCode::SERVICE_UNAVAILABLE, body)
+            .with_header(header::RETRY_AFTER, HeaderValue::from(1)),
+        _ => Reply::json(StatusCode::TOO_MANY_REQUESTS, body),
     }
 }
 
@@ -288,7 +294,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
     }
     // A batch in a handshake-era session is that session's: refused once it has ended.
     if let (Some(sessions), Some(session)) = (&s.mcp_sessions, mirrored.session)
-        && sessions.open(session, &tenant.name).is_none()
+        && sessions.open(session, &tenant.name).await.is_none()
     {
         return session_not_found(None);
     }
@@ -300,6 +306,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
     let _admission = match s
         .dispatcher
         .admit(tenant, u32::try_from(requests).unwrap_or(u32::MAX))
+        .await
     {
         Ok(a) => a,
         Err(e) => return over_capacity(None, &e),
@@ -365,7 +372,7 @@ enum SessionStep<'a> {
     Reply(Reply),
 }
 
-fn handshake_session<'a>(
+async fn handshake_session<'a>(
     s: &AgentState,
     sessions: &McpSessions,
     tenant: &Tenant,
@@ -387,7 +394,7 @@ fn handshake_session<'a>(
     let Some(session) = mirrored.session else {
         return SessionStep::None;
     };
-    let Some(opened) = sessions.open(session, &tenant.name) else {
+    let Some(opened) = sessions.open(session, &tenant.name).await else {
         return SessionStep::Refused(id);
     };
     let on = match method {
@@ -410,7 +417,7 @@ fn handshake_session<'a>(
         Some(p) if on && !s.dispatcher.readable(tenant, &p.uri) => {
             Some(GatewayError::ResourceNotFound(p.uri.into_owned()))
         }
-        Some(p) => match sessions.subscribe(&opened, &p.uri, on) {
+        Some(p) => match sessions.subscribe(&opened, &p.uri, on).await {
             Ok(()) => None,
             Err(refused) => {
                 let e = record_refused(refused);
@@ -442,6 +449,7 @@ fn record_refused(refused: super::mcp_sessions::Refused) -> GatewayError {
             reason: "session records",
             retry_after_secs,
         },
+        Refused::StoreDown => GatewayError::StoreDown,
         Refused::Subscriptions(r @ crate::tenant::subscriptions::Refused::Session(_)) => {
             GatewayError::InvalidParams(r.explain())
         }
@@ -503,15 +511,15 @@ pub(super) async fn session_request(
         )
         .into_response();
     };
-    let Some(opened) = sessions.open(id.as_bytes(), &tenant.name) else {
+    let Some(opened) = sessions.open(id.as_bytes(), &tenant.name).await else {
         return session_not_found(None).into_response();
     };
-    if let Err(e) = s.dispatcher.admit_rate(&tenant) {
+    if let Err(e) = s.dispatcher.admit_rate(&tenant).await {
         return over_capacity(None, &e).into_response();
     }
     if method == axum::http::Method::DELETE {
         // 200 only for an end that was recorded: otherwise the session would go on.
-        return match sessions.end(&opened) {
+        return match sessions.end(&opened).await {
             Ok(()) => Reply {
                 status: StatusCode::OK,
                 body: ReplyBody::Empty,
@@ -540,13 +548,24 @@ pub(super) async fn session_request(
         Ok(place) => place,
         Err(refused) => return *refused,
     };
-    let (heard, still) = ((sessions.clone(), opened.clone()), (sessions, opened));
-    let render = move |change: &Change| match change {
-        Change::Listing(_) => Some(mcp::change_notification(change, None)),
-        Change::Resource(uri) => heard
-            .0
-            .subscribed(&heard.1, uri)
-            .then(|| mcp::change_notification(change, None)),
+    // Each change: the session must still be open (a DELETE on any replica
+    // ends it), and a resource's update is heard only if it subscribed.
+    let here = (sessions.clone(), opened.clone());
+    let render = move |change: &Change| -> super::listen::Rendering {
+        let (sessions, opened, change) = (sessions.clone(), opened.clone(), change.clone());
+        Box::pin(async move {
+            if sessions.ended(&opened).await {
+                return super::listen::Rendered::End;
+            }
+            let heard = match &change {
+                Change::Listing(_) => true,
+                Change::Resource(uri) => sessions.subscribed(&opened, uri).await,
+            };
+            match heard {
+                true => super::listen::Rendered::Send(mcp::change_notification(&change, None)),
+                false => super::listen::Rendered::Skip,
+            }
+        })
     };
     let framing = super::listen::Framing {
         first: None,
@@ -554,6 +573,6 @@ pub(super) async fn session_request(
     };
     let mut credential = super::listen::Holder::new(credential, &tenant);
     super::listen::changes(s, &tenant, place, framing, render, move || {
-        credential.still_holds() && !still.0.ended(&still.1)
+        credential.still_holds() && !here.0.ended_here(&here.1)
     })
 }

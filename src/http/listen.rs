@@ -28,6 +28,19 @@ use crate::tenant::{Credential, Place, Standing, Tenant};
 /// snippets use), three bytes every few seconds per stream.
 const KEEPALIVE: Duration = Duration::from_secs(4);
 
+/// What a stream makes of one change.
+pub(super) enum Rendered {
+    /// This message.
+    Send(Vec<u8>),
+    /// Nothing: the client does not hear this change.
+    Skip,
+    /// The stream is over (its session ended).
+    End,
+}
+
+/// A change's rendering, which may look at the shared store.
+pub(super) type Rendering = futures_util::future::BoxFuture<'static, Rendered>;
+
 /// What a stream of changes says, and when.
 struct Changes<R, E> {
     watcher: Watcher,
@@ -120,7 +133,7 @@ pub(super) fn changes<R, E>(
     open: E,
 ) -> Response
 where
-    R: FnMut(&Change) -> Option<Vec<u8>> + Send + 'static,
+    R: FnMut(&Change) -> Rendering + Send + 'static,
     E: FnMut() -> bool + Send + 'static,
 {
     let Framing { first, last } = framing;
@@ -155,8 +168,10 @@ where
                 change = c.watcher.next() => {
                     let change = change?;
                     (c.open)().then_some(())?;
-                    if let Some(message) = (c.render)(&change) {
-                        return Some((Ok(event(&message)), c));
+                    match (c.render)(&change).await {
+                        Rendered::Send(message) => return Some((Ok(event(&message)), c)),
+                        Rendered::Skip => {}
+                        Rendered::End => return None,
                     }
                 }
             }
@@ -203,10 +218,12 @@ pub(super) fn stream(
         // A listen is open until its client closes it; at shutdown it gets its final answer.
         last: Some(mcp::listen_ended(json_id, &tag)),
     };
-    let render = move |change: &Change| {
-        filter
-            .hears(change)
-            .then(|| mcp::change_notification(change, Some(&tag)))
+    let render = move |change: &Change| -> Rendering {
+        let rendered = match filter.hears(change) {
+            true => Rendered::Send(mcp::change_notification(change, Some(&tag))),
+            false => Rendered::Skip,
+        };
+        Box::pin(std::future::ready(rendered))
     };
     let mut holder = holder;
     changes(s, tenant, place, framing, render, move || {

@@ -60,6 +60,8 @@ pub enum Refused {
     Full { retry_after_secs: u64 },
     /// Past the bounds of subscriptions.
     Subscriptions(subscriptions::Refused),
+    /// The shared store could not record it.
+    StoreDown,
 }
 
 struct Record {
@@ -79,6 +81,8 @@ pub struct McpSessions {
     max_records: usize,
     budget: SubscriptionBudget,
     tenants: Arc<DashMap<Arc<str>, Arc<Mutex<Records>>>>,
+    /// The replicas' shared store: ends and subscriptions every replica sees.
+    store: Option<crate::store::Store>,
 }
 
 fn now() -> u64 {
@@ -96,7 +100,14 @@ impl McpSessions {
             max_records,
             budget,
             tenants: Default::default(),
+            store: None,
         }
+    }
+
+    /// The same, sharing ends and subscriptions through `store` when there is one.
+    pub fn shared(mut self, store: Option<crate::store::Store>) -> Self {
+        self.store = store;
+        self
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -129,8 +140,67 @@ impl McpSessions {
         self.tenants.get(tenant).map(|r| r.clone())
     }
 
-    /// The session an id names, when it is sound, current, not ended and `tenant`'s.
-    pub fn open(&self, id: &[u8], tenant: &str) -> Option<Opened> {
+    /// The session an id names, when it is sound, current, `tenant`'s, and
+    /// ended neither here nor (with a store) on another replica. While the
+    /// store is down, what this replica knows decides.
+    pub async fn open(&self, id: &[u8], tenant: &str) -> Option<Opened> {
+        let opened = self.open_here(id, tenant)?;
+        if let Some(store) = &self.store
+            && let Ok(true) = store.session_ended(&opened.nonce).await
+        {
+            return None;
+        }
+        Some(opened)
+    }
+
+    /// Ends a session (DELETE), here and (with a store) for every replica.
+    /// With a store that cannot record it, refused: it would go on elsewhere.
+    pub async fn end(&self, s: &Opened) -> Result<(), Refused> {
+        self.end_here(s)?;
+        if let Some(store) = &self.store {
+            store
+                .end_session(&s.nonce, s.expires)
+                .await
+                .map_err(|_| Refused::StoreDown)?;
+        }
+        Ok(())
+    }
+
+    /// `resources/subscribe` (`on`) or `unsubscribe`, here (within the
+    /// bounds) and (with a store) for the replica that holds the stream.
+    pub async fn subscribe(&self, s: &Opened, uri: &str, on: bool) -> Result<(), Refused> {
+        self.subscribe_here(s, uri, on)?;
+        if let Some(store) = &self.store {
+            // A store that is down leaves the subscription to this replica.
+            let _ = store.subscribe(&s.nonce, uri, on, s.expires).await;
+        }
+        Ok(())
+    }
+
+    /// Whether the session subscribed to `uri`, here or on another replica.
+    pub async fn subscribed(&self, s: &Opened, uri: &str) -> bool {
+        if self.subscribed_here(s, uri) {
+            return true;
+        }
+        match &self.store {
+            Some(store) => store.subscribed(&s.nonce, uri).await.unwrap_or(false),
+            None => false,
+        }
+    }
+
+    /// Whether the session was ended since it was opened, here or elsewhere.
+    pub async fn ended(&self, s: &Opened) -> bool {
+        if self.ended_here(s) {
+            return true;
+        }
+        match &self.store {
+            Some(store) => store.session_ended(&s.nonce).await.unwrap_or(false),
+            None => false,
+        }
+    }
+
+    /// [`Self::open`] with what this replica knows only.
+    pub fn open_here(&self, id: &[u8], tenant: &str) -> Option<Opened> {
         let id = std::str::from_utf8(id).ok()?;
         let (payload, tag) = id.split_once('.')?;
         let tag = B64.decode(tag).ok()?;
@@ -147,7 +217,7 @@ impl McpSessions {
             tenant: tenant.into(),
             revision: claims.v,
         };
-        (!self.ended(&opened)).then_some(opened)
+        (!self.ended_here(&opened)).then_some(opened)
     }
 
     /// Changes the session's record (made first, with room made for it in
@@ -184,7 +254,7 @@ impl McpSessions {
 
     /// Ends a session (DELETE): its id is refused here from now on. Refused
     /// (the session goes on) when the tenant keeps as many records as it may.
-    pub fn end(&self, s: &Opened) -> Result<(), Refused> {
+    pub fn end_here(&self, s: &Opened) -> Result<(), Refused> {
         self.keep(s, |r| {
             r.ended = true;
             r.subscribed.clear();
@@ -194,7 +264,7 @@ impl McpSessions {
 
     /// `resources/subscribe` of a uri the tenant can read (`on`), or
     /// `resources/unsubscribe`.
-    pub fn subscribe(&self, s: &Opened, uri: &str, on: bool) -> Result<(), Refused> {
+    pub fn subscribe_here(&self, s: &Opened, uri: &str, on: bool) -> Result<(), Refused> {
         self.keep(s, |r| {
             if on {
                 r.subscribed
@@ -208,7 +278,7 @@ impl McpSessions {
     }
 
     /// Whether the session subscribed to `uri` (on this replica).
-    pub fn subscribed(&self, s: &Opened, uri: &str) -> bool {
+    pub fn subscribed_here(&self, s: &Opened, uri: &str) -> bool {
         self.records(&s.tenant).is_some_and(|records| {
             let records = records.lock().unwrap_or_else(PoisonError::into_inner);
             records
@@ -218,8 +288,8 @@ impl McpSessions {
         })
     }
 
-    /// Whether the session was ended since it was opened.
-    pub fn ended(&self, s: &Opened) -> bool {
+    /// Whether the session was ended since it was opened (on this replica).
+    pub fn ended_here(&self, s: &Opened) -> bool {
         self.records(&s.tenant).is_some_and(|records| {
             let records = records.lock().unwrap_or_else(PoisonError::into_inner);
             records.0.get(&s.nonce).is_some_and(|r| r.ended)
@@ -259,25 +329,25 @@ mod tests {
         let id = one.issue(a, "2025-11-25");
         assert!(id.bytes().all(|b| b.is_ascii_graphic()), "{id}");
         let opened = two
-            .open(id.as_bytes(), a)
+            .open_here(id.as_bytes(), a)
             .expect("another replica opens it");
         assert_eq!(opened.revision, "2025-11-25");
         // Another tenant's key, another secret, a changed byte: not a session.
-        assert!(two.open(id.as_bytes(), "b").is_none());
+        assert!(two.open_here(id.as_bytes(), "b").is_none());
         let other = McpSessions::new(
             &KeyDigest::of(b"another secret, also thirty-two chars"),
             16,
             SubscriptionBudget::new(1024, 4096),
         );
-        assert!(other.open(id.as_bytes(), a).is_none());
+        assert!(other.open_here(id.as_bytes(), a).is_none());
         for i in 0..id.len() {
             let mut bytes = id.clone().into_bytes();
             bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
-            assert!(one.open(&bytes, a).is_none(), "byte {i} changed");
+            assert!(one.open_here(&bytes, a).is_none(), "byte {i} changed");
         }
         // Ended: refused where it was ended.
-        assert!(one.end(&opened).is_ok());
-        assert!(one.open(id.as_bytes(), a).is_none());
+        assert!(one.end_here(&opened).is_ok());
+        assert!(one.open_here(id.as_bytes(), a).is_none());
         // Two ids differ.
         assert_ne!(one.issue(a, "2025-11-25"), one.issue(a, "2025-11-25"));
     }
@@ -286,28 +356,28 @@ mod tests {
     fn subscriptions_are_kept_within_the_budget_and_given_back_at_the_end() {
         let s = sessions(16, 100, 150);
         let a = "a";
-        let open = |s: &McpSessions| s.open(s.issue(a, "2025-11-25").as_bytes(), a).unwrap();
+        let open = |s: &McpSessions| s.open_here(s.issue(a, "2025-11-25").as_bytes(), a).unwrap();
         let (one, two) = (open(&s), open(&s));
         let uri = |i: usize| format!("mcp://gw/x/resource/{i:020}"); // 40 bytes
-        assert!(s.subscribe(&one, &uri(1), true).is_ok());
-        assert!(s.subscribe(&one, &uri(2), true).is_ok());
+        assert!(s.subscribe_here(&one, &uri(1), true).is_ok());
+        assert!(s.subscribe_here(&one, &uri(2), true).is_ok());
         assert_eq!(
-            s.subscribe(&one, &uri(3), true),
+            s.subscribe_here(&one, &uri(3), true),
             Err(Refused::Subscriptions(subscriptions::Refused::Session(100)))
         );
-        assert!(s.subscribe(&two, &uri(4), true).is_ok());
+        assert!(s.subscribe_here(&two, &uri(4), true).is_ok());
         assert_eq!(
-            s.subscribe(&two, &uri(5), true),
+            s.subscribe_here(&two, &uri(5), true),
             Err(Refused::Subscriptions(subscriptions::Refused::Tenant(150)))
         );
-        assert!(s.subscribed(&one, &uri(1)));
-        assert!(s.subscribe(&one, &uri(1), false).is_ok());
-        assert!(!s.subscribed(&one, &uri(1)));
+        assert!(s.subscribed_here(&one, &uri(1)));
+        assert!(s.subscribe_here(&one, &uri(1), false).is_ok());
+        assert!(!s.subscribed_here(&one, &uri(1)));
         assert_eq!(s.budget.held(a), 80);
-        assert!(s.end(&one).is_ok());
+        assert!(s.end_here(&one).is_ok());
         assert_eq!(s.budget.held(a), 40);
         // A record that keeps nothing is not kept.
-        assert!(s.subscribe(&two, &uri(4), false).is_ok());
+        assert!(s.subscribe_here(&two, &uri(4), false).is_ok());
         assert_eq!((s.budget.held(a), s.records_of(a)), (0, 1));
     }
 
@@ -315,24 +385,29 @@ mod tests {
     fn a_tenant_that_fills_its_records_is_refused_and_others_are_not() {
         let s = sessions(3, 1024, 4096);
         let opened: Vec<Opened> = (0..4)
-            .map(|_| s.open(s.issue("a", "2025-11-25").as_bytes(), "a").unwrap())
+            .map(|_| {
+                s.open_here(s.issue("a", "2025-11-25").as_bytes(), "a")
+                    .unwrap()
+            })
             .collect();
         for o in &opened[..3] {
-            assert!(s.end(o).is_ok());
+            assert!(s.end_here(o).is_ok());
         }
-        let Err(Refused::Full { retry_after_secs }) = s.end(&opened[3]) else {
+        let Err(Refused::Full { retry_after_secs }) = s.end_here(&opened[3]) else {
             panic!("a fourth record is past the bound");
         };
         assert!(retry_after_secs > LIFETIME.as_secs() - 60);
         // Not ended: the session goes on.
-        assert!(s.open(s.issue("a", "x").as_bytes(), "a").is_some());
-        assert!(!s.ended(&opened[3]));
+        assert!(s.open_here(s.issue("a", "x").as_bytes(), "a").is_some());
+        assert!(!s.ended_here(&opened[3]));
         // Another tenant's DELETE is kept.
-        let b = s.open(s.issue("b", "2025-11-25").as_bytes(), "b").unwrap();
-        assert!(s.end(&b).is_ok());
-        assert!(s.ended(&b));
+        let b = s
+            .open_here(s.issue("b", "2025-11-25").as_bytes(), "b")
+            .unwrap();
+        assert!(s.end_here(&b).is_ok());
+        assert!(s.ended_here(&b));
         assert_eq!(s.records_of("a"), 3);
         // Ending an ended session again needs no new record.
-        assert!(s.end(&opened[0]).is_ok());
+        assert!(s.end_here(&opened[0]).is_ok());
     }
 }

@@ -26,6 +26,8 @@ pub struct Tenant {
     pub max_sessions: Option<usize>,
     rate: Option<Arc<DefaultDirectRateLimiter>>,
     concurrency: Option<Arc<Semaphore>>,
+    /// The limits as configured, for a store that shares them across replicas.
+    pub limits: ConfiguredLimits,
     /// `requests{tenant, method="mcp/executeTool", outcome="ok"}`, the series
     /// every forwarded call counts in, resolved on first use.
     pub executed: Arc<std::sync::OnceLock<prometheus::IntCounter>>,
@@ -36,6 +38,20 @@ pub struct Tenant {
     pub subject: Option<Arc<str>>,
 }
 
+/// A tenant's `rate_limit` and `max_concurrency`, as configured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConfiguredLimits {
+    /// Requests a second, and the burst.
+    pub rate: Option<(u32, u32)>,
+    pub concurrency: Option<usize>,
+}
+
+impl ConfiguredLimits {
+    pub fn any(&self) -> bool {
+        self.rate.is_some() || self.concurrency.is_some()
+    }
+}
+
 /// Why a tenant's request is refused before any work is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -43,6 +59,8 @@ pub enum Refusal {
     Rate { retry_after: Duration },
     /// Too many requests in flight.
     Concurrency,
+    /// The shared store is down and `when_down: refuse` says so.
+    StoreDown,
 }
 
 impl Refusal {
@@ -51,6 +69,7 @@ impl Refusal {
         match self {
             Refusal::Rate { .. } => "rate_limited",
             Refusal::Concurrency => "concurrency_limited",
+            Refusal::StoreDown => "store_down",
         }
     }
 
@@ -60,7 +79,7 @@ impl Refusal {
             Refusal::Rate { retry_after } => {
                 retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)
             }
-            Refusal::Concurrency => 1,
+            Refusal::Concurrency | Refusal::StoreDown => 1,
         }
         .max(1)
     }
@@ -69,6 +88,18 @@ impl Refusal {
 /// Holds a tenant's concurrency slots for as long as its requests run.
 pub struct Admission {
     _slots: Option<OwnedSemaphorePermit>,
+    /// Slots held in a shared count (see `store::limits`), given back on drop.
+    _shared: Option<Box<dyn Send + Sync>>,
+}
+
+impl Admission {
+    /// An admission that holds `held` (a shared count's slots) until dropped.
+    pub fn holding(held: Option<Box<dyn Send + Sync>>) -> Self {
+        Admission {
+            _slots: None,
+            _shared: held,
+        }
+    }
 }
 
 impl Tenant {
@@ -79,7 +110,7 @@ impl Tenant {
     /// Admits `n` requests against the tenant's rate and concurrency limits.
     pub fn admit(&self, n: u32) -> Result<Admission, Refusal> {
         let Some(n) = NonZeroU32::new(n) else {
-            return Ok(Admission { _slots: None });
+            return Ok(Admission::holding(None));
         };
         // The slot first: a request refused for concurrency must not spend a rate token.
         let slots = match &self.concurrency {
@@ -105,7 +136,10 @@ impl Tenant {
                 }
             }
         }
-        Ok(Admission { _slots: slots })
+        Ok(Admission {
+            _slots: slots,
+            _shared: None,
+        })
     }
 
     /// Admits one request against the tenant's rate limit only: one that
@@ -171,6 +205,7 @@ impl Tenant {
             max_sessions: self.max_sessions,
             rate: self.rate.clone(),
             concurrency: self.concurrency.clone(),
+            limits: self.limits,
             executed: self.executed.clone(),
             scoped: Vec::new(),
             subject: subject.map(Arc::from),
@@ -288,6 +323,10 @@ impl KeyStore {
                 concurrency: spec
                     .max_concurrency
                     .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
+                limits: ConfiguredLimits {
+                    rate: spec.rate_limit,
+                    concurrency: spec.max_concurrency,
+                },
                 executed: Arc::default(),
                 scoped: spec.tools.scoped.clone(),
                 subject: None,

@@ -22,6 +22,7 @@ mod ops;
 mod raw_http;
 mod readme;
 mod reload;
+mod replicas;
 mod resilience;
 mod routing;
 mod sessions;

@@ -20,6 +20,12 @@ app.kubernetes.io/name: {{ include "mcp-gateway.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The evaluation Redis's own: never matched by the gateway's selector. */}}
+{{- define "mcp-gateway.redisSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "mcp-gateway.name" . }}-redis
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
 {{- define "mcp-gateway.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "mcp-gateway.selectorLabels" . }}
@@ -37,6 +43,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- toJson .Values.gateway.tenants -}}
 {{- else -}}
 {{- toJson (dict "default" (dict "upstreams" (keys .Values.gateway.upstreams | sortAlpha))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The store's URL: as given, or the release's own Redis when it runs one. */}}
+{{- define "mcp-gateway.storeUrl" -}}
+{{- if .Values.store.redis.enabled -}}
+{{- printf "redis://%s-redis:6379/0" (include "mcp-gateway.fullname" .) -}}
+{{- else -}}
+{{- .Values.store.url -}}
 {{- end -}}
 {{- end -}}
 
@@ -66,6 +81,18 @@ gateway:
   {{- with .Values.gateway.auth }}
   auth:
     {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with include "mcp-gateway.storeUrl" . }}
+  # Limits and sessions shared by every replica.
+  store:
+    url: {{ . | quote }}
+    key_prefix: {{ $.Values.store.keyPrefix | quote }}
+    when_down: {{ $.Values.store.whenDown }}
+    timeout_ms: {{ $.Values.store.timeoutMs }}
+    {{- if $.Values.store.existingSecret }}
+    username: "env:MCP_GATEWAY_STORE_USERNAME"
+    password: "env:MCP_GATEWAY_STORE_PASSWORD"
+    {{- end }}
   {{- end }}
 upstreams:
   {{- if .Values.gateway.upstreams }}

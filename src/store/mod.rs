@@ -1,0 +1,337 @@
+//! The store replicas share limits and state through (`gateway.store`): a
+//! server of the Redis protocol (Redis 6+, Valkey), through redis-rs's
+//! connection manager (one multiplexed connection, reconnected with backoff).
+//!
+//! Every call waits at most `timeout_ms`, and none is made while the store
+//! is known to be down: a call that fails or times out marks it down at
+//! once, and a probe every second marks it up again. Each replica says it is
+//! alive every second (a sorted set of replica ids by time), so every
+//! replica knows how many share the store: what `when_down: local` divides
+//! each limit by. The state changes are logged once each way and shown in
+//! `mcp_gateway_store_up` and `/readyz`.
+
+pub mod limits;
+pub mod state;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use redis::aio::ConnectionManager;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{StoreSettings, WhenDown};
+use crate::metrics::Metrics;
+
+/// How often the store is probed, and each replica says it is alive.
+const BEAT: Duration = Duration::from_secs(1);
+/// A replica not heard from for this long is not counted as alive.
+const ALIVE_FOR: Duration = Duration::from_secs(5);
+
+/// Why a store call produced nothing.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store is down")]
+    Down,
+    #[error("the store did not answer in time")]
+    Timeout,
+    #[error("the store answered an error: {0}")]
+    Failed(String),
+}
+
+/// A handle on the store; a cheap clone.
+#[derive(Clone)]
+pub struct Store(Arc<Inner>);
+
+struct Inner {
+    settings: StoreSettings,
+    client: redis::Client,
+    conn: ArcSwapOption<ConnectionManager>,
+    up: AtomicBool,
+    /// Replicas seen alive at the last beat (this one included), at least 1.
+    replicas: AtomicUsize,
+    /// This replica's id among them.
+    id: String,
+    metrics: Metrics,
+    up_changed: tokio::sync::watch::Sender<bool>,
+}
+
+impl Store {
+    /// A store for these settings; nothing is connected until [`Self::run`].
+    pub fn new(settings: StoreSettings, metrics: Metrics) -> Result<Store, String> {
+        let mut info: redis::ConnectionInfo = settings
+            .url
+            .as_str()
+            .parse()
+            .map_err(|e: redis::RedisError| format!("gateway.store.url: {e}"))?;
+        let mut redis = info.redis_settings().clone();
+        if let Some(user) = &settings.username {
+            redis = redis.set_username(user);
+        }
+        if let Some(password) = &settings.password {
+            redis = redis.set_password(password);
+        }
+        info = info.set_redis_settings(redis);
+        let client = redis::Client::open(info).map_err(|e| format!("gateway.store: {e}"))?;
+        let mut id = [0u8; 8];
+        let _ = getrandom::fill(&mut id);
+        let id = id.iter().map(|b| format!("{b:02x}")).collect();
+        metrics.store_up.set(0);
+        metrics.store_configured.set(1);
+        Ok(Store(Arc::new(Inner {
+            settings,
+            client,
+            conn: ArcSwapOption::empty(),
+            up: AtomicBool::new(false),
+            replicas: AtomicUsize::new(1),
+            id,
+            metrics,
+            up_changed: tokio::sync::watch::Sender::new(false),
+        })))
+    }
+
+    pub fn settings(&self) -> &StoreSettings {
+        &self.0.settings
+    }
+
+    /// Every key the gateway writes: the configured prefix, then `parts` joined by `:`.
+    pub fn key(&self, parts: &[&str]) -> String {
+        let mut key = self.0.settings.key_prefix.clone();
+        key.push_str(&parts.join(":"));
+        key
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.0.up.load(Ordering::Acquire)
+    }
+
+    /// Changes whenever the store goes up or down.
+    pub fn watch_up(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.0.up_changed.subscribe()
+    }
+
+    pub fn when_down(&self) -> WhenDown {
+        self.0.settings.when_down
+    }
+
+    /// Replicas that shared the store at the last beat (at least 1): while the
+    /// store is down, the last count seen before it went away.
+    pub fn replicas(&self) -> usize {
+        self.0.replicas.load(Ordering::Relaxed).max(1)
+    }
+
+    /// This replica's id in the store.
+    pub fn replica_id(&self) -> &str {
+        &self.0.id
+    }
+
+    fn set_up(&self, up: bool) {
+        if self.0.up.swap(up, Ordering::AcqRel) == up {
+            return;
+        }
+        self.0.metrics.store_up.set(i64::from(up));
+        self.0.up_changed.send_replace(up);
+        let url = &self.0.settings.url;
+        let when_down = self.0.settings.when_down.as_str();
+        if up {
+            tracing::info!(store = %url, "the store is reachable again: limits and state are shared");
+        } else {
+            tracing::warn!(store = %url, when_down, replicas = self.replicas(), "the store is unreachable: limits apply as when_down says, state that needs it is refused");
+        }
+    }
+
+    /// Sends `cmd`, within the timeout, counting how long it took and
+    /// whether it failed; `Down` at once while the store is known to be down.
+    pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, StoreError> {
+        let Some(conn) = self.0.conn.load_full().filter(|_| self.is_up()) else {
+            return Err(StoreError::Down);
+        };
+        let mut conn = (*conn).clone();
+        self.timed(async move { cmd.query_async(&mut conn).await })
+            .await
+    }
+
+    /// Sends a pipeline, as [`Self::query`] sends a command.
+    pub async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StoreError> {
+        let Some(conn) = self.0.conn.load_full().filter(|_| self.is_up()) else {
+            return Err(StoreError::Down);
+        };
+        let mut conn = (*conn).clone();
+        self.timed(async move { pipe.query_async(&mut conn).await })
+            .await
+    }
+
+    /// Runs a script, as [`Self::query`] sends a command.
+    pub async fn script<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<T, StoreError> {
+        let Some(conn) = self.0.conn.load_full().filter(|_| self.is_up()) else {
+            return Err(StoreError::Down);
+        };
+        let mut conn = (*conn).clone();
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(*k);
+        }
+        for a in args {
+            invocation.arg(a);
+        }
+        self.timed(async move { invocation.invoke_async(&mut conn).await })
+            .await
+    }
+
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(self.0.settings.timeout, call).await;
+        self.0
+            .metrics
+            .store_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let failed = match answer {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) if !e.is_io_error() && !e.is_connection_dropped() && !e.is_timeout() => {
+                // The store answered: it is up, the command is wrong.
+                self.0
+                    .metrics
+                    .store_errors
+                    .with_label_values(&["error"])
+                    .inc();
+                return Err(StoreError::Failed(e.to_string()));
+            }
+            Ok(Err(_)) => {
+                self.0
+                    .metrics
+                    .store_errors
+                    .with_label_values(&["connection"])
+                    .inc();
+                StoreError::Down
+            }
+            Err(_) => {
+                self.0
+                    .metrics
+                    .store_errors
+                    .with_label_values(&["timeout"])
+                    .inc();
+                StoreError::Timeout
+            }
+        };
+        // Known down until the next probe succeeds: no call waits on it meanwhile.
+        self.set_up(false);
+        Err(failed)
+    }
+
+    /// Connects, then probes the store and says this replica is alive every
+    /// second, until `stop`. A store that cannot be reached at start is
+    /// retried here, with backoff; `serve` goes on meanwhile.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            if self.0.conn.load().is_none() {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_number_of_retries(1)
+                    .set_connection_timeout(Some(
+                        self.0.settings.timeout.max(Duration::from_millis(500)),
+                    ))
+                    .set_response_timeout(Some(self.0.settings.timeout));
+                let connect =
+                    redis::aio::ConnectionManager::new_with_config(self.0.client.clone(), config);
+                let failed = match tokio::time::timeout(Duration::from_secs(5), connect).await {
+                    Ok(Ok(conn)) => {
+                        self.0.conn.store(Some(Arc::new(conn)));
+                        None
+                    }
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(_) => Some("no answer within 5 s".to_owned()),
+                };
+                // Said once, at the first failure: the retries go on quietly.
+                if let Some(error) = failed
+                    && wait == Duration::from_millis(100)
+                {
+                    tracing::warn!(store = %self.0.settings.url, error, when_down = self.0.settings.when_down.as_str(), "cannot connect to the store; retrying with backoff");
+                }
+            }
+            if self.0.conn.load().is_some() {
+                let up = self.beat().await;
+                self.set_up(up);
+                wait = if up {
+                    BEAT
+                } else {
+                    (wait * 2).min(Duration::from_secs(5))
+                };
+            } else {
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait.min(BEAT)) => {}
+                () = stop.cancelled() => break,
+            }
+        }
+        // Gone: the other replicas stop counting this one at once.
+        if self.is_up() {
+            let _: Result<i64, _> = self
+                .query(
+                    redis::cmd("ZREM")
+                        .arg(self.key(&["replicas"]))
+                        .arg(&self.0.id),
+                )
+                .await;
+        }
+    }
+
+    /// One probe: this replica alive now, the ones not heard from for a
+    /// while dropped, and how many are left.
+    async fn beat(&self) -> bool {
+        let Some(conn) = self.0.conn.load_full() else {
+            return false;
+        };
+        let mut conn = (*conn).clone();
+        let key = self.key(&["replicas"]);
+        let id = self.0.id.clone();
+        let alive_ms = ALIVE_FOR.as_millis() as u64;
+        let beat = async move {
+            let (now,): (Vec<u64>,) = redis::pipe().cmd("TIME").query_async(&mut conn).await?;
+            let now_ms =
+                now.first().copied().unwrap_or(0) * 1000 + now.get(1).copied().unwrap_or(0) / 1000;
+            let (_, _, count, _): (i64, i64, usize, i64) = redis::pipe()
+                .cmd("ZADD")
+                .arg(&key)
+                .arg(now_ms)
+                .arg(&id)
+                .cmd("ZREMRANGEBYSCORE")
+                .arg(&key)
+                .arg("-inf")
+                .arg(now_ms.saturating_sub(alive_ms))
+                .cmd("ZCARD")
+                .arg(&key)
+                .cmd("PEXPIRE")
+                .arg(&key)
+                .arg(alive_ms * 2)
+                .query_async(&mut conn)
+                .await?;
+            redis::RedisResult::Ok(count)
+        };
+        match tokio::time::timeout(
+            self.0.settings.timeout.max(Duration::from_millis(200)),
+            beat,
+        )
+        .await
+        {
+            Ok(Ok(count)) => {
+                self.0.replicas.store(count.max(1), Ordering::Relaxed);
+                self.0.metrics.store_replicas.set(count as i64);
+                true
+            }
+            _ => false,
+        }
+    }
+}

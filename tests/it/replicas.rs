@@ -1,0 +1,394 @@
+//! Replicas that act as one gateway through a real store: Debian's
+//! `redis-server`, started here on a free loopback port (and stopped,
+//! killed and started again), shared by three gateways. A tenant's rate and
+//! concurrency limits hold across them, a session ended on one is ended on
+//! all, a subscription made on one is heard on another's stream, and a
+//! store that goes away costs a call no more than its deadline.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const SECRET: &str = "a-session-secret-of-more-than-32-characters";
+
+/// A redis-server of this test's own; killed (by its pid) when dropped.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut r = Redis {
+            child: None,
+            port,
+            dir: tempfile::tempdir().unwrap(),
+        };
+        r.restart();
+        r
+    }
+
+    /// Starts it (again) on its port, and waits until it answers.
+    fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is needed (Debian: apt-get install redis-server; tests/run.sh installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: gone at once, as a crashed store is.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three gateways sharing `redis`, with the demo stdio upstream `s`, the
+/// tenant `a` (key `ka`) with these limits, and `free` (key `kf`) without.
+async fn three(redis: &Redis, when_down: &str, limits: &str) -> Vec<Gateway> {
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: {when_down}, timeout_ms: 100}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s]{limits}}}\n  free: {}\n",
+        redis.url(),
+        stdio_upstream("s", &[]),
+        tenant("kf", &["s"]),
+    );
+    let mut gws = Vec::new();
+    for _ in 0..3 {
+        gws.push(Gateway::start(&yaml).await);
+    }
+    for gw in &gws {
+        gw.wait_ready(&["s"]).await;
+    }
+    // Each has seen the other two alive in the store.
+    for gw in &gws {
+        within(async {
+            while metric(&gw.metrics().await, "mcp_gateway_store_replicas") != Some(3.0) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+    }
+    gws
+}
+
+const ECHO: &str = "mcp://gw/s/s/tools/echo:v1";
+
+async fn echo(gw: &Gateway, key: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+        "params": {"id": ECHO, "arguments": {"text": "x"}}})
+    .to_string();
+    gw.post_raw(Some(key), Some("application/json"), body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_rate_holds_for_three_replicas_together() {
+    let redis = Redis::start();
+    let gws = three(&redis, "local", ", rate_limit: {per_second: 5, burst: 10}").await;
+    // 60 calls in turn over the three, as fast as they come back: the
+    // burst and what the rate adds meanwhile, not three bursts.
+    let started = Instant::now();
+    let mut admitted = 0;
+    let mut retry_after = Vec::new();
+    for i in 0..60 {
+        let (status, headers, _) = echo(&gws[i % 3], "ka").await;
+        match status {
+            200 => admitted += 1,
+            429 => retry_after.push(
+                headers["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap(),
+            ),
+            other => panic!("{other}"),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let most = 10.0 + 5.0 * elapsed;
+    assert!(
+        f64::from(admitted) <= most + 1.0,
+        "{admitted} admitted in {elapsed:.2} s (at most {most:.1}: a burst of 10 and 5 a second)"
+    );
+    assert!(
+        admitted >= 8,
+        "{admitted} admitted: leases should not waste the burst"
+    );
+    // Retry-After is the deployment's: a token is due within a second.
+    assert!(retry_after.iter().all(|s| *s <= 1), "{retry_after:?}");
+    // Another tenant, without limits, is not touched.
+    for gw in &gws {
+        assert_eq!(echo(gw, "kf").await.0, 200);
+    }
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_concurrency_holds_for_three_replicas_together() {
+    let redis = Redis::start();
+    let gws = three(&redis, "local", ", max_concurrency: 4").await;
+    // Twelve slow calls at once, four on each replica: four run.
+    let sleep = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+        "params": {"id": "mcp://gw/s/s/tools/sleep", "arguments": {"ms": 1500}}})
+    .to_string();
+    let calls = (0..12).map(|i| {
+        let (gw, body) = (&gws[i % 3], sleep.clone());
+        async move {
+            gw.post_raw(Some("ka"), Some("application/json"), body)
+                .await
+                .0
+        }
+    });
+    let statuses = within(futures_util::future::join_all(calls)).await;
+    let ran = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(ran, 4, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 429)),
+        "{statuses:?}"
+    );
+    // Their slots are given back: four more run.
+    let calls = (0..4).map(|i| {
+        let (gw, body) = (&gws[i % 3], sleep.replace("1500", "10"));
+        async move {
+            gw.post_raw(Some("ka"), Some("application/json"), body)
+                .await
+                .0
+        }
+    });
+    let again = within(futures_util::future::join_all(calls)).await;
+    assert_eq!(again, vec![200; 4]);
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+async fn send(
+    gw: &Gateway,
+    method: reqwest::Method,
+    session: Option<&str>,
+    body: Option<Value>,
+) -> reqwest::Response {
+    let mut r = gw
+        .client
+        .request(method, &gw.url)
+        .bearer_auth("ka")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(id) = session {
+        r = r
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    if let Some(b) = body {
+        r = r.body(b.to_string());
+    }
+    within(r.send()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ended_on_one_replica_is_ended_on_all_and_subscriptions_reach_the_stream() {
+    let redis = Redis::start();
+    let gws = three(&redis, "local", "").await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let opened = |r: reqwest::Response| r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let id = opened(send(&gws[0], reqwest::Method::POST, None, Some(init.clone())).await);
+    // Subscribed through one replica; the stream held by another hears it.
+    let motd = "mcp://gw/s/s/resources/motd";
+    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": motd}});
+    let r = send(&gws[0], reqwest::Method::POST, Some(&id), Some(sub)).await;
+    assert_eq!(r.status(), 200);
+    let mut stream = send(&gws[1], reqwest::Method::GET, Some(&id), None).await;
+    assert_eq!(stream.status(), 200);
+    // The motd changes (its upstream, on the stream's replica, says so).
+    let r = gws[1]
+        .execute("ka", "mcp://gw/s/s/tools/touch", json!({}))
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let heard = within(async {
+        let mut seen = String::new();
+        while !seen.contains("notifications/resources/updated") {
+            let chunk = stream.chunk().await.unwrap().expect("the stream is open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        seen
+    })
+    .await;
+    assert!(heard.contains(motd), "{heard}");
+    // Ended through the third: refused on every replica, and its stream ends.
+    let r = send(&gws[2], reqwest::Method::DELETE, Some(&id), None).await;
+    assert_eq!(r.status(), 200);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    for gw in &gws {
+        let r = send(gw, reqwest::Method::POST, Some(&id), Some(list.clone())).await;
+        assert_eq!(r.status(), 404);
+    }
+    let r = gws[1]
+        .execute("ka", "mcp://gw/s/s/tools/touch", json!({}))
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    within(async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back() {
+    let mut redis = Redis::start();
+    let gws = three(
+        &redis,
+        "local",
+        ", rate_limit: {per_second: 1000, burst: 1000}",
+    )
+    .await;
+    redis.kill();
+    // Calls go on, none waiting past the store's deadline (100 ms).
+    for i in 0..30 {
+        let started = Instant::now();
+        let (status, _, body) = echo(&gws[i % 3], "ka").await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    for gw in &gws {
+        within(async {
+            while metric(&gw.metrics().await, "mcp_gateway_store_up") != Some(0.0) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let (status, body) = gw.get_admin("/readyz").await;
+        assert_eq!(status, 200, "local: the replica serves on, {body}");
+        let detail: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(detail["store"]["state"], "down", "{detail}");
+    }
+    // Back: shared again, without a restart.
+    redis.restart();
+    for gw in &gws {
+        within(async {
+            while metric(&gw.metrics().await, "mcp_gateway_store_up") != Some(1.0) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert_eq!(echo(gw, "ka").await.0, 200);
+    }
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_refuse_a_store_that_is_down_refuses_limited_tenants_with_503() {
+    let mut redis = Redis::start();
+    let gws = three(&redis, "refuse", ", max_concurrency: 10").await;
+    redis.kill();
+    let gw = &gws[0];
+    within(async {
+        while metric(&gw.metrics().await, "mcp_gateway_store_up") != Some(0.0) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let (status, headers, body) = echo(gw, "ka").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(headers.contains_key("retry-after"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"]["code"],
+        -32004
+    );
+    // A tenant without limits is served; readiness says why the replica is not ready.
+    assert_eq!(echo(gw, "kf").await.0, 200);
+    assert_eq!(gw.get_admin("/readyz").await.0, 503);
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+#[test]
+fn check_refuses_a_bad_store_and_serve_starts_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        "gateway:\n  store: {url: \"http://127.0.0.1:6379\", when_down: sometimes, timeout_ms: 0, password: \"env:NO_SUCH_STORE_PASSWORD\"}\ntenants:\n  a: {api_keys: [k]}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "gateway.store.url: scheme \"http\" is not redis:// or rediss://",
+        "gateway.store.when_down: unknown \"sometimes\"",
+        "gateway.store.timeout_ms: must be 1 to 10000",
+        "gateway.store.password: environment variable NO_SUCH_STORE_PASSWORD is not set",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+    // A store nobody listens on: serve starts, says so, and serves.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "gateway:\n  store: {{url: \"redis://:pw-never-logged@{dead}/0\"}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("ka", &["s"])
+        ),
+    )
+    .unwrap();
+    let mut p = crate::binary::Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    p.wait_log("the store is unreachable", |v| {
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot connect to the store"))
+    });
+    p.wait_log("s ready", |v| v["message"] == "upstream ready");
+    assert!(p.terminate().success());
+    assert!(
+        !p.seen_text().contains("pw-never-logged"),
+        "the password reached the log"
+    );
+}
