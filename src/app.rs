@@ -53,6 +53,8 @@ pub struct Core {
     /// refresher; kept across reloads that leave them unchanged, so that
     /// their keys stay cached.
     issuers: Mutex<Vec<(Arc<crate::auth::Issuer>, CancellationToken)>>,
+    /// Where upstreams' change notifications go when replicas share a store.
+    relay: std::sync::OnceLock<tokio::sync::mpsc::Sender<upstream::Heard>>,
 }
 
 impl Core {
@@ -75,6 +77,7 @@ impl Core {
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
             issuers: Mutex::new(Vec::new()),
+            relay: std::sync::OnceLock::new(),
         };
         core.keys.store(Arc::new(core.key_store(config)?));
         let mut running = HashMap::new();
@@ -140,6 +143,15 @@ impl Core {
     }
 
     /// The current tenants and keys (swapped on reload).
+    /// Sends every upstream's change notifications, now and after reloads,
+    /// to the store's relay (see `crate::store::bus`).
+    fn relay_to(&self, to: tokio::sync::mpsc::Sender<upstream::Heard>) {
+        for handle in lock(&self.running).values() {
+            handle.up.relay_to(relay(&handle.spec, &to));
+        }
+        let _ = self.relay.set(to);
+    }
+
     pub fn keys(&self) -> Arc<ArcSwap<KeyStore>> {
         self.keys.clone()
     }
@@ -207,6 +219,9 @@ impl Core {
         }
         self.dispatcher
             .spawn_change_fanout(&up, &self.supervisors, stop.clone());
+        if let Some(to) = self.relay.get() {
+            up.relay_to(relay(spec, to));
+        }
         Ok(Handle {
             spec: spec.clone(),
             pins_file: gateway.pins_file.clone(),
@@ -410,6 +425,13 @@ async fn watch_config(
     }
 }
 
+fn relay(spec: &UpstreamSpec, to: &tokio::sync::mpsc::Sender<upstream::Heard>) -> upstream::Relay {
+    upstream::Relay {
+        to: to.clone(),
+        shared: matches!(spec.transport, TransportSpec::Http(_)),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -578,9 +600,20 @@ pub fn start_on(
             shutdown.clone(),
         ));
     }
-    // The store's connection and beat end after the listeners have drained.
+    // The store's connection and beat end after the listeners have drained;
+    // so do the relay of upstreams' change notifications and the channel
+    // the other replicas' come in on.
     let store_stop = CancellationToken::new();
-    let store_task = store.map(|s| tokio::spawn(s.run(store_stop.clone())));
+    let store_task = store.map(|s| {
+        let (to, heard) = crate::store::bus::relay_queue();
+        core.relay_to(to);
+        tokio::spawn(
+            s.clone()
+                .relay(heard, dispatcher.clone(), store_stop.clone()),
+        );
+        tokio::spawn(s.clone().listen(dispatcher.clone(), store_stop.clone()));
+        tokio::spawn(s.run(store_stop.clone()))
+    });
     let task = tokio::spawn(async move {
         let agent_task = tokio::spawn(serve(agent, opts, stop.clone(), move |stream, stop| {
             agent::connection(agent_app.clone(), stream, header_read_timeout, stop)

@@ -10,6 +10,7 @@
 //! each limit by. The state changes are logged once each way and shown in
 //! `mcp_gateway_store_up` and `/readyz`.
 
+pub mod bus;
 pub mod limits;
 pub mod state;
 

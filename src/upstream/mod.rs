@@ -138,6 +138,9 @@ pub struct Upstream {
     suspect: tokio::sync::Notify,
     /// Relistings the upstream's notifications asked for (see [`Self::relister`]).
     relist: Relist,
+    /// Where its change notifications go first when replicas share a store
+    /// (see `crate::store::bus`); unset, they are acted on here alone.
+    relay: std::sync::OnceLock<Relay>,
     /// What one of its listings may take.
     bounds: ListingBounds,
     metrics: Metrics,
@@ -153,6 +156,24 @@ struct Relist {
     wake: tokio::sync::Notify,
     /// Resources (original ids) to announce once the pending relisting is done.
     announce: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+/// A change notification an upstream sent, for the other replicas to hear.
+#[derive(Debug, Clone)]
+pub struct Heard {
+    pub upstream: Arc<str>,
+    /// The original id of the resource that changed; `None`: a listing changed.
+    pub changed: Option<String>,
+    /// Every replica talks to this same server (an HTTP upstream), so each may
+    /// hear the same notification; a stdio child is each replica's own.
+    pub shared: bool,
+}
+
+/// The queue from upstreams' notifications to the store's relay.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    pub to: tokio::sync::mpsc::Sender<Heard>,
+    pub shared: bool,
 }
 
 /// Resource changes kept for announcement while a relisting is pending; an
@@ -242,6 +263,7 @@ impl Upstream {
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
             relist: Relist::default(),
+            relay: std::sync::OnceLock::new(),
             bounds: ListingBounds::default(),
             metrics,
         })
@@ -642,10 +664,34 @@ impl Upstream {
         v1::on_notification(self, method, params);
     }
 
+    /// Sends later notifications to the store's relay before acting on them.
+    pub fn relay_to(&self, relay: Relay) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// A notification said a listing changed, or the resource with this
+    /// original id did: relayed to the other replicas when they share a
+    /// store (the relay then asks this one for the relisting, unless another
+    /// replica heard the same and speaks for it); acted on here alone when
+    /// there is no store or its queue is full, so that nothing is lost.
+    fn heard(&self, changed: Option<&str>) {
+        if let Some(relay) = self.relay.get() {
+            let heard = Heard {
+                upstream: self.name.clone(),
+                changed: changed.map(str::to_owned),
+                shared: relay.shared,
+            };
+            if relay.to.try_send(heard).is_ok() {
+                return;
+            }
+        }
+        self.relist_soon(changed);
+    }
+
     /// Asks for a relisting (a notification said a listing changed) and,
     /// once it is done, the announcement that the resource with this
     /// original id changed. Returns at once: [`Self::relister`] does the work.
-    fn relist_soon(&self, changed: Option<&str>) {
+    pub(crate) fn relist_soon(&self, changed: Option<&str>) {
         if let Some(original) = changed {
             let mut announce = self
                 .relist

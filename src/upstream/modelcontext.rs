@@ -482,7 +482,7 @@ impl State {
     ) {
         match method_name {
             method::TOOLS_CHANGED | method::RESOURCES_CHANGED | method::PROMPTS_CHANGED => {
-                up.relist_soon(None);
+                up.heard(None);
             }
             method::RESOURCE_UPDATED => {
                 let Some(uri) = mc::updated_uri(params.map(Json::get)) else {
@@ -493,7 +493,7 @@ impl State {
                     return;
                 };
                 lock(&self.resources).remove(&uri);
-                up.relist_soon(Some(&mc::original_id(Kind::Resource, &uri)));
+                up.heard(Some(&mc::original_id(Kind::Resource, &uri)));
             }
             method::MESSAGE => {
                 tracing::debug!(target: "upstream_log", upstream = %up.name, message = params.map_or("", Json::get), "log message from upstream");

@@ -74,5 +74,5 @@ pub(super) fn on_notification(up: &Upstream, method: &str, params: Option<Json<'
             .inc();
         return;
     };
-    up.relist_soon(Some(&changed.id));
+    up.heard(Some(&changed.id));
 }

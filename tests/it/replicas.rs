@@ -2,8 +2,9 @@
 //! `redis-server`, started here on a free loopback port (and stopped,
 //! killed and started again), shared by three gateways. A tenant's rate and
 //! concurrency limits hold across them, a session ended on one is ended on
-//! all, a subscription made on one is heard on another's stream, and a
-//! store that goes away costs a call no more than its deadline.
+//! all, a subscription made on one is heard on another's stream, a change
+//! one replica hears reaches every replica's streams once, and a store that
+//! goes away costs a call no more than its deadline.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -233,12 +234,13 @@ async fn a_session_ended_on_one_replica_is_ended_on_all_and_subscriptions_reach_
     assert_eq!(r.status(), 200);
     let mut stream = send(&gws[1], reqwest::Method::GET, Some(&id), None).await;
     assert_eq!(stream.status(), 200);
-    // The motd changes (its upstream, on the stream's replica, says so).
-    let r = gws[1]
+    // The motd changes on a third replica: its own stdio child says so, and
+    // only to it; the stream's replica hears it through the store, once.
+    let r = gws[2]
         .execute("ka", "mcp://gw/s/s/tools/touch", json!({}))
         .await;
     assert!(r["result"].is_object(), "{r}");
-    let heard = within(async {
+    let mut heard = within(async {
         let mut seen = String::new();
         while !seen.contains("notifications/resources/updated") {
             let chunk = stream.chunk().await.unwrap().expect("the stream is open");
@@ -248,6 +250,15 @@ async fn a_session_ended_on_one_replica_is_ended_on_all_and_subscriptions_reach_
     })
     .await;
     assert!(heard.contains(motd), "{heard}");
+    let quiet_until = tokio::time::Instant::now() + Duration::from_millis(1500);
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(quiet_until, stream.chunk()).await {
+        heard.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(
+        heard.matches("notifications/resources/updated").count(),
+        1,
+        "{heard}"
+    );
     // Ended through the third: refused on every replica, and its stream ends.
     let r = send(&gws[2], reqwest::Method::DELETE, Some(&id), None).await;
     assert_eq!(r.status(), 200);
@@ -261,6 +272,75 @@ async fn a_session_ended_on_one_replica_is_ended_on_all_and_subscriptions_reach_
         .await;
     assert!(r["result"].is_object(), "{r}");
     within(async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+/// An HTTP upstream is one server for every replica, and tells each of
+/// them: every stream still hears a change once, not once per replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_every_replica_hears_reaches_each_stream_once() {
+    let redis = Redis::start();
+    let (url, _upstream) = http_upstream("p").await;
+    let yaml = format!(
+        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  p: {{http: {{url: {url:?}, notifications: true}}}}\ntenants:\n  a: {}\n",
+        redis.url(),
+        tenant("ka", &["p"]),
+    );
+    let mut gws = Vec::new();
+    for _ in 0..3 {
+        let gw = Gateway::start(&yaml).await;
+        gw.wait_ready(&["p"]).await;
+        gws.push(gw);
+    }
+    let mut lives = Vec::new();
+    for gw in &gws {
+        lives.push(Live::ready(gw, "ka", false).await);
+    }
+    let touch = async || {
+        let r = gws[0]
+            .execute("ka", "mcp://gw/p/p/tools/touch", json!({}))
+            .await;
+        assert!(r["result"].is_object(), "{r}");
+    };
+    let changed = json!({"jsonrpc": "2.0", "method": "mcp/resourceDidChange", "params": {"id": "mcp://gw/p/p/resources/motd"}});
+    // Each replica's own session to the upstream may still be opening: touch
+    // until every stream has heard, then let what is in flight settle.
+    within(async {
+        let mut heard = [false; 3];
+        while heard != [true; 3] {
+            touch().await;
+            for (i, live) in lives.iter_mut().enumerate() {
+                while let Ok(Some(m)) =
+                    tokio::time::timeout(Duration::from_millis(200), live.next()).await
+                {
+                    assert_eq!(m, changed);
+                    heard[i] = true;
+                }
+            }
+        }
+    })
+    .await;
+    for live in lives.iter_mut() {
+        while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(1500), live.next()).await
+        {
+        }
+    }
+    // One change now: once on each stream.
+    touch().await;
+    for (i, live) in lives.iter_mut().enumerate() {
+        let mut told = 0;
+        while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(1500), live.next()).await
+        {
+            assert_eq!(m, changed);
+            told += 1;
+        }
+        assert_eq!(told, 1, "replica {i}'s stream was told {told} times");
+    }
+    for live in lives {
+        live.close().await;
+    }
     for gw in gws {
         gw.stop().await;
     }

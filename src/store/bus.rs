@@ -1,0 +1,202 @@
+//! Change notifications between replicas. An upstream's notification that a
+//! listing or a resource changed is heard by the replica whose connection
+//! carried it; through the store's publish/subscribe channel every other
+//! replica hears it too, relists that upstream and tells its own streams,
+//! so each open stream is told once, on whichever replica holds it.
+//!
+//! An HTTP upstream is one server for all replicas, each subscribed to it:
+//! the same notification may reach every replica. The first to hear it
+//! claims it for a short while and speaks for all; the others stay quiet.
+//! The claimer's own later notifications of the same thing are new changes
+//! (one connection does not repeat itself) and are published again. A stdio
+//! child is each replica's own, so what it says is always published.
+//!
+//! Without the store (down, or the relay's queue full) a replica acts on
+//! what it heard alone, as without a store: nothing is lost, the other
+//! replicas' streams miss that one change.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Store;
+use crate::dispatch::Dispatcher;
+use crate::upstream::Heard;
+
+/// How long the first replica to hear a shared upstream's notification
+/// speaks for the others.
+const CLAIM_FOR: Duration = Duration::from_millis(1000);
+/// What the relay's queue holds before upstreams act on their own.
+pub const RELAY_QUEUE: usize = 1024;
+/// How often the subscribed connection is pinged (a dead one is replaced).
+const PING_EVERY: Duration = Duration::from_secs(2);
+
+/// Claims the notification for this replica (or finds it already claimed by
+/// this one) and publishes it; 1 when published, 0 when another replica
+/// claimed it.
+const CLAIM_AND_PUBLISH: &str = r"
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+";
+
+/// One notification on the channel.
+#[derive(Serialize, Deserialize)]
+struct Message {
+    /// The replica that heard it.
+    #[serde(rename = "o")]
+    origin: String,
+    #[serde(rename = "u")]
+    upstream: String,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    changed: Option<String>,
+}
+
+impl Store {
+    fn channel(&self) -> String {
+        self.key(&["changes"])
+    }
+
+    /// Publishes what this replica heard; whether this replica should act on
+    /// it (false: another replica heard the same and speaks for it).
+    async fn publish(&self, heard: &Heard) -> Result<bool, super::StoreError> {
+        let message = serde_json::to_string(&Message {
+            origin: self.replica_id().to_owned(),
+            upstream: heard.upstream.to_string(),
+            changed: heard.changed.clone(),
+        })
+        .unwrap_or_default();
+        if !heard.shared {
+            let _: i64 = self
+                .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
+                .await?;
+            return Ok(true);
+        }
+        let claim = match &heard.changed {
+            Some(id) => self.key(&["heard", "resource", &heard.upstream, id]),
+            None => self.key(&["heard", "listing", &heard.upstream]),
+        };
+        static SCRIPT: std::sync::LazyLock<redis::Script> =
+            std::sync::LazyLock::new(|| redis::Script::new(CLAIM_AND_PUBLISH));
+        let published: i64 = self
+            .script(
+                &SCRIPT,
+                &[&claim],
+                &[
+                    self.replica_id().to_owned(),
+                    CLAIM_FOR.as_millis().to_string(),
+                    self.channel(),
+                    message,
+                ],
+            )
+            .await?;
+        Ok(published == 1)
+    }
+
+    /// Takes what upstreams heard, publishes it and acts on it here, until
+    /// `stop` (or the queue's senders are gone).
+    pub async fn relay(
+        self,
+        mut heard: mpsc::Receiver<Heard>,
+        dispatcher: Dispatcher,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let h = tokio::select! {
+                h = heard.recv() => match h {
+                    Some(h) => h,
+                    None => return,
+                },
+                () = stop.cancelled() => return,
+            };
+            let act = match self.publish(&h).await {
+                Ok(act) => act,
+                Err(e) => {
+                    tracing::debug!(upstream = %h.upstream, error = %e, "change not shared with the other replicas");
+                    true
+                }
+            };
+            if act && let Some(up) = dispatcher.upstream(&h.upstream) {
+                up.relist_soon(h.changed.as_deref());
+            }
+        }
+    }
+
+    /// Hears what the other replicas' upstreams said, until `stop`: each
+    /// upstream named is relisted here and the change told to this
+    /// replica's streams. The subscription is made again, with backoff,
+    /// whenever its connection is lost.
+    pub async fn listen(self, dispatcher: Dispatcher, stop: CancellationToken) {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let heard = tokio::select! {
+                heard = self.listen_once(&dispatcher) => heard,
+                () = stop.cancelled() => return,
+            };
+            if heard {
+                wait = Duration::from_millis(100);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = stop.cancelled() => return,
+            }
+            wait = (wait * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// One subscribed connection, until it is lost; whether it was made.
+    async fn listen_once(&self, dispatcher: &Dispatcher) -> bool {
+        let deadline = self.settings().timeout.max(Duration::from_millis(500));
+        let subscribed = async {
+            let mut pubsub = self.0.client.get_async_pubsub().await?;
+            pubsub.subscribe(self.channel()).await?;
+            redis::RedisResult::Ok(pubsub)
+        };
+        let Ok(Ok(pubsub)) = tokio::time::timeout(deadline, subscribed).await else {
+            return false;
+        };
+        let (mut sink, mut messages) = pubsub.split();
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                m = messages.next() => {
+                    let Some(m) = m else { return true };
+                    self.act_on(m.get_payload_bytes(), dispatcher);
+                }
+                _ = ping.tick() => {
+                    let pong = tokio::time::timeout(deadline, sink.ping::<redis::Value>()).await;
+                    if !matches!(pong, Ok(Ok(_))) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn act_on(&self, payload: &[u8], dispatcher: &Dispatcher) {
+        let Ok(m) = serde_json::from_slice::<Message>(payload) else {
+            tracing::debug!("unreadable message on the store's change channel");
+            return;
+        };
+        if m.origin == self.replica_id() {
+            return;
+        }
+        // An upstream this replica does not run (a rollout between two
+        // configurations) is nothing to relist.
+        if let Some(up) = dispatcher.upstream(&m.upstream) {
+            up.relist_soon(m.changed.as_deref());
+        }
+    }
+}
+
+/// A relay's queue for upstreams, and its receiving end for [`Store::relay`].
+pub fn relay_queue() -> (mpsc::Sender<Heard>, mpsc::Receiver<Heard>) {
+    mpsc::channel(RELAY_QUEUE)
+}
