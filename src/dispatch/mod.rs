@@ -307,6 +307,11 @@ impl Dispatcher {
         let _ = self.inner.shared.set(shared);
     }
 
+    /// The limits held with the other replicas, when there is a store.
+    pub fn shared_limits(&self) -> Option<&crate::store::limits::SharedLimits> {
+        self.inner.shared.get()
+    }
+
     /// The shared store, when there is one.
     pub fn store(&self) -> Option<&crate::store::Store> {
         self.inner.shared.get().map(|s| s.store())

@@ -354,7 +354,7 @@ async fn serve_one(
             return Step::Reply(reply, whole);
         }
     };
-    if let Err(limit) = place.take(s, &tenant) {
+    if let Err(limit) = place.take(s, &tenant).await {
         return Step::Reply(too_many_connections(limit), false);
     }
     let mut first = FirstLook::default();
@@ -595,7 +595,7 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
         Ok(tenant) => tenant,
         Err(reply) => return reply.into_response(),
     };
-    if let Err(limit) = place.take(s, &tenant) {
+    if let Err(limit) = place.take(s, &tenant).await {
         let mut r = too_many_connections(limit).into_response();
         r.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -649,7 +649,8 @@ async fn read_body(
                             &s.sessions,
                             opening,
                             s.max_body_bytes,
-                        );
+                        )
+                        .await;
                     }
                     Some(First::Invalid) => return parse_error().into_response(),
                     _ => {}
@@ -678,10 +679,10 @@ async fn read_body(
     }
     match exchange(s, &tenant, &buf, first.decided, mirrored(headers)).await {
         Exchange::Reply(reply) => reply.into_response(),
-        Exchange::Session => session_of(s, tenant, credential, buf),
+        Exchange::Session => session_of(s, tenant, credential, buf).await,
         Exchange::Listen(id, filter) => {
             let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));
-            super::listen::stream(s, &tenant, holder, id, filter)
+            super::listen::stream(s, &tenant, holder, id, filter).await
         }
     }
 }

@@ -8,6 +8,7 @@ use super::Reply;
 use super::agent::AgentState;
 use super::exchange::over_capacity;
 use crate::error::GatewayError;
+use crate::store::limits::Pool;
 use crate::tenant::{Place, Tenant};
 
 /// The place a connection holds in its tenant's count of connections: the
@@ -21,21 +22,26 @@ pub(crate) struct ConnPlace(Arc<std::sync::Mutex<Option<Place>>>);
 impl ConnPlace {
     /// Holds a place for `tenant` (the one already held, when it is the
     /// same); `Err(limit)` when the tenant holds as many connections as it may.
-    pub(super) fn take(&self, s: &AgentState, tenant: &Tenant) -> Result<(), usize> {
-        let mut held = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if held.as_ref().is_some_and(|p| p.tenant() == &*tenant.name) {
-            return Ok(());
-        }
-        *held = None;
-        match s
-            .connections
-            .enter(&tenant.name, s.max_connections_per_tenant)
+    pub(super) async fn take(&self, s: &AgentState, tenant: &Tenant) -> Result<(), usize> {
         {
+            let mut held = self.held();
+            if held.as_ref().is_some_and(|p| p.tenant() == &*tenant.name) {
+                return Ok(());
+            }
+            // The place of another tenant is given back before this one's is taken.
+            *held = None;
+        }
+        let entered = super::session::enter(
+            &s.connections,
+            &tenant.name,
+            s.max_connections_per_tenant,
+            s.dispatcher.shared_limits(),
+            Pool::Connections,
+        )
+        .await;
+        match entered {
             Ok(place) => {
-                *held = Some(place);
+                *self.held() = Some(place);
                 Ok(())
             }
             Err(limit) => {
@@ -46,6 +52,14 @@ impl ConnPlace {
                 Err(limit)
             }
         }
+    }
+}
+
+impl ConnPlace {
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Place>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -66,11 +66,11 @@ pub(super) async fn exchange_aside(
     match task.await {
         Ok((Some(Exchange::Reply(reply)), _)) => reply.into_response(),
         Ok((Some(Exchange::Session), body)) => {
-            session_of(s, tenant, credential, BytesMut::from(&body[..]))
+            session_of(s, tenant, credential, BytesMut::from(&body[..])).await
         }
         Ok((Some(Exchange::Listen(id, filter)), _)) => {
             let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));
-            super::listen::stream(s, &tenant, holder, id, filter)
+            super::listen::stream(s, &tenant, holder, id, filter).await
         }
         // Cancelled (the client is gone) or the thread failed.
         Ok((None, _)) | Err(_) => error(
@@ -226,7 +226,7 @@ async fn one_message(
 }
 
 /// A session of the messages of a body that has ended.
-pub(super) fn session_of(
+pub(super) async fn session_of(
     s: &AgentState,
     tenant: Arc<Tenant>,
     credential: Option<Credential>,
@@ -238,7 +238,7 @@ pub(super) fn session_of(
         buf,
         body: Body::empty().into_data_stream(),
     };
-    session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes)
+    session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes).await
 }
 
 /// 429, `Retry-After`, and the -32004 error object (with the request's id
@@ -544,7 +544,7 @@ pub(super) async fn session_request(
         )
         .into_response();
     }
-    let place = match super::listen::place(s, &tenant) {
+    let place = match super::listen::place(s, &tenant).await {
         Ok(place) => place,
         Err(refused) => return *refused,
     };

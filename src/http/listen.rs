@@ -99,8 +99,9 @@ impl Holder {
 }
 
 /// A place among the tenant's sessions for a long-lived stream, or the 429 that refuses it.
-pub(super) fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Box<Response>> {
-    s.sessions.enter(tenant).map_err(|limit| {
+pub(super) async fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Box<Response>> {
+    let entered = s.sessions.enter(tenant, s.dispatcher.shared_limits()).await;
+    entered.map_err(|limit| {
         s.dispatcher
             .metrics()
             .requests_limited
@@ -193,14 +194,14 @@ where
 
 /// Opens the stream of a listen that passed its checks, held by `holder`
 /// (the key it was opened with) when it came over HTTP with one.
-pub(super) fn stream(
+pub(super) async fn stream(
     s: &AgentState,
     tenant: &Tenant,
     holder: Option<Holder>,
     id: Box<str>,
     filter: Filter,
 ) -> Response {
-    let place = match place(s, tenant) {
+    let place = match place(s, tenant).await {
         Ok(place) => place,
         Err(refused) => return *refused,
     };

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::store::limits::Pool;
 use axum::body::{Body, BodyDataStream};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
@@ -48,11 +49,33 @@ impl SessionLimits {
     }
 
     /// A place for one more session of `tenant`, or `Err(limit)` when it has
-    /// as many open as it may.
-    pub(super) fn enter(&self, tenant: &Tenant) -> Result<Place, usize> {
-        self.open
-            .enter(&tenant.name, tenant.max_sessions.unwrap_or(self.per_tenant))
+    /// as many open as it may: on this replica, or with a store on all of
+    /// them together.
+    pub(super) async fn enter(
+        &self,
+        tenant: &Tenant,
+        shared: Option<&crate::store::limits::SharedLimits>,
+    ) -> Result<Place, usize> {
+        let limit = tenant.max_sessions.unwrap_or(self.per_tenant);
+        enter(&self.open, &tenant.name, limit, shared, Pool::Sessions).await
     }
+}
+
+/// A place in `places` for `tenant`, within `limit`: this replica's count,
+/// or with a store every replica's (this replica's count is then kept for
+/// what it reports, and the store's pool bounds it).
+pub(super) async fn enter(
+    places: &crate::tenant::Places,
+    tenant: &Arc<str>,
+    limit: usize,
+    shared: Option<&crate::store::limits::SharedLimits>,
+    pool: Pool,
+) -> Result<Place, usize> {
+    let Some(shared) = shared else {
+        return places.enter(tenant, limit);
+    };
+    let held = shared.enter(pool, tenant, limit).await.map_err(|_| limit)?;
+    Ok(places.enter(tenant, usize::MAX)?.holding(held))
 }
 
 /// What a session starts with.
@@ -67,7 +90,7 @@ pub struct Opening {
 }
 
 /// Starts a session, or answers 429 when its tenant has as many open as it may.
-pub fn start(
+pub async fn start(
     dispatcher: Dispatcher,
     limits: &SessionLimits,
     opening: Opening,
@@ -79,7 +102,7 @@ pub fn start(
         buf,
         body,
     } = opening;
-    let slot = match limits.enter(&tenant) {
+    let slot = match limits.enter(&tenant, dispatcher.shared_limits()).await {
         Ok(slot) => slot,
         Err(limit) => {
             dispatcher

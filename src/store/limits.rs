@@ -20,6 +20,9 @@
 //! the local shares and the pool is `max`: in flight deployment-wide never
 //! exceeds it, and only calls past a replica's own share pay a round trip.
 //!
+//! **Sessions and connections.** A tenant's bounds on open sessions and
+//! connections are pooled as its concurrency is.
+//!
 //! **Store down.** `when_down: local`: each replica enforces its share of
 //! each limit, the limit divided by the replicas it last saw alive, rounded
 //! up; `refuse`: a tenant with either limit is refused (503).
@@ -90,7 +93,28 @@ struct Lease {
     taken: tokio::sync::Notify,
 }
 
-/// Calls of a tenant in flight on this replica.
+/// What the store pools for a tenant, each held as `max_concurrency` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// Calls in flight (`max_concurrency`).
+    Calls,
+    /// Open sessions and streams (`max_sessions`).
+    Sessions,
+    /// Open connections (`limits.max_connections_per_tenant`).
+    Connections,
+}
+
+impl Pool {
+    fn key(self) -> &'static str {
+        match self {
+            Pool::Calls => "slots",
+            Pool::Sessions => "sessions",
+            Pool::Connections => "connections",
+        }
+    }
+}
+
+/// What a tenant holds of one pool on this replica.
 #[derive(Default)]
 struct InFlight {
     local: AtomicUsize,
@@ -103,7 +127,8 @@ pub struct SharedLimits {
     take: Arc<redis::Script>,
     borrow: Arc<redis::Script>,
     leases: Arc<DashMap<Arc<str>, Arc<Lease>>>,
-    in_flight: Arc<DashMap<Arc<str>, Arc<InFlight>>>,
+    /// Per pool: what each tenant holds on this replica.
+    in_flight: Arc<[DashMap<Arc<str>, Arc<InFlight>>; 3]>,
     /// While the store is down (`local`): each tenant's share of its rate,
     /// for the replica count it was made for.
     shares: Arc<DashMap<Arc<str>, Share>>,
@@ -195,9 +220,38 @@ impl SharedLimits {
     }
 
     async fn slots(&self, tenant: &Tenant, max: usize, n: usize) -> Result<Held, Refusal> {
-        let in_flight = self
-            .in_flight
-            .entry(tenant.name.clone())
+        self.held(Pool::Calls, &tenant.name, max, n).await
+    }
+
+    /// A place among the tenant's open sessions or connections (as `pool`
+    /// says), held for every replica together; `Err` when the tenant holds
+    /// `max` already. While the store is down each replica holds its share,
+    /// under either `when_down`: a bound is not a rate, and refusing every
+    /// tenant's connections would take the gateway down with the store.
+    pub async fn enter(
+        &self,
+        pool: Pool,
+        tenant: &Arc<str>,
+        max: usize,
+    ) -> Result<Box<dyn Send + Sync>, Refusal> {
+        match self.held(pool, tenant, max, 1).await {
+            Ok(held) => Ok(Box::new(held)),
+            Err(Refusal::StoreDown) => Err(Refusal::Concurrency),
+            Err(refused) => Err(refused),
+        }
+    }
+
+    /// `n` of a tenant's `max` in `pool`: the replica's own share first,
+    /// then borrowed from the store's pool.
+    async fn held(
+        &self,
+        pool: Pool,
+        tenant: &Arc<str>,
+        max: usize,
+        n: usize,
+    ) -> Result<Held, Refusal> {
+        let in_flight = self.in_flight[pool as usize]
+            .entry(tenant.clone())
             .or_default()
             .clone();
         let replicas = self.store.replicas();
@@ -221,12 +275,12 @@ impl SharedLimits {
             return Err(Refusal::Concurrency);
         }
         // Past its own share: borrowed from the pool, which holds the rest.
-        let key = self.store.key(&["slots", &tenant.name]);
+        let key = self.store.key(&[pool.key(), tenant]);
         let replicas_key = self.store.key(&["replicas"]);
-        let pool = max - own * replicas;
+        let shared = max - own * replicas;
         let args = [
             self.store.replica_id().to_owned(),
-            pool.to_string(),
+            shared.to_string(),
             n.to_string(),
             (super::ALIVE_FOR.as_millis() as u64).to_string(),
         ];
@@ -244,9 +298,9 @@ impl SharedLimits {
             Err(_) => {
                 let share = max.div_ceil(self.store.replicas());
                 match (self.store.when_down(), now + n <= share) {
-                    (WhenDown::Refuse, _) => Err(Refusal::StoreDown),
-                    (WhenDown::Local, true) => Ok(held),
-                    (WhenDown::Local, false) => Err(Refusal::Concurrency),
+                    (WhenDown::Refuse, _) if pool == Pool::Calls => Err(Refusal::StoreDown),
+                    (_, true) => Ok(held),
+                    (_, false) => Err(Refusal::Concurrency),
                 }
             }
         }

@@ -592,6 +592,7 @@ impl Places {
             places: self.clone(),
             tenant: tenant.clone(),
             n,
+            also: None,
         })
     }
 
@@ -606,9 +607,17 @@ pub struct Place {
     places: Places,
     tenant: Arc<str>,
     n: usize,
+    /// Held with it and given back with it (a place in the shared store's pool).
+    also: Option<Box<dyn Send + Sync>>,
 }
 
 impl Place {
+    /// The place, holding `also` too until it is dropped.
+    pub fn holding(mut self, also: Box<dyn Send + Sync>) -> Place {
+        self.also = Some(also);
+        self
+    }
+
     /// The tenant that holds it.
     pub fn tenant(&self) -> &str {
         &self.tenant

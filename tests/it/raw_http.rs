@@ -11,35 +11,35 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::support::*;
 
-const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#;
+pub(crate) const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#;
 
 /// One client connection, written and read by hand.
-struct Raw {
+pub(crate) struct Raw {
     read: BufReader<OwnedReadHalf>,
     write: OwnedWriteHalf,
 }
 
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
     }
 }
 
-fn post(key: &str, body: &str, extra: &str) -> String {
+pub(crate) fn post(key: &str, body: &str, extra: &str) -> String {
     format!(
         "POST /mcp HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
@@ -47,7 +47,7 @@ fn post(key: &str, body: &str, extra: &str) -> String {
 }
 
 impl Raw {
-    async fn connect(gw: &Gateway) -> Raw {
+    pub(crate) async fn connect(gw: &Gateway) -> Raw {
         let (read, write) = TcpStream::connect(gw.agent_addr())
             .await
             .unwrap()
@@ -58,7 +58,7 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, bytes: &str) {
+    pub(crate) async fn send(&mut self, bytes: &str) {
         self.write.write_all(bytes.as_bytes()).await.unwrap();
     }
 
@@ -69,7 +69,7 @@ impl Raw {
     }
 
     /// The next response: its body framed by Content-Length or chunked.
-    async fn answer(&mut self) -> Answer {
+    pub(crate) async fn answer(&mut self) -> Answer {
         let status_line = self.line().await;
         let status = status_line
             .strip_prefix("HTTP/1.1 ")
@@ -110,7 +110,7 @@ impl Raw {
     }
 
     /// Lists prompts with `key` and expects a 200 with the request's id.
-    async fn list_ok(&mut self, key: &str) {
+    pub(crate) async fn list_ok(&mut self, key: &str) {
         self.send(&post(key, LIST, "")).await;
         self.listed().await;
     }
@@ -130,7 +130,7 @@ impl Raw {
     }
 
     /// True when the gateway closes the connection (end of stream).
-    async fn closed(&mut self) -> bool {
+    pub(crate) async fn closed(&mut self) -> bool {
         let mut rest = Vec::new();
         within(self.read.read_to_end(&mut rest)).await.is_ok() && rest.is_empty()
     }

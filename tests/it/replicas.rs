@@ -79,8 +79,13 @@ impl Drop for Redis {
 /// Three gateways sharing `redis`, with the demo stdio upstream `s`, the
 /// tenant `a` (key `ka`) with these limits, and `free` (key `kf`) without.
 async fn three(redis: &Redis, when_down: &str, limits: &str) -> Vec<Gateway> {
+    three_with(redis, when_down, limits, "").await
+}
+
+/// Three gateways sharing `redis`; `gateway` adds to the `gateway:` section.
+async fn three_with(redis: &Redis, when_down: &str, limits: &str, gateway: &str) -> Vec<Gateway> {
     let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: {when_down}, timeout_ms: 100}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s]{limits}}}\n  free: {}\n",
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: {when_down}, timeout_ms: 100}}{gateway}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s]{limits}}}\n  free: {}\n",
         redis.url(),
         stdio_upstream("s", &[]),
         tenant("kf", &["s"]),
@@ -272,6 +277,82 @@ async fn a_session_ended_on_one_replica_is_ended_on_all_and_subscriptions_reach_
         .await;
     assert!(r["result"].is_object(), "{r}");
     within(async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+/// A tenant's bounds on open sessions and on connections hold for the
+/// replicas together: what one holds, another cannot open again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_sessions_and_connections_are_bounded_across_replicas() {
+    let redis = Redis::start();
+    let gws = three_with(
+        &redis,
+        "local",
+        ", max_sessions: 3",
+        ", limits: {max_connections_per_tenant: 4}",
+    )
+    .await;
+    let mut lives = Vec::new();
+    for gw in &gws {
+        lives.push(Live::ready(gw, "ka", false).await);
+    }
+    let init =
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientCapabilities":{}}}"#;
+    let (status, headers, text) = gws[0]
+        .post_raw(Some("ka"), Some("application/json"), format!("{init}\n"))
+        .await;
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(headers["retry-after"], "1");
+    // A session that ends on one replica gives its place back to all.
+    assert!(lives.remove(1).close().await.is_empty());
+    within(async {
+        loop {
+            let (status, _, _) = gws[2]
+                .post_raw(Some("ka"), Some("application/json"), format!("{init}\n"))
+                .await;
+            if status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Connections: four across the replicas, and a fifth on any is refused.
+    let mut held = Vec::new();
+    for i in 0..4 {
+        let mut c = crate::raw_http::Raw::connect(&gws[i % 3]).await;
+        c.list_ok("kf").await;
+        held.push(c);
+    }
+    let mut fifth = crate::raw_http::Raw::connect(&gws[1]).await;
+    fifth
+        .send(&crate::raw_http::post("kf", crate::raw_http::LIST, ""))
+        .await;
+    let a = fifth.answer().await;
+    assert_eq!(a.status, 429);
+    assert_eq!(a.json()["error"]["code"], -32004);
+    assert!(fifth.closed().await);
+    // One closed on the first replica: the third may open one.
+    drop(held.remove(0));
+    within(async {
+        loop {
+            let mut again = crate::raw_http::Raw::connect(&gws[2]).await;
+            again
+                .send(&crate::raw_http::post("kf", crate::raw_http::LIST, ""))
+                .await;
+            if again.answer().await.status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    drop(held);
+    for live in lives {
+        live.close().await;
+    }
     for gw in gws {
         gw.stop().await;
     }
