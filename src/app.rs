@@ -53,8 +53,17 @@ pub struct Core {
     /// refresher; kept across reloads that leave them unchanged, so that
     /// their keys stay cached.
     issuers: Mutex<Vec<(Arc<crate::auth::Issuer>, CancellationToken)>>,
-    /// Where upstreams' change notifications go when replicas share a store.
-    relay: std::sync::OnceLock<tokio::sync::mpsc::Sender<upstream::Heard>>,
+    /// The store replicas share, and where upstreams' change notifications
+    /// go for it (see `crate::store::bus`).
+    shared: Option<Shared>,
+}
+
+/// What a core keeps of the shared store.
+struct Shared {
+    store: crate::store::Store,
+    relay: tokio::sync::mpsc::Sender<upstream::Heard>,
+    /// The relay's receiving end, until [`start_on`] starts the relay.
+    heard: Mutex<Option<tokio::sync::mpsc::Receiver<upstream::Heard>>>,
 }
 
 impl Core {
@@ -68,6 +77,22 @@ impl Core {
             limits.max_subscription_bytes_per_session,
             limits.max_subscription_bytes_per_tenant,
         ));
+        // The shared store, when there is one: connected (and reconnected) in
+        // the background once serving starts; serving never waits for it.
+        let shared = match config.gateway.store.clone() {
+            Some(settings) => {
+                let store = crate::store::Store::new(settings, metrics.clone())
+                    .map_err(std::io::Error::other)?;
+                dispatcher.share_limits(crate::store::limits::SharedLimits::new(store.clone()));
+                let (relay, heard) = crate::store::bus::relay_queue();
+                Some(Shared {
+                    store,
+                    relay,
+                    heard: Mutex::new(Some(heard)),
+                })
+            }
+            None => None,
+        };
         let core = Core {
             dispatcher,
             keys: Arc::new(ArcSwap::from_pointee(KeyStore::default())),
@@ -77,7 +102,7 @@ impl Core {
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
             issuers: Mutex::new(Vec::new()),
-            relay: std::sync::OnceLock::new(),
+            shared,
         };
         core.keys.store(Arc::new(core.key_store(config)?));
         let mut running = HashMap::new();
@@ -143,13 +168,9 @@ impl Core {
     }
 
     /// The current tenants and keys (swapped on reload).
-    /// Sends every upstream's change notifications, now and after reloads,
-    /// to the store's relay (see `crate::store::bus`).
-    fn relay_to(&self, to: tokio::sync::mpsc::Sender<upstream::Heard>) {
-        for handle in lock(&self.running).values() {
-            handle.up.relay_to(relay(&handle.spec, &to));
-        }
-        let _ = self.relay.set(to);
+    /// The shared store, when there is one.
+    pub fn store(&self) -> Option<&crate::store::Store> {
+        self.shared.as_ref().map(|s| &s.store)
     }
 
     pub fn keys(&self) -> Arc<ArcSwap<KeyStore>> {
@@ -174,7 +195,11 @@ impl Core {
             definition_bytes: gateway.limits.max_definition_bytes,
         });
         if let (true, Some(path)) = (spec.pin, &gateway.pins_file) {
-            up.pin(Arc::new(upstream::pins::PinStore::new(path.clone())));
+            let mut pins = upstream::pins::PinStore::new(path.clone());
+            if let Some(shared) = &self.shared {
+                pins = pins.shared(shared.store.clone());
+            }
+            up.pin(Arc::new(pins));
         }
         match &spec.transport {
             TransportSpec::Stdio(stdio) => {
@@ -219,8 +244,8 @@ impl Core {
         }
         self.dispatcher
             .spawn_change_fanout(&up, &self.supervisors, stop.clone());
-        if let Some(to) = self.relay.get() {
-            up.relay_to(relay(spec, to));
+        if let Some(shared) = &self.shared {
+            up.relay_to(relay(spec, &shared.relay));
         }
         Ok(Handle {
             spec: spec.clone(),
@@ -515,17 +540,7 @@ pub fn start_on(
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
-    // The shared store, when there is one: connected (and reconnected) in
-    // the background; serving never waits for it.
-    let store = match config.gateway.store.clone() {
-        Some(settings) => {
-            let store = crate::store::Store::new(settings, core.metrics.clone())
-                .map_err(std::io::Error::other)?;
-            dispatcher.share_limits(crate::store::limits::SharedLimits::new(store.clone()));
-            Some(store)
-        }
-        None => None,
-    };
+    let store = core.store().cloned();
     // One key seals session ids and what else clients are handed back.
     let sealing = session_key(config.gateway.session_key);
     dispatcher.set_sealer(crate::seal::Sealer::new(&sealing));
@@ -604,9 +619,8 @@ pub fn start_on(
     // so do the relay of upstreams' change notifications and the channel
     // the other replicas' come in on.
     let store_stop = CancellationToken::new();
-    let store_task = store.map(|s| {
-        let (to, heard) = crate::store::bus::relay_queue();
-        core.relay_to(to);
+    let heard = core.shared.as_ref().and_then(|s| lock(&s.heard).take());
+    let store_task = store.zip(heard).map(|(s, heard)| {
         tokio::spawn(
             s.clone()
                 .relay(heard, dispatcher.clone(), store_stop.clone()),

@@ -333,13 +333,37 @@ async fn wait_for_signal() {
 }
 
 fn approve_pins(config: &std::path::Path, upstream: Option<&str>, tool: Option<&str>) -> ExitCode {
-    let pins = match Config::load(config) {
-        Ok(c) => c.gateway.pins_file,
+    let loaded = match Config::load(config) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("{}: {e}", config.display());
             return ExitCode::FAILURE;
         }
     };
+    if let Some(settings) = loaded.gateway.store.clone() {
+        if loaded.gateway.pins_file.is_none() {
+            eprintln!(
+                "{}: no gateway.pins_file: nothing is pinned",
+                config.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        let pinned: Vec<String> = loaded
+            .upstreams
+            .iter()
+            .filter(|u| u.pin && upstream.is_none_or(|name| name == u.name))
+            .map(|u| u.name.clone())
+            .collect();
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            eprintln!("cannot start a runtime");
+            return ExitCode::FAILURE;
+        };
+        return rt.block_on(approve_shared_pins(settings, &pinned, tool));
+    }
+    let pins = loaded.gateway.pins_file;
     let Some(pins) = pins else {
         eprintln!(
             "{}: no gateway.pins_file: nothing is pinned",
@@ -364,6 +388,45 @@ fn approve_pins(config: &std::path::Path, upstream: Option<&str>, tool: Option<&
             ExitCode::FAILURE
         }
     }
+}
+
+/// Approves pending pins in the shared store; every replica relists the
+/// upstreams whose pins were approved at once.
+async fn approve_shared_pins(
+    settings: mcp_gateway::config::StoreSettings,
+    upstreams: &[String],
+    tool: Option<&str>,
+) -> ExitCode {
+    let url = settings.url.clone();
+    let store = match mcp_gateway::store::Store::new(settings, mcp_gateway::metrics::Metrics::new())
+    {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = store.open().await {
+        eprintln!("cannot reach the store at {url}: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut count = 0;
+    for up in upstreams {
+        match store.approve_pins(up, tool).await {
+            Ok(approved) => {
+                for id in &approved {
+                    println!("approved {up} {id}");
+                }
+                count += approved.len();
+            }
+            Err(e) => {
+                eprintln!("cannot approve {up}'s pins in the store at {url}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!("{count} approved in the store at {url}; every replica serves them again now");
+    ExitCode::SUCCESS
 }
 
 async fn demo_upstream(opts: DemoOptions, http: Option<SocketAddr>) -> ExitCode {

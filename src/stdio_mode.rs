@@ -59,7 +59,10 @@ impl Framing {
 }
 
 /// Serves one session for `tenant` on stdin/stdout until stdin closes.
-pub async fn run(config: Config, tenant: &str) -> Result<(), String> {
+pub async fn run(mut config: Config, tenant: &str) -> Result<(), String> {
+    // One process serving one host has no replicas to share a store with:
+    // its limits and pins are its own (the pins file).
+    config.gateway.store = None;
     let core = Core::start(&config).map_err(|e| format!("cannot start: {e}"))?;
     let keys = core.keys().load_full();
     let Some(tenant) = keys.tenants().iter().find(|t| &*t.name == tenant).cloned() else {

@@ -99,6 +99,20 @@ impl Store {
         Ok(published == 1)
     }
 
+    /// Tells every replica to relist `upstream` (its pins were approved).
+    pub async fn announce_relisting(&self, upstream: &str) -> Result<(), super::StoreError> {
+        let message = serde_json::to_string(&Message {
+            origin: self.replica_id().to_owned(),
+            upstream: upstream.to_owned(),
+            changed: None,
+        })
+        .unwrap_or_default();
+        let _: i64 = self
+            .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
+            .await?;
+        Ok(())
+    }
+
     /// Takes what upstreams heard, publishes it and acts on it here, until
     /// `stop` (or the queue's senders are gone).
     pub async fn relay(
@@ -133,6 +147,25 @@ impl Store {
     /// replica's streams. The subscription is made again, with backoff,
     /// whenever its connection is lost.
     pub async fn listen(self, dispatcher: Dispatcher, stop: CancellationToken) {
+        // Pinned tools quarantined because the store could not be asked are
+        // checked again as soon as it answers.
+        let mut up = self.watch_up();
+        let (recheck, stop_recheck) = (dispatcher.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = up.changed() => if changed.is_err() { return },
+                    () = stop_recheck.cancelled() => return,
+                }
+                if *up.borrow_and_update() {
+                    for upstream in recheck.upstreams() {
+                        if upstream.pins_fell_back() {
+                            upstream.relist_soon(None);
+                        }
+                    }
+                }
+            }
+        });
         let mut wait = Duration::from_millis(100);
         loop {
             let heard = tokio::select! {

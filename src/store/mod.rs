@@ -12,6 +12,7 @@
 
 pub mod bus;
 pub mod limits;
+pub mod pins;
 pub mod state;
 
 use std::sync::Arc;
@@ -231,6 +232,50 @@ impl Store {
         Err(failed)
     }
 
+    /// Connects once, for a command (`mcp-gateway pins approve`) rather than
+    /// a replica: no beat, and an error when the store does not answer.
+    pub async fn open(&self) -> Result<(), String> {
+        self.connect().await?;
+        let Some(conn) = self.0.conn.load_full() else {
+            return Err("not connected".to_owned());
+        };
+        let mut conn = (*conn).clone();
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<redis::Value>(&mut conn);
+        match tokio::time::timeout(
+            self.0.settings.timeout.max(Duration::from_millis(500)),
+            ping,
+        )
+        .await
+        {
+            Ok(Ok(_)) => {
+                self.0.up.store(true, Ordering::Release);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer in time".to_owned()),
+        }
+    }
+
+    /// Makes the connection (redis-rs's manager reconnects it thereafter).
+    async fn connect(&self) -> Result<(), String> {
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_connection_timeout(Some(
+                self.0.settings.timeout.max(Duration::from_millis(500)),
+            ))
+            .set_response_timeout(Some(self.0.settings.timeout));
+        let connect = redis::aio::ConnectionManager::new_with_config(self.0.client.clone(), config);
+        match tokio::time::timeout(Duration::from_secs(5), connect).await {
+            Ok(Ok(conn)) => {
+                self.0.conn.store(Some(Arc::new(conn)));
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer within 5 s".to_owned()),
+        }
+    }
+
     /// Connects, then probes the store and says this replica is alive every
     /// second, until `stop`. A store that cannot be reached at start is
     /// retried here, with backoff; `serve` goes on meanwhile.
@@ -238,24 +283,8 @@ impl Store {
         let mut wait = Duration::from_millis(100);
         loop {
             if self.0.conn.load().is_none() {
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_number_of_retries(1)
-                    .set_connection_timeout(Some(
-                        self.0.settings.timeout.max(Duration::from_millis(500)),
-                    ))
-                    .set_response_timeout(Some(self.0.settings.timeout));
-                let connect =
-                    redis::aio::ConnectionManager::new_with_config(self.0.client.clone(), config);
-                let failed = match tokio::time::timeout(Duration::from_secs(5), connect).await {
-                    Ok(Ok(conn)) => {
-                        self.0.conn.store(Some(Arc::new(conn)));
-                        None
-                    }
-                    Ok(Err(e)) => Some(e.to_string()),
-                    Err(_) => Some("no answer within 5 s".to_owned()),
-                };
                 // Said once, at the first failure: the retries go on quietly.
-                if let Some(error) = failed
+                if let Err(error) = self.connect().await
                     && wait == Duration::from_millis(100)
                 {
                     tracing::warn!(store = %self.0.settings.url, error, when_down = self.0.settings.when_down.as_str(), "cannot connect to the store; retrying with backoff");

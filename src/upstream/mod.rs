@@ -291,6 +291,12 @@ impl Upstream {
         }
     }
 
+    /// Whether its pinned tools were last checked without the shared store
+    /// (a relisting once the store answers may lift their quarantine).
+    pub fn pins_fell_back(&self) -> bool {
+        self.pins.as_ref().is_some_and(|p| p.fell_back())
+    }
+
     /// Pins this upstream's tool definitions in `store` (before it starts).
     pub fn pin(self: &mut Arc<Self>, store: Arc<pins::PinStore>) {
         if let Some(up) = Arc::get_mut(self) {
@@ -566,12 +572,12 @@ impl Upstream {
             }
             if self.dialect == Dialect::ModelContext {
                 if let Some(built) = self.mc.list(self, link, kind).await {
-                    self.admit_listing(kind, built, &mut fresh);
+                    self.admit_listing(kind, built, &mut fresh).await;
                 }
                 continue;
             }
             if let Some(built) = v1::list(self, link, kind).await {
-                self.admit_listing(kind, built, &mut fresh);
+                self.admit_listing(kind, built, &mut fresh).await;
             }
         }
         let next = self.catalog().with(fresh);
@@ -586,14 +592,14 @@ impl Upstream {
     }
 
     /// Pins, logs and counts a freshly built listing, and queues it for the catalog.
-    fn admit_listing(
+    async fn admit_listing(
         &self,
         kind: Kind,
         mut built: catalog::Built,
         fresh: &mut Vec<(Kind, catalog::Built)>,
     ) {
         if kind == Kind::Tool {
-            self.apply_pins(&mut built);
+            self.apply_pins(&mut built).await;
         }
         // Said once per definition and reason, not at every relisting: a
         // warning for what no client gets, a debug line for what only MCP
@@ -618,13 +624,13 @@ impl Upstream {
 
     /// Quarantines the tools whose pinned definition changed. If the pins file
     /// cannot be read or written, every tool is quarantined: pinning fails closed.
-    fn apply_pins(&self, built: &mut catalog::Built) {
+    async fn apply_pins(&self, built: &mut catalog::Built) {
         let Some(store) = &self.pins else { return };
         let prints = built.fingerprints();
-        let quarantined = match store.check(&self.name, &prints) {
+        let quarantined = match store.check_now(&self.name, &prints).await {
             Ok(q) => q,
             Err(e) => {
-                tracing::error!(upstream = %self.name, pins = %store.path().display(), error = %e, "cannot use the pins file; quarantining every tool of this upstream");
+                tracing::error!(upstream = %self.name, pins = %store.place(), error = %e, "cannot use the pins file; quarantining every tool of this upstream");
                 prints.iter().map(|(id, _)| id.clone()).collect()
             }
         };
@@ -633,7 +639,7 @@ impl Upstream {
                 .iter()
                 .find(|(i, _)| i == id)
                 .map_or("", |(_, p)| p.as_str());
-            tracing::warn!(upstream = %self.name, tool = %id, fingerprint = new, pins = %store.path().display(), "tool definition changed since it was pinned: quarantined until approved (mcp-gateway pins approve)");
+            tracing::warn!(upstream = %self.name, tool = %id, fingerprint = new, pins = %store.place(), "tool definition changed since it was pinned: quarantined until approved (mcp-gateway pins approve)");
         }
         self.metrics
             .definitions_quarantined

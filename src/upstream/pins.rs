@@ -34,10 +34,22 @@ pub type Pins = BTreeMap<String, BTreeMap<String, Pin>>;
 
 /// The pins file, read afresh on every check so that an approval takes effect
 /// at the next refresh; writes are atomic (temporary file, then rename).
+///
+/// With a shared store the pins are the store's, for every replica alike
+/// (see `crate::store::pins`), and the file only seeds them: a tool the
+/// store has not pinned yet is pinned to the file's fingerprint when the
+/// file has one. While the store cannot be reached a tool serves only if
+/// its definition is the one this replica last saw pinned there; anything
+/// else is quarantined until the store answers again (pinning fails closed).
 pub struct PinStore {
     path: PathBuf,
     /// One check or approval at a time, in this process.
     lock: Mutex<()>,
+    shared: Option<crate::store::Store>,
+    /// (upstream, tool) → the fingerprint the store last said is pinned.
+    known: Mutex<std::collections::HashMap<(String, String), String>>,
+    /// The last check could not reach the store.
+    fell_back: std::sync::atomic::AtomicBool,
 }
 
 impl PinStore {
@@ -45,7 +57,89 @@ impl PinStore {
         Self {
             path,
             lock: Mutex::new(()),
+            shared: None,
+            known: Mutex::default(),
+            fell_back: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Keeps the pins in `store`, for every replica (before it is used).
+    pub fn shared(mut self, store: crate::store::Store) -> Self {
+        self.shared = Some(store);
+        self
+    }
+
+    /// Whether the last check could not reach the store (its quarantines
+    /// may be lifted once the store answers).
+    pub fn fell_back(&self) -> bool {
+        self.fell_back.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Where the pins are kept, as logs name it.
+    pub fn place(&self) -> String {
+        match &self.shared {
+            Some(store) => format!("the store ({})", store.settings().url),
+            None => self.path.display().to_string(),
+        }
+    }
+
+    /// [`Self::check`], against the store when the pins are shared.
+    pub async fn check_now(
+        &self,
+        upstream: &str,
+        tools: &[(String, String)],
+    ) -> std::io::Result<HashSet<String>> {
+        let Some(store) = &self.shared else {
+            return self.check(upstream, tools);
+        };
+        // The file's pins seed the store's; a file that cannot be read seeds nothing.
+        let seeds = load(&self.path).unwrap_or_default();
+        let seeded = seeds.get(upstream);
+        let args: Vec<(String, String, String)> = tools
+            .iter()
+            .map(|(id, print)| {
+                let seed = seeded
+                    .and_then(|pins| pins.get(id))
+                    .map_or(print, |pin| &pin.fingerprint);
+                (id.clone(), seed.clone(), print.clone())
+            })
+            .collect();
+        let checked = store.check_pins(upstream, &args).await;
+        let mut known = self
+            .known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let quarantined = match checked {
+            Ok(quarantined) => {
+                for (id, print) in tools {
+                    let key = (upstream.to_owned(), id.clone());
+                    if quarantined.contains(id) {
+                        known.remove(&key);
+                    } else {
+                        known.insert(key, print.clone());
+                    }
+                }
+                self.fell_back
+                    .store(false, std::sync::atomic::Ordering::Release);
+                quarantined
+            }
+            Err(e) => {
+                self.fell_back
+                    .store(true, std::sync::atomic::Ordering::Release);
+                let quarantined: HashSet<String> = tools
+                    .iter()
+                    .filter(|(id, print)| {
+                        known.get(&(upstream.to_owned(), id.clone())) != Some(print)
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                if !quarantined.is_empty() {
+                    tracing::warn!(upstream, error = %e, quarantined = quarantined.len(), "cannot reach the store to check pinned tools: those this replica has not seen pinned there are quarantined until it answers");
+                }
+                quarantined
+            }
+        };
+        Ok(quarantined)
     }
 
     pub fn path(&self) -> &Path {
