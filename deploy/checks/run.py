@@ -109,10 +109,17 @@ def check_chart(gateway, chart, label, values):
         return fail(f"chart ({label}) does not render: {e}")
     ok(f"chart ({label}) renders {len(rendered)} templates")
     docs = []
+    merged = chart.merge_values(values)
+    store = merged["store"]
+    shared = bool(store["url"] or store["redis"]["enabled"])
+    several = merged["autoscaling"]["enabled"] or int(merged["replicaCount"]) > 1
     for path, text in sorted(rendered.items()):
         if path.endswith("NOTES.txt"):
             if "/mcp" not in text:
                 fail(f"chart ({label}): NOTES.txt does not say how to reach the gateway")
+            warned = "No store is set" in text
+            (ok if warned == (several and not shared) else fail)(
+                f"chart ({label}): NOTES.txt says what is per replica exactly when several replicas share no store")
             continue
         for doc in documents(text):
             validate(f"chart ({label}) {path}", doc)
@@ -120,7 +127,6 @@ def check_chart(gateway, chart, label, values):
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
-    merged = chart.merge_values(values)
     check_pod(f"chart ({label})", by_kind["Deployment"][0], merged["gateway"]["shutdownTimeoutMs"])
     annotations = by_kind["Deployment"][0]["spec"]["template"]["metadata"].get("annotations", {})
     (ok if "checksum/config" in annotations else fail)(f"chart ({label}): a config change rolls the pods")
