@@ -53,6 +53,12 @@ pub struct Metrics {
     pub store_seconds: prometheus::Histogram,
     /// Calls to the shared store that failed, by kind (timeout, connection, error).
     pub store_errors: IntCounterVec,
+    /// Admissions decided on this replica's share because the store could not be asked, by limit.
+    pub store_fallbacks: IntCounterVec,
+    /// Tokens of a tenant's shared rate this replica holds in its lease.
+    pub store_leased_tokens: IntGaugeVec,
+    /// Places this replica borrowed from a tenant's pool in the store, by pool.
+    pub store_borrowed: IntGaugeVec,
     /// Follows the log writer's count (`telemetry::writer::dropped`).
     log_lines_dropped: IntCounterVec,
 }
@@ -251,6 +257,24 @@ impl Metrics {
                 "Calls to the shared store that failed: timeout, connection, error (the store answered an error).",
                 &["kind"],
             ),
+            store_fallbacks: counter(
+                &r,
+                "store_fallbacks_total",
+                "Admissions decided on this replica's share of a limit (rate, concurrency, sessions, connections) because the shared store could not be asked.",
+                &["limit"],
+            ),
+            store_leased_tokens: gauge(
+                &r,
+                "store_leased_tokens",
+                "Tokens of a tenant's shared rate limit this replica holds in its lease, not spent yet.",
+                &["tenant"],
+            ),
+            store_borrowed: gauge(
+                &r,
+                "store_borrowed",
+                "Places this replica borrowed from a tenant's pool in the shared store past its own share, by pool (calls, sessions, connections).",
+                &["tenant", "pool"],
+            ),
             log_lines_dropped: counter(
                 &r,
                 "log_lines_dropped_total",
@@ -271,6 +295,9 @@ impl Metrics {
         self.accept_errors.with_label_values::<&str>(&[]);
         for kind in ["timeout", "connection", "error"] {
             self.store_errors.with_label_values(&[kind]);
+        }
+        for limit in ["rate", "concurrency", "sessions", "connections"] {
+            self.store_fallbacks.with_label_values(&[limit]);
         }
         for outcome in ServerRequest::ALL {
             self.server_requests.with_label_values(&[outcome.as_str()]);

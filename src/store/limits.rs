@@ -85,9 +85,10 @@ return 1
 ";
 
 /// A replica's lease of a tenant's tokens.
-#[derive(Default)]
 struct Lease {
     tokens: AtomicI64,
+    /// `store_leased_tokens` of the tenant, resolved once.
+    shown: prometheus::IntGauge,
     /// A lease is being taken.
     taking: AtomicBool,
     taken: tokio::sync::Notify,
@@ -105,6 +106,23 @@ pub enum Pool {
 }
 
 impl Pool {
+    fn limit(self) -> &'static str {
+        match self {
+            Pool::Calls => "concurrency",
+            Pool::Sessions => "sessions",
+            Pool::Connections => "connections",
+        }
+    }
+
+    /// As `store_borrowed` labels it.
+    fn key_label(self) -> &'static str {
+        match self {
+            Pool::Calls => "calls",
+            Pool::Sessions => "sessions",
+            Pool::Connections => "connections",
+        }
+    }
+
     fn key(self) -> &'static str {
         match self {
             Pool::Calls => "slots",
@@ -145,13 +163,17 @@ type Taking = futures_util::future::BoxFuture<'static, Result<i64, ()>>;
 struct Held {
     in_flight: Arc<InFlight>,
     local: usize,
-    /// Borrowed from the pool: (store, pool key, replica, n).
+    /// Borrowed from the pool: (store, pool key, n), shown in `store_borrowed`.
     borrowed: Option<(Store, String, usize)>,
+    shown: Option<prometheus::IntGauge>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         self.in_flight.local.fetch_sub(self.local, Ordering::AcqRel);
+        if let (Some(shown), Some((_, _, n))) = (&self.shown, &self.borrowed) {
+            shown.sub(*n as i64);
+        }
         if let Some((store, key, n)) = self.borrowed.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
@@ -267,11 +289,23 @@ impl SharedLimits {
             in_flight,
             local: n,
             borrowed: None,
+            shown: None,
+        };
+        let fell_back = || {
+            self.store
+                .metrics()
+                .store_fallbacks
+                .with_label_values(&[pool.limit()])
+                .inc();
         };
         if now + n <= own {
+            if !up {
+                fell_back();
+            }
             return Ok(held);
         }
         if !up {
+            fell_back();
             return Err(Refusal::Concurrency);
         }
         // Past its own share: borrowed from the pool, which holds the rest.
@@ -290,12 +324,20 @@ impl SharedLimits {
             .await
         {
             Ok(1) => {
+                let shown = self
+                    .store
+                    .metrics()
+                    .store_borrowed
+                    .with_label_values(&[tenant, pool.key_label()]);
+                shown.add(n as i64);
+                held.shown = Some(shown);
                 held.borrowed = Some((self.store.clone(), key, n));
                 Ok(held)
             }
             Ok(_) => Err(Refusal::Concurrency),
             // The store went away meanwhile: as when it is down.
             Err(_) => {
+                fell_back();
                 let share = max.div_ceil(self.store.replicas());
                 match (self.store.when_down(), now + n <= share) {
                     (WhenDown::Refuse, _) if pool == Pool::Calls => Err(Refusal::StoreDown),
@@ -316,11 +358,27 @@ impl SharedLimits {
         if !self.store.is_up() {
             return self.local_share(tenant, rate, burst, n);
         }
-        let lease = self.leases.entry(tenant.name.clone()).or_default().clone();
+        let lease = self
+            .leases
+            .entry(tenant.name.clone())
+            .or_insert_with(|| {
+                Arc::new(Lease {
+                    tokens: AtomicI64::new(0),
+                    shown: self
+                        .store
+                        .metrics()
+                        .store_leased_tokens
+                        .with_label_values(&[&tenant.name]),
+                    taking: AtomicBool::new(false),
+                    taken: tokio::sync::Notify::new(),
+                })
+            })
+            .clone();
         let size = lease_size(rate, burst, self.store.replicas());
         loop {
             let left = lease.tokens.fetch_sub(i64::from(n), Ordering::AcqRel);
             if left >= i64::from(n) {
+                lease.shown.set(left - i64::from(n));
                 // Taken; the next lease is asked for ahead of need.
                 if left - i64::from(n) < i64::from(size) / 2 {
                     self.take_lease(tenant, &lease, rate, burst, size, false);
@@ -374,7 +432,8 @@ impl SharedLimits {
                 .await;
             let granted = match answer {
                 Ok((granted, _)) => {
-                    lease.tokens.fetch_add(granted, Ordering::AcqRel);
+                    let now = lease.tokens.fetch_add(granted, Ordering::AcqRel) + granted;
+                    lease.shown.set(now);
                     Ok(granted)
                 }
                 Err(_) => Err(()),
@@ -416,6 +475,11 @@ impl SharedLimits {
         if self.store.when_down() == WhenDown::Refuse {
             return Err(Refusal::StoreDown);
         }
+        self.store
+            .metrics()
+            .store_fallbacks
+            .with_label_values(&["rate"])
+            .inc();
         let replicas = self.store.replicas();
         let limiter = {
             let mut entry = self

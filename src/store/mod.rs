@@ -93,6 +93,10 @@ impl Store {
         })))
     }
 
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
     pub fn settings(&self) -> &StoreSettings {
         &self.0.settings
     }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -77,7 +78,22 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() {
     use serde_json::json;
-    let gw = Gateway::one_upstream(&[]).await;
+    // With a store, and limits that lease and borrow from it, so that its
+    // series exist too.
+    let redis = crate::replicas::Redis::start();
+    let yaml = format!(
+        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n",
+        redis.url(),
+        stdio_upstream("s", &[]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    within(async {
+        while metric(&gw.metrics().await, "mcp_gateway_store_up") != Some(1.0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     // Make every labelled series exist at least once.
     gw.execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "x"}))
         .await;

@@ -16,14 +16,14 @@ use crate::support::*;
 const SECRET: &str = "a-session-secret-of-more-than-32-characters";
 
 /// A redis-server of this test's own; killed (by its pid) when dropped.
-struct Redis {
+pub(crate) struct Redis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
 }
 
 impl Redis {
-    fn start() -> Redis {
+    pub(crate) fn start() -> Redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -65,7 +65,7 @@ impl Redis {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 }
@@ -502,15 +502,11 @@ async fn a_change_every_replica_hears_reaches_each_stream_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back() {
     let mut redis = Redis::start();
-    let gws = three(
-        &redis,
-        "local",
-        ", rate_limit: {per_second: 1000, burst: 1000}",
-    )
-    .await;
+    // A burst of 30 for the deployment: 10 for each replica while the store is down.
+    let gws = three(&redis, "local", ", rate_limit: {per_second: 1, burst: 30}").await;
     redis.kill();
     // Calls go on, none waiting past the store's deadline (100 ms).
-    for i in 0..30 {
+    for i in 0..6 {
         let started = Instant::now();
         let (status, _, body) = echo(&gws[i % 3], "ka").await;
         assert_eq!(status, 200, "{body}");
@@ -532,7 +528,24 @@ async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back()
         let detail: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(detail["store"]["state"], "down", "{detail}");
     }
-    // Back: shared again, without a restart.
+    // Meanwhile each replica holds its share: the first runs out near 10.
+    let started = Instant::now();
+    let mut passed = 2;
+    loop {
+        let (status, _, _) = echo(&gws[0], "ka").await;
+        if status == 429 {
+            break;
+        }
+        passed += 1;
+        assert!(
+            passed <= 10 + started.elapsed().as_secs() + 1,
+            "{passed} passed on one replica"
+        );
+    }
+    let m = gws[0].metrics().await;
+    assert!(metric(&m, r#"mcp_gateway_store_fallbacks_total{limit="rate"}"#).unwrap() >= 1.0);
+    // Back (empty): shared again, without a restart, so one replica may
+    // take past its share of the burst.
     redis.restart();
     for gw in &gws {
         within(async {
@@ -541,8 +554,13 @@ async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back()
             }
         })
         .await;
-        assert_eq!(echo(gw, "ka").await.0, 200);
     }
+    for _ in 0..15 {
+        let (status, _, body) = echo(&gws[0], "ka").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let m = gws[0].metrics().await;
+    assert!(metric(&m, r#"mcp_gateway_store_leased_tokens{tenant="a"}"#).is_some());
     for gw in gws {
         gw.stop().await;
     }
