@@ -333,7 +333,11 @@ fn the_readme_config_is_valid() {
     struct Env;
     impl mcp_gateway::config::Secrets for Env {
         fn var(&self, name: &str) -> Option<String> {
-            (name == "ACME_KEY").then(|| "a-key".into())
+            match name {
+                "ACME_KEY" => Some("a-key".into()),
+                "SESSION_SECRET" => Some("a-session-secret-of-at-least-32-characters".into()),
+                _ => None,
+            }
         }
         fn file(&self, _: &Path) -> Option<String> {
             None
