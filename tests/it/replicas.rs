@@ -85,7 +85,7 @@ async fn three(redis: &Redis, when_down: &str, limits: &str) -> Vec<Gateway> {
 /// Three gateways sharing `redis`; `gateway` adds to the `gateway:` section.
 async fn three_with(redis: &Redis, when_down: &str, limits: &str, gateway: &str) -> Vec<Gateway> {
     let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: {when_down}, timeout_ms: 100}}{gateway}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s]{limits}}}\n  free: {}\n",
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: {when_down}, timeout_ms: 100}}{gateway}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s]{limits}}}\n  b: {{api_keys: [kb], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 8}}\n  free: {}\n",
         redis.url(),
         stdio_upstream("s", &[]),
         tenant("kf", &["s"]),
@@ -504,7 +504,33 @@ async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back()
     let mut redis = Redis::start();
     // A burst of 30 for the deployment: 10 for each replica while the store is down.
     let gws = three(&redis, "local", ", rate_limit: {per_second: 1, burst: 30}").await;
+    // Under load (tenant b, whose limits are shared too) the store is
+    // killed: every call is answered, none waits past the deadline.
+    let gws = std::sync::Arc::new(gws);
+    let load: Vec<_> = (0..3)
+        .map(|i| {
+            let gws = gws.clone();
+            tokio::spawn(async move {
+                let until = Instant::now() + Duration::from_millis(1500);
+                let mut slowest = Duration::ZERO;
+                let mut statuses = Vec::new();
+                while Instant::now() < until {
+                    let started = Instant::now();
+                    statuses.push(echo(&gws[i], "kb").await.0);
+                    slowest = slowest.max(started.elapsed());
+                }
+                (slowest, statuses)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     redis.kill();
+    for task in load {
+        let (slowest, statuses) = task.await.unwrap();
+        assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    }
+    let gws = std::sync::Arc::into_inner(gws).unwrap();
     // Calls go on, none waiting past the store's deadline (100 ms).
     for i in 0..6 {
         let started = Instant::now();
