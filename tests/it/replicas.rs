@@ -430,6 +430,80 @@ async fn pins_are_one_record_for_every_replica() {
     }
 }
 
+/// While the store cannot be reached, a replica serves only the definitions
+/// it last saw pinned there; a changed or unseen one is quarantined (pinning
+/// fails closed), and the store's answer decides again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_fall_back_to_what_this_replica_saw_pinned_while_the_store_is_down() {
+    use mcp_gateway::config::{StoreSettings, WhenDown};
+    use mcp_gateway::upstream::pins::PinStore;
+    let mut redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store = mcp_gateway::store::Store::new(
+        StoreSettings {
+            url: redis.url(),
+            username: None,
+            password: None,
+            key_prefix: "mcp-gateway:".to_owned(),
+            when_down: WhenDown::Local,
+            timeout: Duration::from_millis(50),
+        },
+        mcp_gateway::metrics::Metrics::new(),
+    )
+    .unwrap();
+    // As a replica runs it: probed every second, known down until a probe answers.
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(store.clone().run(stop.clone()));
+    let mut up = store.watch_up();
+    within(up.wait_for(|up| *up)).await.unwrap();
+    let pins = PinStore::new(dir.path().join("pins.json")).shared(store);
+    let tools = |echo: &str| {
+        vec![
+            ("echo".to_owned(), echo.to_owned()),
+            ("add".to_owned(), "add-1".to_owned()),
+        ]
+    };
+    let quarantined = pins.check_now("s", &tools("echo-1")).await.unwrap();
+    assert!(quarantined.is_empty(), "{quarantined:?}");
+    assert!(!pins.fell_back());
+
+    redis.kill();
+    // The definitions seen pinned still serve; a change to one, or a tool
+    // never seen, cannot be checked and is quarantined.
+    let same = pins.check_now("s", &tools("echo-1")).await.unwrap();
+    assert!(same.is_empty(), "{same:?}");
+    assert!(pins.fell_back());
+    let mut changed = tools("echo-2");
+    changed.push(("new".to_owned(), "new-1".to_owned()));
+    let quarantined = pins.check_now("s", &changed).await.unwrap();
+    assert_eq!(
+        quarantined,
+        ["echo", "new"].map(str::to_owned).into_iter().collect(),
+        "only what this replica has not seen pinned is quarantined"
+    );
+    // Nothing was written to the pins file meanwhile: the store owns the pins.
+    assert!(!dir.path().join("pins.json").exists());
+
+    // A store that answers again (empty: redis-server kept nothing) decides:
+    // with no pins recorded, the definitions are pinned as new.
+    redis.restart();
+    within(async {
+        loop {
+            let q = pins.check_now("s", &changed).await.unwrap();
+            if !pins.fell_back() {
+                assert!(q.is_empty(), "{q:?}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // And what it now holds is what a change is checked against.
+    let rug = pins.check_now("s", &tools("echo-3")).await.unwrap();
+    assert_eq!(rug, ["echo".to_owned()].into_iter().collect());
+    stop.cancel();
+}
+
 /// An HTTP upstream is one server for every replica, and tells each of
 /// them: every stream still hears a change once, not once per replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
