@@ -5,7 +5,10 @@ headers and `_meta`) beside the same call through its MCP v1.0 face
 (`mcp/executeTool`), on one gateway in front of one upstream.
 
 The gateway (release build, one worker, logs at warn) fronts the demo
-upstream (MCP v1.0) over HTTP or over stdio, on 127.0.0.1. For each arm one
+upstream (MCP v1.0) over HTTP or over stdio, or (`everything`) the reference
+server `@modelcontextprotocol/server-everything` over stdio, which speaks the
+Model Context Protocol: its `tools/call` arms are then the official protocol
+on both sides of the gateway. For each arm one
 keep-alive client calls the echo tool N times; what is reported is the
 gateway process's own CPU time (user + system, /proc) per call. Arms take
 turns over ROUNDS rounds on the same process and the median is reported.
@@ -14,7 +17,7 @@ user-space instructions per call are reported instead (valgrind must be
 installed).
 
     cargo build --release
-    python3 benches/face_cost.py [N] [ROUNDS] [http|stdio]
+    python3 benches/face_cost.py [N] [ROUNDS] [http|stdio|everything]
 """
 import glob
 import json
@@ -30,12 +33,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import KeepAlive, cpu_seconds, free_port, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
+BIN = os.environ.get("BIN") or os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 TRANSPORT = sys.argv[3] if len(sys.argv) > 3 else "http"
 INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
-ECHO = "mcp://gw/up/up/tools/echo:v1"
+EVERYTHING = os.path.join(ROOT, "target/mcp-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+# The echo tool's mcpId and arguments, by upstream.
+ECHO, ARGS = (("mcp://gw/up/tool/echo", {"message": "hello"}) if TRANSPORT == "everything"
+              else ("mcp://gw/up/up/tools/echo:v1", {"text": "hello"}))
 STATELESS = "2026-07-28"
 
 
@@ -58,10 +64,10 @@ def arms(port):
             raise RuntimeError(f"the echo tool is not listed: {tools}")
         time.sleep(0.2)
     meta = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
-    call = {"name": name, "arguments": {"text": "hello"}}
+    call = {"name": name, "arguments": ARGS}
     return {
         "v1 mcp/executeTool": ({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
-                                "params": {"id": ECHO, "arguments": {"text": "hello"}}}, None),
+                                "params": {"id": ECHO, "arguments": ARGS}}, None),
         "tools/call, handshake era": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}, None),
         "tools/call, 2026-07-28": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                     "params": {**call, "_meta": meta}},
@@ -79,6 +85,10 @@ def main():
                                           stdout=subprocess.DEVNULL))
             wait_port(up_port)
             upstream = f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}}}"
+        elif TRANSPORT == "everything":
+            if not os.path.exists(EVERYTHING):
+                sys.exit("server-everything is not installed under target/mcp-node (run tests/run.sh)")
+            upstream = f"{{stdio: {{command: node, args: [{EVERYTHING}, stdio]}}, protocol: modelcontextprotocol}}"
         else:
             upstream = f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}"
         port = free_port()

@@ -10,9 +10,10 @@ use serde_json::value::RawValue;
 
 use super::Dispatcher;
 use crate::error::GatewayError;
+use crate::jsonrpc::Json;
 use crate::jsonrpc::scan;
-use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::instance::Instance;
+use crate::protocol::tool_result::{Answer, Output, ToolResult};
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
 use crate::upstream::{CallError, Status, Upstream};
@@ -63,10 +64,10 @@ impl Audit {
         }
     }
 
-    pub fn log(
+    pub fn log<T>(
         &self,
         tenant: &Tenant,
-        result: &Result<JsonBuf, GatewayError>,
+        result: &Result<T, GatewayError>,
         took: std::time::Duration,
     ) {
         let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
@@ -165,7 +166,7 @@ struct ExecuteParams<'a> {
 #[derive(Deserialize)]
 struct ExecuteResult<'a> {
     #[serde(borrow)]
-    output: Option<Instance<'a>>,
+    output: Option<&'a RawValue>,
 }
 
 /// `params.id` and `params.arguments`, found in one pass over text already
@@ -182,20 +183,20 @@ fn execute_params(params: Json<'_>) -> Option<[Option<Json<'_>>; 2]> {
 }
 
 /// The `output` of a result: `None` when the result is not a JSON object (or
-/// the output not readable), `Some(None)` when it has none (`null` is none).
-/// Found in one pass over the (valid) text; read by serde where the scan declines.
-fn execute_output(result: Json<'_>) -> Option<Option<Instance<'_>>> {
+/// cannot be read), `Some(None)` when it has none (`null` is none). Found in
+/// one pass over the (valid) text; read by serde where the scan declines.
+fn execute_output(result: Json<'_>) -> Option<Option<Json<'_>>> {
     if result.first_byte() != b'{' {
         return None;
     }
-    match scan::members_of(result, ["output"]) {
-        Some([None]) => Some(None),
-        Some([Some(output)]) if output.get() == "null" => Some(None),
-        Some([Some(output)]) => Instance::parse(output.get()).ok().map(Some),
+    let output = match scan::members_of(result, ["output"]) {
+        Some([output]) => output,
         None => serde_json::from_str::<ExecuteResult<'_>>(result.get())
-            .ok()
-            .map(|r| r.output),
-    }
+            .ok()?
+            .output
+            .map(Json::from),
+    };
+    Some(output.filter(|o| o.get() != "null"))
 }
 
 fn invalid(why: &str) -> GatewayError {
@@ -220,15 +221,15 @@ pub(super) fn v1_params(
 }
 
 impl Dispatcher {
-    /// Calls the tool with this namespaced id for `tenant`: the gateway's
-    /// result object (its `output` checked against the tool's outputSchema).
+    /// Calls the tool with this namespaced id for `tenant`: its result, the
+    /// output checked against the tool's outputSchema.
     pub async fn call_tool(
         &self,
         tenant: &Tenant,
         id: Cow<'_, str>,
         arguments: Json<'_>,
         audit: &mut Audit,
-    ) -> Result<JsonBuf, GatewayError> {
+    ) -> Result<ToolResult, GatewayError> {
         // The audit line's fields cost a copy and a digest: only when it is written.
         if audit.enabled {
             audit.tool = Some(truncated(&id, MAX_AUDITED_ID).to_owned());
@@ -272,15 +273,14 @@ impl Dispatcher {
             });
         }
 
-        let result =
+        let answer =
             up.call_tool(&entry, arguments)
                 .await
                 .map_err(|error| GatewayError::Upstream {
                     upstream: up.name.clone(),
                     error,
                 })?;
-        check_output(&up, &entry, &id, &result)?;
-        Ok(result)
+        check_output(&up, &entry, &id, answer)
     }
 
     /// The upstream a namespaced id names, if this tenant sees it. Anything
@@ -334,32 +334,79 @@ impl Dispatcher {
     }
 }
 
+/// The answer as a result, once its output satisfies the tool's listed
+/// outputSchema.
 fn check_output(
     up: &Upstream,
     entry: &ToolEntry,
     id: &str,
-    result: &JsonBuf,
-) -> Result<(), GatewayError> {
+    answer: Answer,
+) -> Result<ToolResult, GatewayError> {
     let bad = |detail: String| GatewayError::InvalidOutput {
         upstream: up.name.clone(),
         detail,
     };
-    let output = execute_output(result.as_json())
-        .ok_or_else(|| {
-            // Why it cannot be read (not an object, a member named twice, ...).
-            bad(
-                match serde_json::from_str::<ExecuteResult<'_>>(result.get()) {
-                    Err(e) => format!("the result cannot be read: {e}"),
-                    Ok(_) => "the result is not an object".into(),
-                },
+    let validator = || {
+        entry
+            .output()
+            .map_err(|e| bad(format!("the tool's outputSchema does not compile: {e}")))
+    };
+    let check = |value: &str| {
+        let value =
+            Instance::parse(value).map_err(|e| bad(format!("the result cannot be read: {e}")))?;
+        validator()?
+            .validate(&value)
+            .map_err(|e| bad(schema::explain(&e, "output", id)))
+    };
+    let no_output = || bad("the result has no output".into());
+    match answer {
+        Answer::Object(answer) => {
+            let output = execute_output(answer.as_json())
+                .ok_or_else(|| {
+                    // Why it cannot be read (not an object, a member named twice, ...).
+                    bad(
+                        match serde_json::from_str::<ExecuteResult<'_>>(answer.get()) {
+                            Err(e) => format!("the result cannot be read: {e}"),
+                            Ok(_) => "the result is not an object".into(),
+                        },
+                    )
+                })?
+                .ok_or_else(no_output)?;
+            check(output.get())?;
+            let at = answer.range_of(output);
+            Ok(ToolResult::new(answer, at, Output::Value, true))
+        }
+        Answer::Value(_, None) => Err(no_output()),
+        Answer::Value(answer, Some(at)) => {
+            check(answer.sub(at.clone()).get())?;
+            Ok(ToolResult::new(answer, at, Output::Value, false))
+        }
+        Answer::Blocks(answer, at) => {
+            // The listed schema of a tool without its own is the envelope of
+            // blocks, which blocks that each have a string `type` satisfy;
+            // anything else is checked against it, to say what is wrong.
+            if !blocks_typed(answer.sub(at.clone())) {
+                check(&format!(
+                    r#"{{"content":{}}}"#,
+                    answer.sub(at.clone()).get()
+                ))?;
+            }
+            Ok(ToolResult::new(answer, at, Output::Blocks, false))
+        }
+    }
+}
+
+/// Whether every element of `blocks`, an array, is an object with a string
+/// `type` (read in one pass; `false` where the scan declines).
+fn blocks_typed(blocks: Json<'_>) -> bool {
+    scan::elements_of(blocks).is_some_and(|mut each| {
+        each.all(|block| {
+            matches!(
+                scan::members_of(block, ["type"]),
+                Some([Some(kind)]) if kind.first_byte() == b'"'
             )
-        })?
-        .ok_or_else(|| bad("the result has no output".into()))?;
-    entry
-        .output()
-        .map_err(|e| bad(format!("the tool's outputSchema does not compile: {e}")))?
-        .validate(&output)
-        .map_err(|e| bad(schema::explain(&e, "output", id)))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -369,9 +416,9 @@ mod tests {
 
     #[test]
     fn a_results_output_is_read_as_serde_reads_it() {
-        let by_serde = |text: &str| -> Option<Option<serde_json::Value>> {
+        let by_serde = |text: &str| -> Option<Option<String>> {
             let r = serde_json::from_str::<ExecuteResult<'_>>(text).ok()?;
-            Some(r.output.map(|o| o.to_value()))
+            Some(r.output.map(|o| o.get().to_owned()).filter(|o| o != "null"))
         };
         // A result is always valid JSON (it came as one).
         let json = |text| Json::from(serde_json::from_str::<&RawValue>(text).unwrap());
@@ -385,10 +432,43 @@ mod tests {
             r#"{ "out\u0070ut" : [1,2,{"a":"\u00e9"}] }"#,
             r#"{"o":"}","output" :	[{"a":"]"}] , "z":"\""}"#,
         ] {
-            let fast = execute_output(json(text)).map(|o| o.map(|o| o.to_value()));
+            let fast = execute_output(json(text)).map(|o| o.map(|o| o.get().to_owned()));
             assert_eq!(fast, by_serde(text), "{text}");
         }
         assert_eq!(execute_output(json("[1]")).map(|_| ()), None);
+    }
+
+    #[test]
+    fn blocks_are_typed_exactly_when_the_envelope_schema_holds() {
+        let envelope: serde_json::Value =
+            serde_json::from_str(crate::modelcontext::ENVELOPE_SCHEMA).unwrap();
+        let envelope = schema::compile(&envelope).unwrap();
+        for blocks in [
+            "[]",
+            r#"[{"type":"text","text":"hi"},{"type":"image","data":"AA=="}]"#,
+            r#"[{"text":"no type"}]"#,
+            r#"[{"type":1}]"#,
+            r#"[{"type":null}]"#,
+            r#"["text"]"#,
+            r#"[{"type":"a"},[]]"#,
+            r#"[{"typ\u0065":"escaped"}]"#,
+            r#"[{"type":"a","type":"b"}]"#,
+        ] {
+            let raw: &RawValue = serde_json::from_str(blocks).unwrap();
+            let whole = format!(r#"{{"content":{blocks}}}"#);
+            let typed = blocks_typed(raw.into());
+            // A member named twice cannot be read at all; the scan declines it.
+            let Ok(whole) = Instance::parse(&whole) else {
+                assert!(!typed, "{blocks}");
+                continue;
+            };
+            // Where the scan declines an escaped key, the schema decides.
+            if typed {
+                assert!(envelope.is_valid(&whole), "{blocks}");
+            } else if !blocks.contains('\\') {
+                assert!(!envelope.is_valid(&whole), "{blocks}");
+            }
+        }
     }
 
     #[test]

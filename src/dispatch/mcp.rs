@@ -12,12 +12,14 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::face_index::{FaceIndex, FaceTool};
 use super::watch::Change;
 use super::{Dispatcher, Payload, execute};
 use crate::error::GatewayError;
-use crate::jsonrpc::{Json, JsonBuf};
+use crate::jsonrpc::Json;
 use crate::modelcontext::{self as mc, names, param_headers};
-use crate::protocol::catalog::{Catalog, FaceIndex, FaceTool, Route};
+use crate::protocol::catalog::Catalog;
+use crate::protocol::tool_result::{Output, ToolResult};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
 use crate::tenant::subscriptions::{self, Subscribed};
@@ -407,14 +409,11 @@ fn invalid(why: &str) -> GatewayError {
     GatewayError::InvalidParams(why.into())
 }
 
-/// A tool's result as the protocol carries it: a text block and, where a
-/// schema was listed, `structuredContent`; an error of the tool itself, or
-/// arguments the tool's schema refuses, as `isError`.
-fn call_result(
-    result: Result<JsonBuf, GatewayError>,
-    passthrough: bool,
-    structured: bool,
-) -> Built {
+/// A tool's result as the protocol carries it: the upstream's own content
+/// blocks when the tool produced blocks; otherwise a text block holding the
+/// output and, where a schema was listed, `structuredContent`. An error of the
+/// tool itself, or arguments the tool's schema refuses, as `isError`.
+fn call_result(result: Result<ToolResult, GatewayError>, structured: bool) -> Built {
     let tool_error = |why: &str| {
         Out::ToolError(json!({"content": [{"type": "text", "text": why}], "isError": true}))
     };
@@ -427,15 +426,9 @@ fn call_result(
         }) => return Ok(tool_error(&why)),
         Err(e) => return Err(e),
     };
-    // The dispatcher checked that the result holds an output.
-    let [Some(output)] = members(Some(result.as_json()), ["output"]) else {
-        return Ok(tool_error("the tool's result has no output"));
-    };
-    if passthrough {
-        // The upstream's own content blocks, as it sent them.
-        if let [Some(content)] = members(Some(output), ["content"]) {
-            return Ok(Out::Written(format!(r#"{{"content":{}}}"#, content.get())));
-        }
+    let (kind, output) = result.output();
+    if kind == Output::Blocks {
+        return Ok(Out::Written(format!(r#"{{"content":{}}}"#, output.get())));
     }
     // Written straight from the output's text: a text block holding it, and
     // the output itself as `structuredContent`.
@@ -497,7 +490,7 @@ impl Dispatcher {
             .filter(|u| u.catalog().loaded)
             .find_map(|u| {
                 let catalog = u.catalog();
-                let index = catalog.face_index(|c| self.index_tools(u, c));
+                let index = catalog.face_cache(|c| self.index_tools(c))?;
                 index.by_name.get(name).cloned()
             })
     }
@@ -820,7 +813,9 @@ impl Dispatcher {
                 continue;
             }
             let catalog = u.catalog();
-            let index = catalog.face_index(|c| self.index_tools(u, c));
+            let Some(index) = catalog.face_cache(|c| self.index_tools(c)) else {
+                continue;
+            };
             for (id, handshake, stateless) in &index.listed {
                 if !tenant.policy.as_ref().is_none_or(|p| p.allows(id)) {
                     continue;
@@ -841,23 +836,15 @@ impl Dispatcher {
     }
 
     /// A catalog's tools by the names this face gives them.
-    fn index_tools(&self, upstream: &Upstream, catalog: &Catalog) -> FaceIndex {
+    fn index_tools(&self, catalog: &Catalog) -> FaceIndex {
         let listing = catalog.listing(Kind::Tool);
         let mut index = FaceIndex::default();
         for (id, range) in &listing.items {
             let Some(name) = self.name_of(Kind::Tool, id) else {
                 continue;
             };
-            let passthrough = upstream.dialect == Dialect::ModelContext
-                && catalog.tool(id).is_some_and(|t| {
-                    matches!(
-                        t.route,
-                        Route::ByName {
-                            structured: false,
-                            ..
-                        }
-                    )
-                });
+            // The listing shows no envelope schema for a tool whose blocks pass through.
+            let passthrough = catalog.tool(id).is_some_and(|t| t.produces_blocks());
             let Ok(def) = serde_json::from_str::<Map<String, Value>>(&listing.json[range.clone()])
             else {
                 continue;
@@ -883,7 +870,6 @@ impl Dispatcher {
                     id,
                     structured: object_output,
                     loose_output,
-                    passthrough,
                 }),
             );
         }
@@ -1014,10 +1000,11 @@ impl Dispatcher {
             audit.log(tenant, &result, started.elapsed());
         }
         let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
-        let out = call_result(result, tool.passthrough, structured)?;
+        let blocks = matches!(&result, Ok(r) if r.output().0 == Output::Blocks);
+        let out = call_result(result, structured)?;
         Ok(match out {
             // Links the upstream's own blocks carry become uris the gateway serves.
-            Out::Written(text) if tool.passthrough && text.contains("\"uri\"") => {
+            Out::Written(text) if blocks && text.contains("\"uri\"") => {
                 self.with_links(tenant, &tool.id, text)
             }
             out => out,
@@ -1051,7 +1038,7 @@ impl Dispatcher {
         era: Era,
         via: Via<'_>,
         audit: &mut execute::Audit,
-    ) -> Result<(Arc<FaceTool>, Result<JsonBuf, GatewayError>), GatewayError> {
+    ) -> Result<(Arc<FaceTool>, Result<ToolResult, GatewayError>), GatewayError> {
         let name = call
             .name
             .and_then(string_of)
@@ -1505,4 +1492,73 @@ pub fn change_notification(change: &Change, tag: Option<&str>) -> Vec<u8> {
     }
     params.push('}');
     notification(method, &params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::JsonBuf;
+    use crate::jsonrpc::scan::members_of;
+
+    /// A result whose output is the member `key` of `text`.
+    fn result(text: &str, key: &str, output: Output) -> ToolResult {
+        let raw: &serde_json::value::RawValue = serde_json::from_str(text).unwrap();
+        let answer: JsonBuf = Json::from(raw).to_buf();
+        let at = answer.range_of(members_of(answer.as_json(), [key]).unwrap()[0].unwrap());
+        ToolResult::new(answer, at, output, key == "output")
+    }
+
+    fn written(built: Built) -> Value {
+        match built {
+            Ok(Out::Written(text)) => serde_json::from_str(&text).unwrap(),
+            Ok(Out::ToolError(v)) => json!({"toolError": v}),
+            Ok(Out::Value(_)) => panic!("a tool's result is written, not built"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_tools_result_is_rendered_once_from_what_the_tool_produced() {
+        // Blocks pass through as the upstream sent them, links and all.
+        let blocks =
+            r#"{"content":[{"type":"resource_link","uri":"file:///a","name":"a"}],"extra":1}"#;
+        assert_eq!(
+            written(call_result(
+                Ok(result(blocks, "content", Output::Blocks)),
+                false
+            )),
+            json!({"content": [{"type": "resource_link", "uri": "file:///a", "name": "a"}]})
+        );
+        // A value: a text block holding it, and `structuredContent` where a schema was listed.
+        let value = r#"{"output":{"t":"\"q\""}}"#;
+        assert_eq!(
+            written(call_result(
+                Ok(result(value, "output", Output::Value)),
+                true
+            )),
+            json!({"content": [{"type": "text", "text": r#"{"t":"\"q\""}"#}], "structuredContent": {"t": "\"q\""}})
+        );
+        let structured =
+            r#"{"content":[{"type":"text","text":"ignored"}],"structuredContent":[1,2]}"#;
+        assert_eq!(
+            written(call_result(
+                Ok(result(structured, "structuredContent", Output::Value)),
+                false
+            )),
+            json!({"content": [{"type": "text", "text": "[1,2]"}]})
+        );
+        // The tool's own failure, and arguments its schema refuses, are tool errors.
+        let failed = GatewayError::Upstream {
+            upstream: "u".into(),
+            error: CallError::Tool("boom".into()),
+        };
+        assert_eq!(
+            written(call_result(Err(failed), false)),
+            json!({"toolError": {"content": [{"type": "text", "text": "boom"}], "isError": true}})
+        );
+        assert!(matches!(
+            call_result(Err(GatewayError::ToolDenied("t".into())), false),
+            Err(GatewayError::ToolDenied(_))
+        ));
+    }
 }

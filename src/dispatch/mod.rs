@@ -6,6 +6,7 @@
 //! answers whole messages (`respond`) for every transport toward agents.
 
 mod execute;
+mod face_index;
 mod links;
 pub mod mcp;
 mod rpc;

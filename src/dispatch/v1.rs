@@ -11,6 +11,7 @@ use bytes::Bytes;
 use super::{Dispatcher, Payload, execute};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
+use crate::protocol::tool_result::{Output, ToolResult};
 use crate::protocol::{Kind, Method};
 use crate::tenant::Tenant;
 
@@ -66,7 +67,7 @@ impl Dispatcher {
                 if audit.enabled() {
                     audit.log(tenant, &result, started.elapsed());
                 }
-                result.map(Payload::Raw)
+                result.map(v1_result)
             }
             Method::Initialized | Method::ResourceDidChange | Method::Other => {
                 Err(GatewayError::MethodNotFound)
@@ -92,5 +93,90 @@ impl Dispatcher {
                 .observe(seconds),
         }
         result
+    }
+}
+
+/// A tool's result as MCP v1.0 carries it: the upstream's own result object
+/// when it sent one, otherwise `{"output": ...}` written around the output.
+fn v1_result(result: ToolResult) -> Payload {
+    let result = match result.into_object() {
+        Ok(object) => return Payload::Raw(object),
+        Err(result) => result,
+    };
+    let (kind, output) = result.output();
+    let mut out = String::with_capacity(output.get().len() + 24);
+    match kind {
+        Output::Value => {
+            out.push_str(r#"{"output":"#);
+            out.push_str(output.get());
+            out.push('}');
+        }
+        Output::Blocks => {
+            out.push_str(r#"{"output":{"content":"#);
+            out.push_str(output.get());
+            out.push_str("}}");
+        }
+    }
+    Payload::Text(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::JsonBuf;
+
+    fn answer(text: &str) -> JsonBuf {
+        Json::from(serde_json::from_str::<&serde_json::value::RawValue>(text).unwrap()).to_buf()
+    }
+
+    fn written(payload: Payload) -> String {
+        match payload {
+            Payload::Raw(r) => r.get().to_owned(),
+            Payload::Text(t) => t,
+            _ => unreachable!("a tool's result is one text"),
+        }
+    }
+
+    #[test]
+    fn a_tools_result_is_its_upstreams_object_or_written_around_its_output() {
+        // An MCP v1.0 upstream's object goes as it came, members beside `output` too.
+        let object = answer(r#"{"output":{"t":1},"extra":[1]}"#);
+        let at = object.range_of(
+            crate::jsonrpc::scan::members_of(object.as_json(), ["output"]).unwrap()[0].unwrap(),
+        );
+        assert_eq!(
+            written(v1_result(ToolResult::new(object, at, Output::Value, true))),
+            r#"{"output":{"t":1},"extra":[1]}"#
+        );
+        // A value of the protocol's `structuredContent`.
+        let structured = answer(r#"{"content":[],"structuredContent":{"t":2}}"#);
+        let at = structured.range_of(
+            crate::jsonrpc::scan::members_of(structured.as_json(), ["structuredContent"]).unwrap()
+                [0]
+            .unwrap(),
+        );
+        assert_eq!(
+            written(v1_result(ToolResult::new(
+                structured,
+                at,
+                Output::Value,
+                false
+            ))),
+            r#"{"output":{"t":2}}"#
+        );
+        // Content blocks, in the documented envelope.
+        let blocks = answer(r#"{"content":[{"type":"text","text":"hi"}]}"#);
+        let at = blocks.range_of(
+            crate::jsonrpc::scan::members_of(blocks.as_json(), ["content"]).unwrap()[0].unwrap(),
+        );
+        assert_eq!(
+            written(v1_result(ToolResult::new(
+                blocks,
+                at,
+                Output::Blocks,
+                false
+            ))),
+            r#"{"output":{"content":[{"type":"text","text":"hi"}]}}"#
+        );
     }
 }

@@ -73,6 +73,22 @@ impl JsonBuf {
         Json(&self.0)
     }
 
+    /// Where `part`, a value found inside this text (by [`members_of`] or a
+    /// borrowing serde read of it), lies in it.
+    pub fn range_of(&self, part: Json<'_>) -> std::ops::Range<usize> {
+        let start = (part.0.as_ptr() as usize).wrapping_sub(self.0.as_ptr() as usize);
+        assert!(
+            start <= self.0.len() && part.0.len() <= self.0.len() - start,
+            "a part of another text"
+        );
+        start..start + part.0.len()
+    }
+
+    /// The value at `range`, one that [`Self::range_of`] gave.
+    pub fn sub(&self, range: std::ops::Range<usize>) -> Json<'_> {
+        Json(&self.0[range])
+    }
+
     /// Text the gateway wrote itself from valid JSON values, without
     /// whitespace around it (it is not parsed again).
     pub(crate) fn from_written(text: String) -> Self {
@@ -167,6 +183,31 @@ pub(crate) fn members_of<'a, const N: usize>(
             _ => return Some(found),
         }
     }
+}
+
+/// The elements of `value`, an array already known to be valid JSON (as for
+/// [`members_of`]); `None` when it is not an array.
+pub(crate) fn elements_of(value: Json<'_>) -> Option<impl Iterator<Item = Json<'_>>> {
+    let text = value.get();
+    let b = text.as_bytes();
+    if b.first() != Some(&b'[') {
+        return None;
+    }
+    let mut i = skip_ws(b, 1);
+    let mut done = b.get(i) == Some(&b']');
+    Some(std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let start = i;
+        let end = skip_value(b, i)?;
+        i = skip_ws(b, end);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            _ => done = true,
+        }
+        Some(Json(text.get(start..end)?))
+    }))
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
@@ -514,6 +555,28 @@ impl<'a> Scanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arrays_elements_are_what_serde_reads_and_lie_in_its_text() {
+        for text in [
+            "[]",
+            "[ ]",
+            "[1]",
+            r#"[ {"type":"text","text":"a,]}"} , [1,[2]],"\"]",null ,-1.5e3]"#,
+            "[\n\t{}\r\n]",
+        ] {
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            let buf = Json::from(raw).to_buf();
+            let ours: Vec<&str> = elements_of(buf.as_json()).unwrap().map(Json::get).collect();
+            let serde: Vec<&RawValue> = serde_json::from_str(text).unwrap();
+            let serde: Vec<&str> = serde.iter().map(|v| v.get()).collect();
+            assert_eq!(ours, serde, "{text}");
+            for element in elements_of(buf.as_json()).unwrap() {
+                assert_eq!(buf.sub(buf.range_of(element)).get(), element.get());
+            }
+        }
+        assert!(elements_of(Json(r#"{"a":[]}"#)).is_none());
+    }
 
     const KEYS: [&str; 3] = ["a", "b", "c"];
 

@@ -23,9 +23,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::Json;
 use crate::jsonrpc::scan;
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::capabilities::ExecutionProvider;
+use crate::protocol::tool_result::Answer;
 use crate::protocol::{Capabilities, Kind};
 
 /// The revision the gateway offers in `initialize`.
@@ -375,19 +376,21 @@ pub fn content_text(content: &str) -> String {
         .join("\n")
 }
 
-/// A `tools/call` result as the gateway's result object: `{"output": ...}`,
-/// the `structuredContent` when the tool has an `outputSchema`, the envelope
-/// `{"content": [...]}` otherwise. Either is written from the answer's text
-/// without re-encoding. Whether it satisfies the listed schema is for the
-/// caller to check, as for every upstream.
-pub fn tool_result(result: Json<'_>, structured: bool) -> Result<String, CallFailure> {
-    // One pass over the (valid) text for the usual result; serde where the
-    // scan declines (a member named twice, an escaped key), which also says why.
-    let (content, structured_content, is_error) =
-        match scan::members_of(result, ["content", "structuredContent", "isError"]) {
+/// A `tools/call` result as the core's [`Answer`]: its `structuredContent`
+/// when the tool has an `outputSchema`, its content blocks otherwise, found in
+/// the answer's text and left there. Whether it satisfies the listed schema is
+/// for the caller to check, as for every upstream.
+pub fn tool_result(result: JsonBuf, structured: bool) -> Result<Answer, CallFailure> {
+    let (content, structured_content) = {
+        // One pass over the (valid) text for the usual result; serde where the
+        // scan declines (a member named twice, an escaped key), which also says why.
+        let (content, structured_content, is_error) = match scan::members_of(
+            result.as_json(),
+            ["content", "structuredContent", "isError"],
+        ) {
             Some([content, structured_content, is_error]) => (
-                content.map(Json::get),
-                structured_content.map(Json::get),
+                content,
+                structured_content,
                 match is_error.map(Json::get) {
                     None | Some("null") => None,
                     Some("true") => Some(true),
@@ -404,35 +407,30 @@ pub fn tool_result(result: Json<'_>, structured: bool) -> Result<String, CallFai
                     CallFailure::Broken(format!("the tools/call result cannot be read: {e}"))
                 })?;
                 (
-                    r.content.map(RawValue::get),
-                    r.structured_content.map(RawValue::get),
+                    r.content.map(Json::from),
+                    r.structured_content.map(Json::from),
                     r.is_error,
                 )
             }
         };
-    let content = content
-        .filter(|c| c.starts_with('['))
-        .ok_or_else(|| CallFailure::Broken("the tools/call result has no content array".into()))?;
-    if is_error == Some(true) {
-        return Err(CallFailure::Tool(content_text(content)));
-    }
-    if structured {
-        return Ok(match structured_content {
-            Some(s) if s != "null" => {
-                let mut out = String::with_capacity(s.len() + 11);
-                out.push_str(r#"{"output":"#);
-                out.push_str(s);
-                out.push('}');
-                out
-            }
-            _ => "{}".into(),
-        });
-    }
-    let mut out = String::with_capacity(content.len() + 24);
-    out.push_str(r#"{"output":{"content":"#);
-    out.push_str(content);
-    out.push_str("}}");
-    Ok(out)
+        let content = content.filter(|c| c.first_byte() == b'[').ok_or_else(|| {
+            CallFailure::Broken("the tools/call result has no content array".into())
+        })?;
+        if is_error == Some(true) {
+            return Err(CallFailure::Tool(content_text(content.get())));
+        }
+        (
+            result.range_of(content),
+            structured_content
+                .filter(|s| s.get() != "null")
+                .map(|s| result.range_of(s)),
+        )
+    };
+    Ok(if structured {
+        Answer::Value(result, structured_content)
+    } else {
+        Answer::Blocks(result, content)
+    })
 }
 
 /// A resource of `resources/list`: its uri, or why it cannot be mapped.
@@ -700,9 +698,21 @@ mod tests {
         assert!(tool(&obj(json!({"inputSchema":{}}))).is_err());
     }
 
+    /// The answer's output, as the gateway's MCP v1.0 face would carry it.
     fn tool_result(text: &str, structured: bool) -> Result<String, CallFailure> {
         let raw: &RawValue = serde_json::from_str(text).unwrap();
-        super::tool_result(raw.into(), structured)
+        Ok(
+            match super::tool_result(Json::from(raw).to_buf(), structured)? {
+                Answer::Value(answer, Some(at)) => {
+                    format!(r#"{{"output":{}}}"#, answer.sub(at).get())
+                }
+                Answer::Value(_, None) => "{}".into(),
+                Answer::Blocks(answer, at) => {
+                    format!(r#"{{"output":{{"content":{}}}}}"#, answer.sub(at).get())
+                }
+                Answer::Object(_) => unreachable!("not of this protocol"),
+            },
+        )
     }
 
     #[test]

@@ -21,10 +21,24 @@ pub enum Route {
     ByName { name: String, structured: bool },
 }
 
+impl ToolEntry {
+    /// Whether the tool produces content blocks rather than a value of an
+    /// output schema of its own.
+    pub fn produces_blocks(&self) -> bool {
+        matches!(
+            self.route,
+            Route::ByName {
+                structured: false,
+                ..
+            }
+        )
+    }
+}
+
 /// A tool the gateway can route to, with its compiled schemas.
 pub struct ToolEntry {
     /// The id the upstream gave it (MCP v1.0), or the one the gateway gave it
-    /// (see `modelcontext`).
+    /// (for an upstream of the Model Context Protocol).
     pub original_id: String,
     pub route: Route,
     /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
@@ -118,38 +132,9 @@ pub struct Catalog {
     quarantined: Arc<HashMap<String, String>>,
     /// Whether this catalog came from a real listing (false before the first handshake).
     pub loaded: bool,
-    /// What the Model Context Protocol's face needs of its tools, made on
-    /// first use (by the face) and kept as long as this catalog is.
-    face: Arc<std::sync::OnceLock<FaceIndex>>,
-}
-
-/// A catalog's tools by the names the Model Context Protocol's face gives them.
-#[derive(Default)]
-pub struct FaceIndex {
-    pub by_name: HashMap<String, Arc<FaceTool>, foldhash::fast::RandomState>,
-    /// Each tool as the face lists it (JSON text), in listing order, by
-    /// namespaced id; and where the stateless era lists it otherwise (an
-    /// output schema whose root is not an object), that form.
-    pub listed: Vec<Listed>,
-}
-
-/// One tool's listing entries: its namespaced id, how the handshake era
-/// lists it, and how the stateless era does where that differs.
-pub type Listed = (Arc<str>, Box<str>, Option<Box<str>>);
-
-/// One tool as the face calls it.
-pub struct FaceTool {
-    /// Its namespaced id.
-    pub id: Arc<str>,
-    /// Its result carries `structuredContent` (the listing showed an outputSchema).
-    pub structured: bool,
-    /// Its output schema's root is not an object: the stateless era lists it
-    /// and carries `structuredContent`, the handshake era neither.
-    pub loose_output: bool,
-    /// Its upstream's own content blocks pass through.
-    pub passthrough: bool,
-    /// The arguments its input schema mirrors into `Mcp-Param-*` headers.
-    pub mirrors: Vec<crate::modelcontext::param_headers::Mirror>,
+    /// A face's own view of these tools (its names, its listing entries),
+    /// made on first use by the face and kept as long as this catalog is.
+    face: Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// The result of building one kind from an upstream's listing.
@@ -250,9 +235,16 @@ impl Catalog {
         self.tools.get(namespaced_id)
     }
 
-    /// The face's index of this catalog's tools, made by `make` the first time.
-    pub fn face_index(&self, make: impl FnOnce(&Catalog) -> FaceIndex) -> &FaceIndex {
-        self.face.get_or_init(|| make(self))
+    /// A face's own view of this catalog's tools, made by `make` the first
+    /// time. One face keeps one here (the Model Context Protocol's: MCP
+    /// v1.0's listing is the catalog's own), so it is a `T` whenever asked.
+    pub fn face_cache<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce(&Catalog) -> T,
+    ) -> Option<&T> {
+        self.face
+            .get_or_init(|| Box::new(make(self)))
+            .downcast_ref::<T>()
     }
 
     pub fn listing(&self, kind: Kind) -> &Listing {

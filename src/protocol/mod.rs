@@ -1,5 +1,6 @@
 //! MCP v1.0 on top of JSON-RPC: methods, capabilities, definition checks,
-//! the namespaced mcpId scheme and the per-upstream catalog. No I/O here.
+//! the namespaced mcpId scheme and the per-upstream catalog, and a tool
+//! call's result in neither protocol's shape. No I/O here.
 
 pub mod bounds;
 pub mod capabilities;
@@ -9,6 +10,7 @@ pub mod instance;
 pub mod mcpid;
 pub mod method;
 pub mod schema;
+pub mod tool_result;
 
 pub use capabilities::Capabilities;
 pub use catalog::{Catalog, ToolEntry};

@@ -36,6 +36,7 @@ use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::protocol::bounds::ListingBounds;
 use crate::protocol::catalog::Route;
+use crate::protocol::tool_result::Answer;
 use crate::protocol::{Capabilities, Catalog, Kind, ToolEntry, catalog};
 
 /// One connection to an upstream: sends requests and notifications.
@@ -389,19 +390,19 @@ impl Upstream {
         &self,
         tool: &ToolEntry,
         arguments: Json<'_>,
-    ) -> Result<JsonBuf, CallError> {
+    ) -> Result<Answer, CallError> {
         match &tool.route {
             Route::ById => {
                 let params = Params::Execute {
                     tool: &tool.original_id,
                     arguments,
                 };
-                self.call(Op::CallTool, params).await
+                self.call(Op::CallTool, params).await.map(Answer::Object)
             }
             Route::ByName { name, structured } => {
                 let params = Params::CallTool { name, arguments };
                 let result = self.call(Op::CallTool, params).await?;
-                modelcontext::tool_result(&result, *structured)
+                modelcontext::tool_result(result, *structured)
             }
         }
     }

@@ -18,6 +18,7 @@ use crate::metrics::Metrics;
 use crate::modelcontext::{self as mc, CallFailure, LeftOut, ResourceText, Unmapped, method};
 use crate::protocol::bounds::Taker;
 use crate::protocol::catalog::{self, Candidate, Dropped, Route};
+use crate::protocol::tool_result::Answer;
 use crate::protocol::{Capabilities, Kind};
 
 /// Pages of one listing followed before the rest is left out.
@@ -505,10 +506,10 @@ impl State {
     }
 }
 
-/// A `tools/call` result as the gateway's result object (see `crate::modelcontext::tool_result`).
-pub(super) fn tool_result(result: &JsonBuf, structured: bool) -> Result<JsonBuf, CallError> {
-    match mc::tool_result(result.as_json(), structured) {
-        Ok(text) => Ok(JsonBuf::from_written(text)),
+/// A `tools/call` result as the core's answer (see `crate::modelcontext::tool_result`).
+pub(super) fn tool_result(result: JsonBuf, structured: bool) -> Result<Answer, CallError> {
+    match mc::tool_result(result, structured) {
+        Ok(answer) => Ok(answer),
         Err(CallFailure::Tool(text)) => Err(CallError::Tool(text)),
         Err(CallFailure::Broken(why)) => Err(CallError::protocol(why)),
     }

@@ -1,0 +1,71 @@
+//! A tool call's result as the core holds it, in neither protocol's shape:
+//! the upstream's answer, kept as the text it arrived as, and where in it lies
+//! what the tool produced. Each face renders it once (MCP v1.0's
+//! `{"output": ...}`, the Model Context Protocol's `{content, structuredContent}`),
+//! so a call is never rewritten into one protocol's shape and back.
+
+use std::ops::Range;
+
+use crate::jsonrpc::scan::{Json, JsonBuf};
+
+/// What an upstream answered a tool call with, before the core checks it
+/// against the tool's listed output schema.
+#[derive(Debug)]
+pub enum Answer {
+    /// A result object of MCP v1.0: the tool's output is its `output` member.
+    Object(JsonBuf),
+    /// A value of the tool's own output schema at this place in the answer
+    /// (`None`: the answer carries none).
+    Value(JsonBuf, Option<Range<usize>>),
+    /// Content blocks (an array) at this place in the answer: a tool without
+    /// an output schema of its own.
+    Blocks(JsonBuf, Range<usize>),
+}
+
+/// What a tool produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// A JSON value the tool's output schema describes.
+    Value,
+    /// Content blocks: an array of objects, each with a string `type`.
+    Blocks,
+}
+
+/// A tool call's result, checked: the answer and where its output lies.
+#[derive(Debug)]
+pub struct ToolResult {
+    answer: JsonBuf,
+    at: Range<usize>,
+    output: Output,
+    /// The answer is itself a result object of MCP v1.0 (with whatever its
+    /// upstream put beside `output`), forwardable to an MCP v1.0 agent as is.
+    object: bool,
+}
+
+impl ToolResult {
+    /// `at` is where the output lies in `answer`: a whole JSON value (of an
+    /// array, for blocks).
+    pub fn new(answer: JsonBuf, at: Range<usize>, output: Output, object: bool) -> Self {
+        debug_assert!(answer.get().get(at.clone()).is_some());
+        ToolResult {
+            answer,
+            at,
+            output,
+            object,
+        }
+    }
+
+    /// The tool's output: a value or an array of content blocks.
+    pub fn output(&self) -> (Output, Json<'_>) {
+        (self.output, self.answer.sub(self.at.clone()))
+    }
+
+    /// The answer, when it is a result object of MCP v1.0; otherwise itself.
+    pub fn into_object(self) -> Result<JsonBuf, ToolResult> {
+        if self.object {
+            Ok(self.answer)
+        } else {
+            Err(self)
+        }
+    }
+}
