@@ -151,7 +151,16 @@ pub struct Mirrored<'a> {
     pub repeated: bool,
     /// Every header, where the request may carry `Mcp-Param-*` ones (hyper's
     /// path; the edge's own hands such requests to it).
-    pub all: Option<&'a axum::http::HeaderMap>,
+    pub all: Option<&'a dyn Headers>,
+}
+
+/// A request's headers as the face reads them, whatever carried them (the
+/// HTTP edge's header map implements it).
+pub trait Headers: Sync + std::fmt::Debug {
+    /// Every value of the header `name` (lower case), in the order sent.
+    fn values(&self, name: &str) -> Vec<&[u8]>;
+    /// Whether the name of any header starts with `prefix` (lower case).
+    fn any_named(&self, prefix: &str) -> bool;
 }
 
 impl Mirrored<'_> {
@@ -213,10 +222,9 @@ pub fn batch_allowed<'a>(
         .is_none_or(|v| v == REVISIONS[0].as_bytes());
     let mirrors = http.method.is_some()
         || http.name.is_some()
-        || http.all.is_some_and(|all| {
-            all.keys()
-                .any(|k| k.as_str().starts_with(param_headers::PREFIX))
-        });
+        || http
+            .all
+            .is_some_and(|all| all.any_named(param_headers::PREFIX));
     if !header_allows || mirrors {
         return false;
     }
@@ -1056,9 +1064,7 @@ impl Dispatcher {
         {
             let args: Value = serde_json::from_str(arguments.get()).unwrap_or(Value::Null);
             let sent = |name: &str| -> Vec<&[u8]> {
-                http.all.map_or_else(Vec::new, |all| {
-                    all.get_all(name).iter().map(|v| v.as_bytes()).collect()
-                })
+                http.all.map_or_else(Vec::new, |all| all.values(name))
             };
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;

@@ -1,6 +1,7 @@
 //! Sessions: a stream of messages in, one message out per answer, each sent as
 //! soon as it is ready (answers may overtake each other), with the handshake
-//! rules of PROTOCOL-NOTES, resource-change notifications and `$/logTrace`.
+//! rules, resource-change notifications and `$/logTrace` of docs/mcp-v1.md
+//! ("Sessions, notifications and `$/logTrace`").
 //! Transports (HTTP bodies, the stdio mode) feed it messages and frame what it
 //! sends; this type knows no framing.
 

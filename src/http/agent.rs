@@ -1,5 +1,5 @@
 //! `POST /mcp`: authentication, content type, body limit, then one message, a
-//! batch, or a session (PROTOCOL-NOTES, "HTTP transport").
+//! batch, or a session (docs/protocol-decisions.md, "HTTP edge").
 
 use std::sync::Arc;
 

@@ -342,6 +342,20 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
 }
 
 /// The Model Context Protocol's mirrored headers of a request hyper parsed.
+impl crate::dispatch::mcp::Headers for axum::http::HeaderMap {
+    fn values(&self, name: &str) -> Vec<&[u8]> {
+        self.get_all(name)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect()
+    }
+
+    fn any_named(&self, prefix: &str) -> bool {
+        // Header names are held in lower case.
+        self.keys().any(|k| k.as_str().starts_with(prefix))
+    }
+}
+
 pub(super) fn mirrored(headers: &axum::http::HeaderMap) -> Mirrored<'_> {
     let mut repeated = false;
     let mut one = |name: &str| {

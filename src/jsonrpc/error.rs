@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-/// Error codes: JSON-RPC 2.0's own, and the gateway's from PROTOCOL-NOTES.
+/// Error codes: JSON-RPC 2.0's own, and the gateway's (docs/mcp-v1.md, "Errors").
 pub mod codes {
     /// Invalid JSON was received.
     pub const PARSE_ERROR: i64 = -32700;
