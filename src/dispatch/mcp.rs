@@ -23,7 +23,7 @@ use crate::protocol::tool_result::{Output, ToolResult};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
 use crate::tenant::subscriptions::{self, Subscribed};
-use crate::upstream::{CallError, Dialect, Status, Upstream};
+use crate::upstream::{CallError, Status, Upstream};
 
 /// Where a definition's namespaced mcpId travels in `_meta` (outside the
 /// protocol's reserved `io.modelcontextprotocol/` prefix).
@@ -458,9 +458,9 @@ impl Dispatcher {
     /// The tool or prompt name of a definition the tenant sees.
     fn name_of(&self, kind: Kind, id: &str) -> Option<String> {
         let (upstream, original) = mcpid::parse(&self.inner.gateway_id, id)?;
-        let key = match self.upstream(upstream).map(|u| u.dialect) {
-            Some(Dialect::ModelContext) => mc::key_of(kind, &original)?,
-            _ => original.into_owned(),
+        let key = match self.upstream(upstream) {
+            Some(up) => up.own_key(kind, &original)?,
+            None => original.into_owned(),
         };
         let budget = self
             .inner
@@ -503,18 +503,18 @@ impl Dispatcher {
             })
     }
 
-    /// Whether the upstream of a namespaced id speaks the Model Context Protocol.
-    fn speaks_modelcontext(&self, id: &str) -> bool {
+    /// Whether the upstream of a namespaced id lists its prompts as its own.
+    fn listed_as_its_own(&self, id: &str) -> bool {
         mcpid::upstream_of(&self.inner.gateway_id, id)
             .and_then(|u| self.upstream(u))
-            .is_some_and(|u| u.dialect == Dialect::ModelContext)
+            .is_some_and(|u| u.lists_its_own())
     }
 
     /// The prompts of the tenant's ready upstreams of the protocol, as each listed them.
     pub(super) fn own_prompts(&self, tenant: &Tenant) -> Vec<(Arc<Upstream>, OwnPrompts)> {
         self.upstreams_of(tenant)
             .into_iter()
-            .filter(|u| u.dialect == Dialect::ModelContext && u.status() == Status::Ready)
+            .filter(|u| u.lists_its_own() && u.status() == Status::Ready)
             .map(|u| {
                 let own = u.own_prompts();
                 (u, own)
@@ -577,7 +577,7 @@ impl Dispatcher {
     ) -> Option<(Arc<Upstream>, String)> {
         self.upstreams_of(tenant)
             .into_iter()
-            .filter(|u| u.dialect == Dialect::ModelContext && u.status() == Status::Ready)
+            .filter(|u| u.lists_its_own() && u.status() == Status::Ready)
             .find_map(|u| {
                 let prefix = mcpid::namespace(
                     &self.inner.gateway_id,
@@ -704,7 +704,7 @@ impl Dispatcher {
     pub(super) fn templates(&self, tenant: &Tenant) -> Vec<Value> {
         let mut out = Vec::new();
         for u in self.upstreams_of(tenant) {
-            if u.dialect != Dialect::ModelContext || u.status() != Status::Ready {
+            if !u.lists_its_own() || u.status() != Status::Ready {
                 continue;
             }
             let prefix = mcpid::namespace(
@@ -757,7 +757,7 @@ impl Dispatcher {
         }
         let upstream = self
             .upstream(name)
-            .filter(|u| u.dialect == Dialect::ModelContext && u.status() == Status::Ready)?;
+            .filter(|u| u.lists_its_own() && u.status() == Status::Ready)?;
         let own = mc::key_of(Kind::Resource, &original)?;
         let offered = upstream.own_templates().iter().any(|t| {
             t.get("uriTemplate")
@@ -1148,7 +1148,7 @@ impl Dispatcher {
                     .filter_map(|def| {
                         let id = def.get("mcpId")?.as_str()?.to_owned();
                         // An upstream of the protocol has its prompts listed as it listed them, below.
-                        if self.speaks_modelcontext(&id) {
+                        if self.listed_as_its_own(&id) {
                             return None;
                         }
                         let mut prompt = Map::new();

@@ -407,6 +407,23 @@ impl Upstream {
         }
     }
 
+    /// The upstream's own name (or uri) for a definition of this kind, from
+    /// the original id the catalog holds it by: what a face calls it. An MCP
+    /// v1.0 upstream's own is that id; `None` when it is not one of this kind.
+    pub fn own_key(&self, kind: Kind, original: &str) -> Option<String> {
+        match self.dialect {
+            Dialect::ModelContext => crate::modelcontext::key_of(kind, original),
+            Dialect::V1 => Some(original.to_owned()),
+        }
+    }
+
+    /// Whether it lists prompts and resource templates of its own shape
+    /// (prompts with arguments, uri templates), which a face that can carry
+    /// them lists as the upstream did rather than from the catalog.
+    pub fn lists_its_own(&self) -> bool {
+        self.dialect == Dialect::ModelContext
+    }
+
     /// The prompts an upstream of the Model Context Protocol last listed, as
     /// it listed them, arguments and all (none for an MCP v1.0 upstream).
     pub fn own_prompts(&self) -> Arc<Vec<serde_json::Map<String, serde_json::Value>>> {
