@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::face_index::{FaceIndex, FaceTool};
+use super::rpc::Standing;
 use super::watch::Change;
 use super::{Dispatcher, Payload, execute};
 use crate::error::GatewayError;
@@ -247,10 +248,10 @@ fn string_of(value: Json<'_>) -> Option<Cow<'_, str>> {
     }
 }
 
-/// The HTTP status of a stateless-era error, as that revision's transport
-/// names it: 400 for malformed requests and its own errors, 404 for an
-/// unknown method, 200 for everything else (the error is in the body).
-pub fn stateless_status(code: Option<i64>) -> u16 {
+/// How a stateless-era error stands apart from its body, as that
+/// revision's transport names it: a malformed request (and that revision's
+/// own errors), an unknown method, or an answer like any other.
+pub fn stateless_standing(code: Option<i64>) -> Standing {
     use crate::jsonrpc::codes::*;
     match code {
         Some(
@@ -259,9 +260,9 @@ pub fn stateless_status(code: Option<i64>) -> u16 {
             | INVALID_PARAMS
             | HEADER_MISMATCH
             | UNSUPPORTED_PROTOCOL_VERSION,
-        ) => 400,
-        Some(METHOD_NOT_FOUND) => 404,
-        _ => 200,
+        ) => Standing::Malformed,
+        Some(METHOD_NOT_FOUND) => Standing::UnknownMethod,
+        _ => Standing::Answered,
     }
 }
 

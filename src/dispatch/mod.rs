@@ -33,7 +33,9 @@ use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
-pub use rpc::{Outgoing, respond, respond_classified, respond_traced, write_gateway_error};
+pub use rpc::{
+    Outgoing, Standing, respond, respond_classified, respond_traced, write_gateway_error,
+};
 
 /// The protocols an agent's request may come in (labels of metrics and audit lines).
 pub const PROTOCOL_V1: &str = "v1";

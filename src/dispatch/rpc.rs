@@ -64,11 +64,24 @@ pub async fn respond_traced(
 /// Like [`respond_traced`], for a message its caller has classified already
 /// (each classification parses the message's envelope again); also the HTTP
 /// status the answer goes out with.
-/// The HTTP status a lone request's answer goes with, and the scope the
-/// caller's token lacked when that is why it was refused.
+/// How a lone request's answer stands, and the scope the caller's token
+/// lacked when that is why it was refused.
 pub struct Status {
-    pub http: u16,
+    pub standing: Standing,
     pub missing_scope: Option<std::sync::Arc<str>>,
+}
+
+/// How an answer stands apart from its body, for a transport that says so
+/// (HTTP's status, in the 2026-07-28 revision); every answer otherwise stands
+/// as answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Standing {
+    #[default]
+    Answered,
+    /// The request was malformed, or broke a rule of its revision.
+    Malformed,
+    /// The method is not one the gateway answers.
+    UnknownMethod,
 }
 
 pub async fn respond_classified(
@@ -79,7 +92,7 @@ pub async fn respond_classified(
     via: Via<'_>,
 ) -> (Option<Outgoing>, Option<String>, Status) {
     let mut status = Status {
-        http: 200,
+        standing: Standing::Answered,
         missing_scope: None,
     };
     let (out, line) = match incoming {
@@ -94,7 +107,7 @@ pub async fn respond_classified(
                 if era == Era::Stateless
                     && let Err(e) = &result
                 {
-                    status.http = super::mcp::stateless_status(e.code());
+                    status.standing = super::mcp::stateless_standing(e.code());
                 }
                 result
             } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {

@@ -12,41 +12,16 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::conn_place::{ConnPlace, too_many_connections};
-use super::exchange::{
-    Exchange, LARGE_BODY, exchange, exchange_aside, mirrored, parse_error, session_of,
-};
+use super::Reply;
+use super::conn_place::ConnPlace;
+use super::exchange::{Exchange, LARGE_BODY, exchange, exchange_aside, mirrored, session_of};
 use super::first_look::{First, FirstLook};
 use super::h1::{self, Conn, Filled, Next};
+use super::refusal::Refusal;
 use super::request_id::{REQUEST_ID, RequestId};
 use super::session;
-use super::{Reply, error};
-use crate::dispatch::Dispatcher;
-use crate::jsonrpc::{ErrorObject, codes};
-use crate::metrics::Metrics;
-use crate::tenant::{Credential, Denied, KeyStore, Places, Tenant, bearer_token};
-
-/// What the agent edge needs; a cheap clone.
-#[derive(Clone)]
-pub struct AgentState {
-    pub dispatcher: Dispatcher,
-    /// Swapped whole on reload.
-    pub keys: Arc<arc_swap::ArcSwap<KeyStore>>,
-    pub max_body_bytes: usize,
-    pub max_batch: usize,
-    pub body_read_timeout: std::time::Duration,
-    pub sessions: session::SessionLimits,
-    /// Connections one tenant may hold (see [`ConnPlace`]), and how many each holds.
-    pub max_connections_per_tenant: usize,
-    pub connections: Places,
-    pub metrics: Metrics,
-    /// Origins whose requests are served (see `GatewaySettings::allowed_origins`).
-    pub allowed_origins: Vec<String>,
-    /// Cancelled when the gateway starts shutting down: long-lived streams end gracefully.
-    pub shutdown: CancellationToken,
-    /// The handshake era's sessions, when `gateway.session_secret` is set.
-    pub mcp_sessions: Option<super::mcp_sessions::McpSessions>,
-}
+pub use super::state::AgentState;
+use crate::tenant::{Credential, Denied, KeyStore, Tenant, bearer_token};
 
 /// [`AgentState`] with what the edge derives from it once.
 struct Edge {
@@ -106,14 +81,14 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
         let place = self.1.clone();
         Box::pin(async move {
             Ok(if !one_host(&request) {
-                bad_host().into_response()
+                Refusal::BadHost.reply().into_response()
             } else if !edge.origin_allowed(request.headers()) {
                 edge.count(StatusCode::FORBIDDEN);
-                forbidden_origin().into_response()
+                Refusal::ForeignOrigin.reply().into_response()
             } else if let Some(document) = edge.resource_metadata(&request) {
                 document
             } else if request.uri().path() != "/mcp" {
-                not_found().into_response()
+                Refusal::NotFound.reply().into_response()
             } else if request.method() == axum::http::Method::POST {
                 mcp(edge, &place, request.map(Body::new)).await
             } else if edge.mcp_sessions.is_some()
@@ -128,9 +103,32 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 edge.count(response.status());
                 response
             } else {
-                method_not_allowed(edge.mcp_sessions.is_some()).into_response()
+                Refusal::MethodNotAllowed {
+                    sessions: edge.mcp_sessions.is_some(),
+                }
+                .reply()
+                .into_response()
             })
         })
+    }
+}
+
+/// The same service for tower's layers (the browsers' CORS).
+impl tower::Service<hyper::Request<hyper::body::Incoming>> for AgentService {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future =
+        <AgentService as hyper::service::Service<hyper::Request<hyper::body::Incoming>>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        hyper::service::Service::call(self, request)
     }
 }
 
@@ -144,14 +142,7 @@ impl Edge {
             return None;
         }
         if request.method() != axum::http::Method::GET {
-            return Some(
-                error(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    ErrorObject::invalid_request("the resource metadata is read with GET"),
-                )
-                .with_header(header::ALLOW, HeaderValue::from_static("GET"))
-                .into_response(),
-            );
+            return Some(Refusal::MetadataByGet.reply().into_response());
         }
         let mut response = Response::new(Body::from(resource.document.clone()));
         response.headers_mut().insert(
@@ -182,13 +173,6 @@ impl Edge {
     }
 }
 
-fn forbidden_origin() -> Reply {
-    error(
-        StatusCode::FORBIDDEN,
-        ErrorObject::invalid_request("the request's Origin is not one of gateway.allowed_origins"),
-    )
-}
-
 /// An HTTP/1.1 request names exactly one Host; none or several is 400
 /// (RFC 9112, 3.2). HTTP/1.0 may leave it out.
 fn one_host<B>(request: &hyper::Request<B>) -> bool {
@@ -198,36 +182,6 @@ fn one_host<B>(request: &hyper::Request<B>) -> bool {
         (None, _) => request.version() < axum::http::Version::HTTP_11,
         (Some(_), Some(_)) => false,
     }
-}
-
-fn bad_host() -> Reply {
-    error(
-        StatusCode::BAD_REQUEST,
-        ErrorObject::invalid_request("an HTTP/1.1 request carries exactly one Host header"),
-    )
-}
-
-fn not_found() -> Reply {
-    error(
-        StatusCode::NOT_FOUND,
-        ErrorObject::invalid_request("the MCP endpoint is POST /mcp"),
-    )
-}
-
-fn method_not_allowed(sessions: bool) -> Reply {
-    let (allow, why) = if sessions {
-        (
-            "GET, POST, DELETE",
-            "the MCP endpoint accepts POST, and GET and DELETE with a session",
-        )
-    } else {
-        ("POST", "the MCP endpoint accepts POST only")
-    };
-    error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        ErrorObject::invalid_request(why),
-    )
-    .with_header(header::ALLOW, HeaderValue::from_static(allow))
 }
 
 /// Serves one agent connection. Requests that the edge's own HTTP/1.1 path
@@ -310,7 +264,7 @@ pub(crate) async fn connection(
             let refuse: super::browser::Refusal = Arc::new(move |request| {
                 (!guard.origin_allowed(request.headers())).then(|| {
                     guard.count(StatusCode::FORBIDDEN);
-                    forbidden_origin().into_response()
+                    Refusal::ForeignOrigin.reply().into_response()
                 })
             });
             let browsers = super::browser::BrowserEdge::new(service, &cors, refuse);
@@ -355,7 +309,7 @@ async fn serve_one(
         }
     };
     if let Err(limit) = place.take(s, &tenant).await {
-        return Step::Reply(too_many_connections(limit), false);
+        return Step::Reply(Refusal::TooManyConnections(limit).reply(), false);
     }
     let mut first = FirstLook::default();
     if conn.buffered().len() < end {
@@ -371,7 +325,7 @@ async fn serve_one(
             match conn.read_more(false).await {
                 Filled::More => {}
                 Filled::Closed => return Step::Closed,
-                Filled::TimedOut => return Step::Reply(body_timeout(), false),
+                Filled::TimedOut => return Step::Reply(Refusal::BodyTimeout.reply(), false),
             }
         }
     }
@@ -454,76 +408,6 @@ async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -
     response
 }
 
-/// A 401. With `gateway.auth.resource` set, its challenge names the
-/// resource's metadata (RFC 9728), and says `invalid_token` when a JWT was
-/// refused (RFC 6750).
-pub(super) fn unauthorized(keys: &KeyStore, denied: Denied) -> Reply {
-    log_refused(denied);
-    let (challenge, hint) = match keys.resource() {
-        None => (
-            HeaderValue::from_static("Bearer"),
-            "send Authorization: Bearer <api key>",
-        ),
-        Some(r) => (
-            HeaderValue::from_str(&r.challenge(denied == Denied::InvalidToken))
-                .unwrap_or_else(|_| HeaderValue::from_static("Bearer")),
-            if denied == Denied::InvalidToken {
-                "the bearer token is not valid here: expired, not yet valid, or not for this gateway"
-            } else {
-                "send Authorization: Bearer <api key or access token>"
-            },
-        ),
-    };
-    error(
-        StatusCode::UNAUTHORIZED,
-        ErrorObject::new(codes::INVALID_REQUEST, "Unauthorized").with_data(hint),
-    )
-    .with_header(header::WWW_AUTHENTICATE, challenge)
-}
-
-/// Says that credentials were refused, at most once a second, with how many
-/// were refused since the last line: a brute force shows in the log without
-/// flooding it (and without the credential, which is never logged).
-fn log_refused(denied: Denied) {
-    use std::sync::Mutex;
-    use std::time::{Duration, Instant};
-    static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
-    let reason = match denied {
-        Denied::Unknown => "missing or unknown key",
-        Denied::InvalidToken => "invalid token",
-    };
-    let mut last = LAST
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    match &mut *last {
-        Some((at, suppressed)) if at.elapsed() < Duration::from_secs(1) => *suppressed += 1,
-        _ => {
-            let suppressed = last.map_or(0, |(_, n)| n);
-            *last = Some((Instant::now(), 0));
-            drop(last);
-            tracing::warn!(
-                reason,
-                refused_since_last_line = suppressed,
-                "credentials refused"
-            );
-        }
-    }
-}
-
-fn too_large(limit: usize) -> Reply {
-    error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorObject::invalid_request(format!("the request body is larger than {limit} bytes")),
-    )
-}
-
-fn body_timeout() -> Reply {
-    error(
-        StatusCode::REQUEST_TIMEOUT,
-        ErrorObject::invalid_request("the request body did not arrive in time"),
-    )
-}
-
 /// A header value as text, when it is visible ASCII (what `HeaderValue::to_str` accepts).
 fn header_str(v: &[u8]) -> Option<&str> {
     if v.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
@@ -560,7 +444,7 @@ fn admit_head(
         Ok(tenant) => tenant,
         Err(denied) => {
             tracing::debug!("unauthenticated request");
-            return Err(unauthorized(&keys.load(), denied));
+            return Err(Refusal::Unauthorized(&keys.load(), denied).reply());
         }
     };
     // Finding the current span costs even when it is disabled: only when it can be enabled.
@@ -568,10 +452,7 @@ fn admit_head(
         tracing::Span::current().record("tenant", &*tenant.name);
     }
     if !is_json(content_type) {
-        return Err(error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ErrorObject::invalid_request("Content-Type must be application/json"),
-        ));
+        return Err(Refusal::NotJson.reply());
     }
     Ok(tenant)
 }
@@ -596,7 +477,7 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
         Err(reply) => return reply.into_response(),
     };
     if let Err(limit) = place.take(s, &tenant).await {
-        let mut r = too_many_connections(limit).into_response();
+        let mut r = Refusal::TooManyConnections(limit).reply().into_response();
         r.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return r;
@@ -606,7 +487,7 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > s.max_body_bytes as u64) {
-        return too_large(s.max_body_bytes).into_response();
+        return Refusal::TooLarge(s.max_body_bytes).reply().into_response();
     }
     read_body(s, tenant, credential, body, headers).await
 }
@@ -652,25 +533,21 @@ async fn read_body(
                         )
                         .await;
                     }
-                    Some(First::Invalid) => return parse_error().into_response(),
+                    Some(First::Invalid) => return Refusal::ParseError.reply().into_response(),
                     _ => {}
                 }
                 match tokio::time::timeout_at(deadline, body.next()).await {
                     Ok(next) => next,
-                    Err(_) => return body_timeout().into_response(),
+                    Err(_) => return Refusal::BodyTimeout.reply().into_response(),
                 }
             }
         };
         let Some(chunk) = next else { break };
         let Ok(chunk) = chunk else {
-            return error(
-                StatusCode::BAD_REQUEST,
-                ErrorObject::invalid_request("the request body could not be read"),
-            )
-            .into_response();
+            return Refusal::UnreadableBody.reply().into_response();
         };
         if buf.len() + chunk.len() > s.max_body_bytes {
-            return too_large(s.max_body_bytes).into_response();
+            return Refusal::TooLarge(s.max_body_bytes).reply().into_response();
         }
         buf.extend_from_slice(&chunk);
     }

@@ -13,14 +13,11 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::response::Response;
 use tower_http::cors::{AllowHeaders, AllowOrigin, Cors, CorsLayer, ExposeHeaders};
-
-use super::agent::AgentService;
 
 /// How long a browser may keep a preflight's answer.
 const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
@@ -55,16 +52,16 @@ pub(super) fn layer(allowed: &[String]) -> CorsLayer {
         .max_age(PREFLIGHT_MAX_AGE)
 }
 
-/// hyper's path behind the origin check and the CORS layer.
+/// hyper's path (`S`) behind the origin check and the CORS layer.
 #[derive(Clone)]
-pub struct BrowserEdge {
-    inner: Cors<AgentService>,
+pub struct BrowserEdge<S> {
+    inner: Cors<S>,
     refuse: Refusal,
 }
 
-impl BrowserEdge {
+impl<S> BrowserEdge<S> {
     /// `refuse` answers a request whose origin is not listed (403), `None` otherwise.
-    pub(super) fn new(service: AgentService, cors: &CorsLayer, refuse: Refusal) -> Self {
+    pub(super) fn new(service: S, cors: &CorsLayer, refuse: Refusal) -> Self {
         BrowserEdge {
             inner: tower::Layer::layer(cors, service),
             refuse,
@@ -72,7 +69,11 @@ impl BrowserEdge {
     }
 }
 
-impl hyper::service::Service<Request> for BrowserEdge {
+impl<S> hyper::service::Service<Request> for BrowserEdge<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
     type Response = Response;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -83,19 +84,5 @@ impl hyper::service::Service<Request> for BrowserEdge {
         }
         let mut inner = self.inner.clone();
         Box::pin(async move { tower::Service::call(&mut inner, request).await })
-    }
-}
-
-impl tower::Service<Request> for AgentService {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = <AgentService as hyper::service::Service<Request>>::Future;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        hyper::service::Service::call(self, request)
     }
 }

@@ -2,12 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, header};
-
-use super::Reply;
-use super::agent::AgentState;
-use super::exchange::over_capacity;
-use crate::error::GatewayError;
+use super::state::AgentState;
 use crate::store::limits::Pool;
 use crate::tenant::{Place, Tenant};
 
@@ -61,10 +56,4 @@ impl ConnPlace {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// 429 for a tenant at its connection limit; the connection is closed after it.
-pub(super) fn too_many_connections(limit: usize) -> Reply {
-    over_capacity(None, &GatewayError::TooManyConnections { limit })
-        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
 }

@@ -12,14 +12,15 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::agent::AgentState;
 use super::first_look::{First, peek_first};
 use super::mcp_sessions::McpSessions;
+use super::refusal::Refusal;
 use super::session;
+use super::state::AgentState;
 use super::{Reply, ReplyBody, error};
 use crate::dispatch::mcp::{self, Mirrored, Via};
 use crate::dispatch::watch::Change;
-use crate::dispatch::{self, Outgoing, respond_classified, write_gateway_error};
+use crate::dispatch::{self, Outgoing, Standing, respond_classified, write_gateway_error};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, codes};
@@ -81,10 +82,13 @@ pub(super) async fn exchange_aside(
     }
 }
 
-pub(super) fn parse_error() -> Reply {
-    let mut body = Vec::new();
-    crate::jsonrpc::write_error(&mut body, None, &ErrorObject::parse_error());
-    Reply::json(StatusCode::BAD_REQUEST, body)
+/// The HTTP status an answer goes out with, by how it stands.
+fn status_of(standing: Standing) -> StatusCode {
+    match standing {
+        Standing::Answered => StatusCode::OK,
+        Standing::Malformed => StatusCode::BAD_REQUEST,
+        Standing::UnknownMethod => StatusCode::NOT_FOUND,
+    }
 }
 
 /// What a whole body comes to.
@@ -124,10 +128,10 @@ pub(super) async fn exchange(
                 peek_first(bytes)
             };
             match first {
-                First::Invalid => Exchange::Reply(parse_error()),
+                First::Invalid => Exchange::Reply(Refusal::ParseError.reply()),
                 First::Initialize => Exchange::Session,
                 _ if dispatch::session::holds_several_messages(bytes) => Exchange::Session,
-                _ => Exchange::Reply(parse_error()),
+                _ => Exchange::Reply(Refusal::ParseError.reply()),
             }
         }
     }
@@ -157,13 +161,12 @@ async fn one_message(
         return match opened {
             Ok(filter) => Exchange::Listen(id.get().into(), filter),
             Err(e @ GatewayError::OverCapacity { .. }) => {
-                Exchange::Reply(over_capacity(Some(*id), &e))
+                Exchange::Reply(Refusal::OverCapacity(Some(*id), &e).reply())
             }
             Err(e) => {
                 let mut body = Vec::new();
                 write_gateway_error(&mut body, Some(*id), &e);
-                let status = StatusCode::from_u16(mcp::stateless_status(e.code()))
-                    .unwrap_or(StatusCode::BAD_REQUEST);
+                let status = status_of(mcp::stateless_standing(e.code()));
                 Exchange::Reply(Reply::json(status, body))
             }
         };
@@ -174,7 +177,7 @@ async fn one_message(
     };
     let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())).await {
         Ok(a) => a,
-        Err(e) => return Exchange::Reply(over_capacity(id, &e)),
+        Err(e) => return Exchange::Reply(Refusal::OverCapacity(id, &e).reply()),
     };
     // The handshake era's session: checked, or issued by `initialize`.
     let mut issue = None;
@@ -182,7 +185,9 @@ async fn one_message(
         match handshake_session(s, sessions, tenant, &message, &mirrored).await {
             SessionStep::None => {}
             SessionStep::Issue(revision) => issue = Some(sessions.issue(&tenant.name, revision)),
-            SessionStep::Refused(id) => return Exchange::Reply(session_not_found(id)),
+            SessionStep::Refused(id) => {
+                return Exchange::Reply(Refusal::SessionNotFound(id).reply());
+            }
             SessionStep::Reply(reply) => return Exchange::Reply(reply),
         }
     }
@@ -204,7 +209,7 @@ async fn one_message(
     });
     let status = match challenge {
         Some(_) => StatusCode::FORBIDDEN,
-        None => StatusCode::from_u16(status.http).unwrap_or(StatusCode::OK),
+        None => status_of(status.standing),
     };
     let reply = match out {
         Some(Outgoing::Flat(reply)) => Reply::json(status, reply),
@@ -241,23 +246,6 @@ pub(super) async fn session_of(
     session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes).await
 }
 
-/// 429, `Retry-After`, and the -32004 error object (with the request's id
-/// when it has one); 503 when the shared store is down and the limits it
-/// shares cannot be checked (`when_down: refuse`).
-pub(super) fn over_capacity(id: Option<Json<'_>>, e: &GatewayError) -> Reply {
-    let mut body = Vec::new();
-    write_gateway_error(&mut body, id, e);
-    match e {
-        GatewayError::OverCapacity {
-            retry_after_secs, ..
-        } => Reply::json(StatusCode::TOO_MANY_REQUESTS, body)
-            .with_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)),
-        GatewayError::StoreDown => Reply::json(StatusCode::SERVICE_UNAVAILABLE, body)
-            .with_header(header::RETRY_AFTER, HeaderValue::from(1)),
-        _ => Reply::json(StatusCode::TOO_MANY_REQUESTS, body),
-    }
-}
-
 fn accepted() -> Reply {
     Reply {
         status: StatusCode::ACCEPTED,
@@ -282,21 +270,13 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         return invalid(&format!("a batch holds at most {} messages", s.max_batch));
     }
     if !mcp::batch_allowed(mirrored, items.iter().map(|i| classify(i))) {
-        let mut body = Vec::new();
-        crate::jsonrpc::write_error(
-            &mut body,
-            None,
-            &ErrorObject::invalid_request(
-                "JSON-RPC batches are not part of this revision of the Model Context Protocol: send one message per request",
-            ),
-        );
-        return Reply::json(StatusCode::BAD_REQUEST, body);
+        return Refusal::BatchInThisRevision.reply();
     }
     // A batch in a handshake-era session is that session's: refused once it has ended.
     if let (Some(sessions), Some(session)) = (&s.mcp_sessions, mirrored.session)
         && sessions.open(session, &tenant.name).await.is_none()
     {
-        return session_not_found(None);
+        return Refusal::SessionNotFound(None).reply();
     }
     // Every request in the batch counts against the tenant's limits (notifications do not).
     let requests = items
@@ -309,7 +289,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         .await
     {
         Ok(a) => a,
-        Err(e) => return over_capacity(None, &e),
+        Err(e) => return Refusal::OverCapacity(None, &e).reply(),
     };
     let via = Via {
         http: Some(*mirrored),
@@ -476,16 +456,6 @@ fn record_refused(refused: super::mcp_sessions::Refused) -> GatewayError {
     }
 }
 
-fn session_not_found(id: Option<Json<'_>>) -> Reply {
-    let mut body = Vec::new();
-    crate::jsonrpc::write_error(
-        &mut body,
-        id,
-        &ErrorObject::invalid_request("the session is unknown or has ended: initialize a new one"),
-    );
-    Reply::json(StatusCode::NOT_FOUND, body)
-}
-
 /// GET on `/mcp` (an event stream of the session's changes: listings, and
 /// resources it subscribed to) and DELETE (ends the session), when sessions
 /// are issued.
@@ -495,11 +465,9 @@ pub(super) async fn session_request(
     headers: &axum::http::HeaderMap,
 ) -> Response {
     let Some(sessions) = s.mcp_sessions.clone() else {
-        return error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            ErrorObject::invalid_request("the MCP endpoint accepts POST only"),
-        )
-        .into_response();
+        return Refusal::MethodNotAllowed { sessions: false }
+            .reply()
+            .into_response();
     };
     // The stream holds the key: a reload that removes it ends the stream.
     let token = headers
@@ -510,26 +478,26 @@ pub(super) async fn session_request(
         Some(token) => match Credential::new(s.keys.clone(), token).await {
             Ok(found) => found,
             Err(denied) => {
-                return super::agent::unauthorized(&s.keys.load(), denied).into_response();
+                return Refusal::Unauthorized(&s.keys.load(), denied)
+                    .reply()
+                    .into_response();
             }
         },
         None => {
             let denied = crate::tenant::Denied::Unknown;
-            return super::agent::unauthorized(&s.keys.load(), denied).into_response();
+            return Refusal::Unauthorized(&s.keys.load(), denied)
+                .reply()
+                .into_response();
         }
     };
     let Some(id) = headers.get("mcp-session-id") else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            ErrorObject::invalid_request(format!("{method} /mcp needs an Mcp-Session-Id")),
-        )
-        .into_response();
+        return Refusal::NoSessionId(method).reply().into_response();
     };
     let Some(opened) = sessions.open(id.as_bytes(), &tenant.name).await else {
-        return session_not_found(None).into_response();
+        return Refusal::SessionNotFound(None).reply().into_response();
     };
     if let Err(e) = s.dispatcher.admit_rate(&tenant).await {
-        return over_capacity(None, &e).into_response();
+        return Refusal::OverCapacity(None, &e).reply().into_response();
     }
     if method == axum::http::Method::DELETE {
         // 200 only for an end that was recorded: otherwise the session would go on.
@@ -542,7 +510,9 @@ pub(super) async fn session_request(
             .into_response(),
             Err(refused) => {
                 tracing::warn!(tenant = %tenant.name, "a session's end could not be recorded: the tenant keeps as many session records as it may");
-                over_capacity(None, &record_refused(refused)).into_response()
+                Refusal::OverCapacity(None, &record_refused(refused))
+                    .reply()
+                    .into_response()
             }
         };
     }
@@ -552,11 +522,7 @@ pub(super) async fn session_request(
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("text/event-stream"));
     if !wants_events {
-        return error(
-            StatusCode::NOT_ACCEPTABLE,
-            ErrorObject::invalid_request("GET /mcp answers text/event-stream; say so in Accept"),
-        )
-        .into_response();
+        return Refusal::NotAcceptable.reply().into_response();
     }
     let place = match super::listen::place(s, &tenant).await {
         Ok(place) => place,

@@ -9,17 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use super::agent::AgentState;
-use super::error;
+use super::refusal::Refusal;
+use super::state::AgentState;
 use crate::dispatch::mcp::{self, Filter};
 use crate::dispatch::watch::{Change, Watcher};
 use crate::error::GatewayError;
-use crate::jsonrpc::{ErrorObject, Json};
+use crate::jsonrpc::Json;
 use crate::tenant::{Credential, Place, Standing, Tenant};
 
 /// A comment line this often keeps a quiet stream from being closed by
@@ -107,7 +107,8 @@ pub(super) async fn place(s: &AgentState, tenant: &Tenant) -> Result<Place, Box<
             .requests_limited
             .with_label_values(&[&tenant.name, "sessions_limited"])
             .inc();
-        super::exchange::over_capacity(None, &GatewayError::TooManySessions { limit })
+        Refusal::OverCapacity(None, &GatewayError::TooManySessions { limit })
+            .reply()
             .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
             .into_response()
             .into()
@@ -206,11 +207,7 @@ pub(super) async fn stream(
         Err(refused) => return *refused,
     };
     let Some(json_id) = id_of(&id) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            ErrorObject::invalid_request("the request's id is not JSON"),
-        )
-        .into_response();
+        return Refusal::IdNotJson.reply().into_response();
     };
     // Written once: every message of the stream carries it as it is.
     let tag = mcp::listen_tag(json_id);

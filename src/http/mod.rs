@@ -10,9 +10,11 @@ mod first_look;
 pub(crate) mod h1;
 mod listen;
 pub(crate) mod mcp_sessions;
+mod refusal;
 mod request_id;
 pub mod serve;
 pub mod session;
+mod state;
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};

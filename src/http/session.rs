@@ -111,9 +111,13 @@ pub async fn start(
                 .with_label_values(&[&tenant.name, "sessions_limited"])
                 .inc();
             tracing::info!(tenant = %tenant.name, limit, "session refused: the tenant has as many open as it may");
-            return super::exchange::over_capacity(None, &GatewayError::TooManySessions { limit })
-                .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
-                .into_response();
+            return super::refusal::Refusal::OverCapacity(
+                None,
+                &GatewayError::TooManySessions { limit },
+            )
+            .reply()
+            .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+            .into_response();
         }
     };
     let (tx, rx) = mpsc::channel::<Vec<u8>>(OUT_BACKLOG);
