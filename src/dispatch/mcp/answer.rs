@@ -1,0 +1,238 @@
+//! One request of the protocol answered: its era found and checked, its
+//! method routed, its result given the era's fields; and the capabilities offered.
+
+use super::*;
+
+impl Dispatcher {
+    /// Answers one request of the Model Context Protocol for `tenant`,
+    /// counting it; also says which era it was in.
+    pub async fn request_mcp(
+        &self,
+        tenant: &Tenant,
+        method: &str,
+        params: Option<Json<'_>>,
+        via: Via<'_>,
+    ) -> (Answer, Era) {
+        let started = std::time::Instant::now();
+        let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
+        let named = if method == "resources/read" {
+            uri
+        } else {
+            name
+        };
+        let call = Call {
+            params,
+            name,
+            arguments,
+        };
+        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
+        let era = Era::given(method, envelope[0].is_some(), via.http.as_ref());
+        let result = match era {
+            Era::Handshake => {
+                self.answer_mcp(tenant, method, call, era, via, started)
+                    .await
+            }
+            // What the revision removed does not exist in it, whatever else
+            // the request carries (-32601, HTTP 404).
+            Era::Stateless if HANDSHAKE_ONLY.contains(&method) => Err(GatewayError::MethodNotFound),
+            Era::Stateless => match check_stateless(method, named, envelope, via.http.as_ref()) {
+                Err(e) => Err(e),
+                Ok(()) => self
+                    .answer_mcp(tenant, method, call, era, via, started)
+                    .await
+                    .map(|out| stateless_result(method, out))
+                    // That revision's "not found" is invalid params.
+                    .map_err(|e| match e {
+                        GatewayError::ResourceNotFound(uri) => {
+                            invalid(&format!("Unknown resource: {uri}"))
+                        }
+                        e => e,
+                    }),
+            },
+        };
+        let outcome = match &result {
+            Ok(Out::ToolError(_)) => "tool_error",
+            Ok(_) => "ok",
+            Err(e) => e.outcome(),
+        };
+        let result = result.map(|out| Payload::Text(out.into_text()));
+        let label = METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("other");
+        let metrics = &self.inner.metrics;
+        metrics
+            .requests
+            .with_label_values(&[&tenant.name, label, outcome])
+            .inc();
+        metrics
+            .request_seconds
+            .with_label_values(&[label])
+            .observe(started.elapsed().as_secs_f64());
+        (result, era)
+    }
+
+    /// What the face offers `tenant`, as both eras declare it.
+    pub(super) async fn offers(
+        &self,
+        tenant: &Tenant,
+        era: Era,
+        notifies: bool,
+    ) -> Map<String, Value> {
+        let caps = self.hello(tenant).await;
+        let mut capabilities = Map::new();
+        if caps.list_tools_provider {
+            capabilities.insert("tools".into(), json!({ "listChanged": notifies }));
+        }
+        if caps.list_resources_provider {
+            capabilities.insert(
+                "resources".into(),
+                json!({ "listChanged": notifies, "subscribe": notifies }),
+            );
+        }
+        if caps.list_prompts_provider {
+            capabilities.insert("prompts".into(), json!({ "listChanged": notifies }));
+        }
+        if era == Era::Handshake {
+            capabilities.insert("logging".into(), json!({}));
+        }
+        let completes = self
+            .upstreams_of(tenant)
+            .iter()
+            .any(|u| u.status() == Status::Ready && u.completes());
+        if completes {
+            capabilities.insert("completions".into(), json!({}));
+        }
+        capabilities
+    }
+
+    pub(super) async fn answer_mcp(
+        &self,
+        tenant: &Tenant,
+        method: &str,
+        call: Call<'_>,
+        era: Era,
+        via: Via<'_>,
+        started: std::time::Instant,
+    ) -> Built {
+        match method {
+            "tools/call" => return self.call_named(tenant, call, era, via, started).await,
+            "tools/list" => return Ok(self.list_tools(tenant, era).await),
+            _ => {}
+        }
+        let params = call.params;
+        let answer: Result<Value, GatewayError> = match method {
+            "initialize" => Ok(json!({
+                "protocolVersion": negotiated(params),
+                "capabilities": self.offers(tenant, era, via.notifies).await,
+                "serverInfo": server_info(),
+            })),
+            "server/discover" => Ok(json!({
+                "supportedVersions": SUPPORTED,
+                "capabilities": self.offers(tenant, era, true).await,
+            })),
+            "ping" | "logging/setLevel" => Ok(json!({})),
+            "completion/complete" => self.complete(tenant, params).await,
+            "resources/list" => {
+                let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
+                let resources: Vec<Value> = defs
+                    .into_iter()
+                    .map(|def| {
+                        json!({
+                            "uri": def.get("mcpId"),
+                            "name": def.get("name"),
+                            "description": def.get("description"),
+                            "mimeType": def.get("mediaType"),
+                        })
+                    })
+                    .collect();
+                Ok(json!({ "resources": resources }))
+            }
+            "resources/templates/list" => {
+                self.wait_for_starting(tenant).await;
+                Ok(json!({"resourceTemplates": self.templates(tenant)}))
+            }
+            "resources/read" => {
+                let read = params
+                    .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
+                    .ok_or_else(|| invalid("params must be an object {\"uri\": string}"))?;
+                let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
+                let Some(def) = defs
+                    .into_iter()
+                    .find(|d| d.get("mcpId").and_then(Value::as_str) == Some(&read.uri))
+                else {
+                    return match self.read_by_template(tenant, &read.uri).await {
+                        Some(answer) => answer.map(Out::Value),
+                        None => Err(GatewayError::ResourceNotFound(read.uri.into_owned())),
+                    };
+                };
+                Ok(json!({"contents": [{
+                    "uri": read.uri,
+                    "mimeType": def.get("mediaType"),
+                    "text": def.get("content"),
+                }]}))
+            }
+            "prompts/list" => {
+                let defs = definitions(self.listing_when_started(tenant, Kind::Prompt).await);
+                let mut prompts: Vec<Value> = defs
+                    .into_iter()
+                    .filter_map(|def| {
+                        let id = def.get("mcpId")?.as_str()?.to_owned();
+                        // An upstream of the protocol has its prompts listed as it listed them, below.
+                        if self.listed_as_its_own(&id) {
+                            return None;
+                        }
+                        let mut prompt = Map::new();
+                        prompt.insert("name".into(), self.name_of(Kind::Prompt, &id)?.into());
+                        if let Some(title) = def.get("name") {
+                            prompt.insert("title".into(), title.clone());
+                        }
+                        if let Some(d) = def.get("description") {
+                            prompt.insert("description".into(), d.clone());
+                        }
+                        prompt.insert("_meta".into(), json!({ MCPID_META: id }));
+                        Some(Value::Object(prompt))
+                    })
+                    .collect();
+                for (upstream, own) in self.own_prompts(tenant) {
+                    prompts.extend(own.iter().filter_map(|p| self.own_prompt(&upstream, p)));
+                }
+                Ok(json!({ "prompts": prompts }))
+            }
+            "prompts/get" => {
+                let get = params
+                    .and_then(|p| serde_json::from_str::<Named<'_>>(p.get()).ok())
+                    .ok_or_else(|| invalid("params must be an object {\"name\": string}"))?;
+                if let Some(answer) = self.get_own_prompt(tenant, &get.name, call.arguments).await {
+                    return answer.map(Out::Value);
+                }
+                let (_, def) = self
+                    .find(tenant, Kind::Prompt, &get.name)
+                    .await
+                    .ok_or_else(|| invalid(&format!("Unknown prompt: {}", get.name)))?;
+                let role = def.get("role").and_then(Value::as_str).unwrap_or("user");
+                // The protocol has no system role: a system prompt is carried
+                // as the user's, and says what it was in `_meta`.
+                let message = match role {
+                    "assistant" => {
+                        json!({"role": "assistant", "content": {"type": "text", "text": def.get("content")}})
+                    }
+                    "user" => {
+                        json!({"role": "user", "content": {"type": "text", "text": def.get("content")}})
+                    }
+                    _ => {
+                        json!({"role": "user", "content": {"type": "text", "text": def.get("content")}, "_meta": {"dev.mcp-gateway/role": role}})
+                    }
+                };
+                let mut result = json!({ "messages": [message] });
+                if let Some(d) = def.get("description") {
+                    result["description"] = d.clone();
+                }
+                Ok(result)
+            }
+            _ => Err(GatewayError::MethodNotFound),
+        };
+        answer.map(Out::Value)
+    }
+}

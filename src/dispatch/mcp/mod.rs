@@ -1,0 +1,339 @@
+//! The Model Context Protocol's face of the dispatcher, for agents that speak
+//! it (the official SDKs' clients and the hosts built on them): the handshake
+//! era (`initialize` with `protocolVersion`, `ping`, `tools/*`,
+//! `resources/*`, `prompts/*`) answered statelessly over the same neutral
+//! operations as MCP v1.0's face, so any replica serves any request. Tool
+//! and prompt names follow `modelcontext::names`; the namespaced mcpId
+//! travels in `_meta` under [`MCPID_META`].
+//!
+//! Here: the protocol's constants, how a request is told to be of it, and
+//! which era it is in. `answer` routes a request; `stateless` holds the
+//! 2026-07-28 revision's rules; `tools`, `prompts`, `resources` and `listen`
+//! answer their methods.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::face_index::{FaceIndex, FaceTool};
+use super::rpc::Standing;
+use super::watch::Change;
+use super::{Dispatcher, Payload, execute};
+use crate::error::GatewayError;
+use crate::jsonrpc::Json;
+use crate::modelcontext::{self as mc, names, param_headers};
+use crate::protocol::catalog::Catalog;
+use crate::protocol::tool_result::{Output, ToolResult};
+use crate::protocol::{Kind, mcpid};
+use crate::tenant::Tenant;
+use crate::tenant::subscriptions::{self, Subscribed};
+use crate::upstream::{CallError, Status, Upstream};
+
+mod answer;
+mod listen;
+mod prompts;
+mod resources;
+mod stateless;
+mod tools;
+
+pub use listen::*;
+pub use stateless::*;
+use tools::*;
+
+/// Where a definition's namespaced mcpId travels in `_meta` (outside the
+/// protocol's reserved `io.modelcontextprotocol/` prefix).
+pub const MCPID_META: &str = "dev.mcp-gateway/mcpId";
+/// The handshake-era revisions the face negotiates (a client's own is
+/// echoed when it is one of them, the newest otherwise).
+pub const REVISIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+/// The stateless era's revision: no handshake, `_meta` on every request.
+pub const STATELESS: &str = "2026-07-28";
+/// Every revision the face serves, newest first: what `server/discover` and
+/// an unsupported version's error name.
+pub const SUPPORTED: [&str; 4] = [STATELESS, "2025-11-25", "2025-06-18", "2025-03-26"];
+
+const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// Where a resource template's own `uriTemplate` (the upstream's) travels in `_meta`.
+pub const TEMPLATE_META: &str = "dev.mcp-gateway/uriTemplate";
+/// Tags every message of a `subscriptions/listen` stream.
+pub const SUBSCRIPTION_META: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The protocol's methods that the face answers or knows (a closed set, also
+/// the `method` label of its metrics).
+const METHODS: [&str; 16] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+    "completion/complete",
+    "notifications/cancelled",
+];
+
+/// Methods that exist only in the stateless era.
+const STATELESS_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
+/// Methods the stateless era removed.
+const HANDSHAKE_ONLY: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+/// Requests whose name (or uri) the `Mcp-Name` header mirrors.
+const NAMED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+/// Results that carry `ttlMs` and `cacheScope` in the stateless era.
+const CACHEABLE: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// Whether a request or notification is in the Model Context Protocol: one
+/// of its methods, a `notifications/...`, or an `initialize` whose params
+/// carry `protocolVersion` (MCP v1.0's carry `clientCapabilities`).
+pub fn speaks(method: &str, params: Option<Json<'_>>) -> bool {
+    if method == "initialize" {
+        let [version, meta] = members(params, ["protocolVersion", "_meta"]);
+        let [stateless] = members(meta, [VERSION_META]);
+        return version.is_some() || stateless.is_some();
+    }
+    METHODS.contains(&method) || method.starts_with("notifications/")
+}
+
+/// The revision an `initialize` settles on: the client's own when the face
+/// serves it, the newest of the handshake era otherwise.
+pub fn negotiated(params: Option<Json<'_>>) -> &'static str {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Init<'a> {
+        #[serde(borrow)]
+        protocol_version: Cow<'a, str>,
+    }
+    let asked = params.and_then(|p| serde_json::from_str::<Init<'_>>(p.get()).ok());
+    asked
+        .and_then(|i| REVISIONS.iter().find(|r| **r == i.protocol_version))
+        .copied()
+        .unwrap_or(REVISIONS[REVISIONS.len() - 1])
+}
+
+/// A request's `params._meta`, if it has one.
+pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
+    let [meta] = members(params, ["_meta"]);
+    meta
+}
+
+/// The members named `keys` of an object (`None` for those absent or when
+/// it is not an object), read by serde where the fast scan declines (a key
+/// with an escape, a member named twice: the last counts).
+fn members<'a, const N: usize>(value: Option<Json<'a>>, keys: [&str; N]) -> [Option<Json<'a>>; N] {
+    let Some(v) = value else {
+        return [None; N];
+    };
+    if let Some(found) = crate::jsonrpc::scan::members_of(v, keys) {
+        return found;
+    }
+    type Members<'a> = std::collections::HashMap<Cow<'a, str>, &'a serde_json::value::RawValue>;
+    match serde_json::from_str::<Members<'a>>(v.get()) {
+        Ok(map) => keys.map(|k| map.get(k).map(|raw| Json::from(*raw))),
+        Err(_) => [None; N],
+    }
+}
+
+/// The headers of an HTTP request that mirror its body (`MCP-Protocol-Version`,
+/// `Mcp-Method`, `Mcp-Name`), and `Mcp-Session-Id`. Empty off HTTP.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Mirrored<'a> {
+    pub protocol_version: Option<&'a [u8]>,
+    pub method: Option<&'a [u8]>,
+    pub name: Option<&'a [u8]>,
+    pub session: Option<&'a [u8]>,
+    /// One of them was sent more than once (readers would disagree on which counts).
+    pub repeated: bool,
+    /// Every header, where the request may carry `Mcp-Param-*` ones (hyper's
+    /// path; the edge's own hands such requests to it).
+    pub all: Option<&'a dyn Headers>,
+}
+
+/// A request's headers as the face reads them, whatever carried them (the
+/// HTTP edge's header map implements it).
+pub trait Headers: Sync + std::fmt::Debug {
+    /// Every value of the header `name` (lower case), in the order sent.
+    fn values(&self, name: &str) -> Vec<&[u8]>;
+    /// Whether the name of any header starts with `prefix` (lower case).
+    fn any_named(&self, prefix: &str) -> bool;
+}
+
+impl Mirrored<'_> {
+    /// Whether the headers alone put the request in the Model Context Protocol.
+    pub fn say_modelcontext(&self) -> bool {
+        self.protocol_version.is_some() || self.session.is_some()
+    }
+}
+
+/// How a request reached the face.
+#[derive(Clone, Copy, Default)]
+pub struct Via<'a> {
+    /// Its HTTP headers; `None` off HTTP (stdio carries no mirrored headers).
+    pub http: Option<Mirrored<'a>>,
+    /// Whether change notifications can reach the client (a stream exists for them).
+    pub notifies: bool,
+}
+
+/// The era a request is in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Era {
+    Handshake,
+    Stateless,
+}
+
+impl Era {
+    /// The era of a request: stateless when its `_meta` names a protocol
+    /// version, when its `MCP-Protocol-Version` header names one that is not
+    /// of the handshake era, or when its method exists only in that era.
+    pub fn of(method: &str, meta: Option<Json<'_>>, http: Option<&Mirrored<'_>>) -> Era {
+        let [version] = members(meta, [VERSION_META]);
+        Era::given(method, version.is_some(), http)
+    }
+
+    /// [`Era::of`], once it is known whether `_meta` names a version.
+    fn given(method: &str, meta_says: bool, http: Option<&Mirrored<'_>>) -> Era {
+        let header_says = http
+            .and_then(|h| h.protocol_version)
+            .is_some_and(|v| !REVISIONS.iter().any(|r| r.as_bytes() == v));
+        if header_says || meta_says || STATELESS_ONLY.contains(&method) {
+            Era::Stateless
+        } else {
+            Era::Handshake
+        }
+    }
+}
+
+/// A JSON string's text: borrowed when it holds no escape, else decoded;
+/// `None` when the value is not a string.
+fn string_of(value: Json<'_>) -> Option<Cow<'_, str>> {
+    let text = value.get();
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
+        _ => serde_json::from_str(text).ok(),
+    }
+}
+
+/// A face's answer: a result, or an error in the gateway's terms.
+type Answer = Result<Payload, GatewayError>;
+/// A result before the era's fields are added.
+type Built = Result<Out, GatewayError>;
+
+/// The prompts an upstream of the protocol listed, as it listed them.
+pub(super) type OwnPrompts = Arc<Vec<Map<String, Value>>>;
+
+/// A request's params, and the members of them the face reads on every call.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    params: Option<Json<'a>>,
+    name: Option<Json<'a>>,
+    arguments: Option<Json<'a>>,
+}
+
+/// A result object, as a value or already written (JSON object text).
+enum Out {
+    Value(Value),
+    Written(String),
+    /// A tool's own failure (`isError: true`): a result, counted as `tool_error`.
+    ToolError(Value),
+}
+
+impl From<Value> for Out {
+    fn from(v: Value) -> Self {
+        Out::Value(v)
+    }
+}
+
+impl Out {
+    fn into_text(self) -> String {
+        match self {
+            Out::Value(v) | Out::ToolError(v) => v.to_string(),
+            Out::Written(t) => t,
+        }
+    }
+}
+
+/// The definitions of one kind the tenant sees, as the MCP v1.0 face lists them.
+fn definitions(parts: Vec<bytes::Bytes>) -> Vec<Map<String, Value>> {
+    let mut joined = Vec::with_capacity(parts.iter().map(bytes::Bytes::len).sum::<usize>() + 2);
+    joined.push(b'[');
+    for p in &parts {
+        joined.extend_from_slice(p);
+    }
+    joined.push(b']');
+    serde_json::from_slice::<Vec<Value>>(&joined)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| match v {
+            Value::Object(def) => Some(def),
+            _ => None,
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct Named<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct ByUri<'a> {
+    #[serde(borrow)]
+    uri: Cow<'a, str>,
+}
+
+fn invalid(why: &str) -> GatewayError {
+    GatewayError::InvalidParams(why.into())
+}
+
+impl Dispatcher {
+    /// The tool or prompt name of a definition the tenant sees.
+    fn name_of(&self, kind: Kind, id: &str) -> Option<String> {
+        let (upstream, original) = mcpid::parse(&self.inner.gateway_id, id)?;
+        let key = match self.upstream(upstream) {
+            Some(up) => up.own_key(kind, &original)?,
+            None => original.into_owned(),
+        };
+        let budget = self
+            .inner
+            .name_budget
+            .load(std::sync::atomic::Ordering::Relaxed);
+        Some(names::tool_name(upstream, &key, budget))
+    }
+
+    /// The definition of `kind` listed under `name` for this tenant, with its mcpId.
+    async fn find(
+        &self,
+        tenant: &Tenant,
+        kind: Kind,
+        name: &str,
+    ) -> Option<(String, Map<String, Value>)> {
+        let defs = definitions(self.listing_when_started(tenant, kind).await);
+        defs.into_iter().find_map(|def| {
+            let id = def.get("mcpId")?.as_str()?.to_owned();
+            (self.name_of(kind, &id).as_deref() == Some(name)).then_some((id, def))
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! The 2026-07-28 revision's rules: which batches may be served, how an
+//! error stands apart from its body, the checks of `_meta` and the mirrored
+//! headers, and the fields every result of that revision carries.
+
+use super::*;
+
+/// Whether a JSON-RPC batch may be served: MCP v1.0 takes batches, and so
+/// did the handshake era's first revision (2025-03-26); the revisions after
+/// it removed them, so a batch that names one of those (in its headers or
+/// in a message's `_meta`) is refused as a whole: its messages would skip
+/// the checks a lone request gets (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
+pub fn batch_allowed<'a>(
+    http: &Mirrored<'_>,
+    mut items: impl Iterator<Item = crate::jsonrpc::Incoming<'a>>,
+) -> bool {
+    let header_allows = http
+        .protocol_version
+        .is_none_or(|v| v == REVISIONS[0].as_bytes());
+    let mirrors = http.method.is_some()
+        || http.name.is_some()
+        || http
+            .all
+            .is_some_and(|all| all.any_named(param_headers::PREFIX));
+    if !header_allows || mirrors {
+        return false;
+    }
+    items.all(|item| match item {
+        crate::jsonrpc::Incoming::Request { method, params, .. }
+        | crate::jsonrpc::Incoming::Notification { method, params } => {
+            Era::of(&method, meta_of(params), Some(http)) == Era::Handshake
+        }
+        _ => true,
+    })
+}
+
+/// How a stateless-era error stands apart from its body, as that
+/// revision's transport names it: a malformed request (and that revision's
+/// own errors), an unknown method, or an answer like any other.
+pub fn stateless_standing(code: Option<i64>) -> Standing {
+    use crate::jsonrpc::codes::*;
+    match code {
+        Some(
+            PARSE_ERROR
+            | INVALID_REQUEST
+            | INVALID_PARAMS
+            | HEADER_MISMATCH
+            | UNSUPPORTED_PROTOCOL_VERSION,
+        ) => Standing::Malformed,
+        Some(METHOD_NOT_FOUND) => Standing::UnknownMethod,
+        _ => Standing::Answered,
+    }
+}
+
+pub(super) fn protocol_error(code: i64, message: &str, data: Option<Value>) -> GatewayError {
+    let mut object = json!({ "code": code, "message": message });
+    if let Some(d) = data {
+        object["data"] = d;
+    }
+    GatewayError::Protocol {
+        code,
+        object: crate::jsonrpc::JsonBuf::from_written(object.to_string()),
+    }
+}
+
+pub(super) fn header_mismatch(why: &str) -> GatewayError {
+    protocol_error(
+        crate::jsonrpc::codes::HEADER_MISMATCH,
+        &format!("Header mismatch: {why}"),
+        None,
+    )
+}
+
+/// The stateless era's checks of a request, in its SDKs' order: the `_meta`
+/// envelope (-32602), the mirrored headers on HTTP (-32020), then the
+/// version (-32022, naming what is served). `named` is the body's value
+/// that `Mcp-Name` mirrors (`params.name` or `params.uri`).
+pub(super) fn check_stateless(
+    method: &str,
+    named: Option<Json<'_>>,
+    envelope: [Option<Json<'_>>; 2],
+    http: Option<&Mirrored<'_>>,
+) -> Result<(), GatewayError> {
+    let [Some(version), Some(_)] = envelope else {
+        return Err(invalid(&format!(
+            "params._meta must be an object carrying {VERSION_META:?} and {CAPABILITIES_META:?}"
+        )));
+    };
+    let version = string_of(version);
+    if let Some(h) = http {
+        if h.repeated {
+            return Err(header_mismatch(
+                "MCP-Protocol-Version, Mcp-Method and Mcp-Name may each be sent once",
+            ));
+        }
+        if h.protocol_version.is_none()
+            || h.protocol_version != version.as_deref().map(str::as_bytes)
+        {
+            return Err(header_mismatch(
+                "the MCP-Protocol-Version header does not match params._meta's protocol version",
+            ));
+        }
+        if h.method != Some(method.as_bytes()) {
+            return Err(header_mismatch(
+                "the Mcp-Method header does not match the request's method",
+            ));
+        }
+        if NAMED.contains(&method) {
+            let body = named.and_then(string_of);
+            if let Some(body) = body
+                && h.name.and_then(param_headers::decode).as_deref() != Some(&*body)
+            {
+                return Err(header_mismatch(
+                    "the Mcp-Name header does not match the request's name or uri",
+                ));
+            }
+        }
+    }
+    let Some(version) = version else {
+        return Err(invalid(
+            "the protocol version in params._meta must be a string",
+        ));
+    };
+    if version != STATELESS {
+        return Err(protocol_error(
+            crate::jsonrpc::codes::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            Some(json!({ "supported": SUPPORTED, "requested": version })),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn server_info() -> Value {
+    json!({"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// A stateless-era result: `resultType`, the server's identity in `_meta`,
+/// and for cacheable results `ttlMs` 0 and `cacheScope` private (listings
+/// follow upstreams and reloads the gateway cannot foresee, and differ per
+/// tenant; `subscriptions/listen` says when they change).
+pub(super) fn stateless_result(method: &str, result: Out) -> Out {
+    match result {
+        Out::ToolError(v) => match stateless_result(method, Out::Value(v)) {
+            Out::Value(v) => Out::ToolError(v),
+            other => other,
+        },
+        Out::Value(mut result) => {
+            if let Value::Object(m) = &mut result {
+                m.insert("resultType".into(), "complete".into());
+                let meta = m.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(meta) = meta {
+                    meta.insert(SERVER_INFO_META.into(), server_info());
+                }
+                if CACHEABLE.contains(&method) {
+                    m.insert("ttlMs".into(), 0.into());
+                    m.insert("cacheScope".into(), "private".into());
+                }
+            }
+            Out::Value(result)
+        }
+        // Written results are the face's own, without `_meta`: the fields go
+        // before the closing brace.
+        Out::Written(mut text) => {
+            if text.ends_with('}') {
+                text.pop();
+                text.push_str(STATELESS_FIELDS);
+                if CACHEABLE.contains(&method) {
+                    text.push_str(r#","ttlMs":0,"cacheScope":"private""#);
+                }
+                text.push('}');
+            }
+            Out::Written(text)
+        }
+    }
+}
+
+/// What the stateless era adds to a written result, at most.
+pub(super) const STATELESS_ROOM: usize = STATELESS_FIELDS.len() + 40;
+/// What every stateless-era result carries, as JSON members.
+pub(super) const STATELESS_FIELDS: &str = concat!(
+    r#","resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-gateway","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}}"#
+);

@@ -1,0 +1,378 @@
+//! Tools through the face: `tools/list` from each catalog's name index,
+//! `tools/call` run as `mcp/executeTool` runs it, and its result rendered once.
+
+use super::*;
+
+/// A tool's result as the protocol carries it: the upstream's own content
+/// blocks when the tool produced blocks; otherwise a text block holding the
+/// output and, where a schema was listed, `structuredContent`. An error of the
+/// tool itself, or arguments the tool's schema refuses, as `isError`.
+pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: bool) -> Built {
+    let tool_error = |why: &str| {
+        Out::ToolError(json!({"content": [{"type": "text", "text": why}], "isError": true}))
+    };
+    let result = match result {
+        Ok(result) => result,
+        Err(GatewayError::InvalidArguments(why)) => return Ok(tool_error(&why)),
+        Err(GatewayError::Upstream {
+            error: CallError::Tool(why),
+            ..
+        }) => return Ok(tool_error(&why)),
+        Err(e) => return Err(e),
+    };
+    let (kind, output) = result.output();
+    if kind == Output::Blocks {
+        return Ok(Out::Written(format!(r#"{{"content":{}}}"#, output.get())));
+    }
+    // Written straight from the output's text: a text block holding it, and
+    // the output itself as `structuredContent`.
+    let text = serde_json::to_string(output.get()).unwrap_or_default();
+    // Room for what the stateless era adds too.
+    let mut out = String::with_capacity(text.len() + output.get().len() + 64 + STATELESS_ROOM);
+    out.push_str(r#"{"content":[{"type":"text","text":"#);
+    out.push_str(&text);
+    out.push_str("}]");
+    if structured {
+        out.push_str(r#","structuredContent":"#);
+        out.push_str(output.get());
+    }
+    out.push('}');
+    Ok(Out::Written(out))
+}
+
+impl Dispatcher {
+    /// The tool the tenant's listing names `name`: found in the name index
+    /// of each of its upstreams' catalogs (made once per catalog).
+    /// An upstream that is down keeps its last catalog: its tools are still
+    /// found, and a call fails as MCP v1.0's does (-32001, the upstream is
+    /// unavailable), not as a tool that does not exist.
+    pub(super) async fn tool_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
+        self.wait_for_starting(tenant).await;
+        let state = self.inner.state.load();
+        tenant
+            .upstreams
+            .iter()
+            .filter_map(|n| state.upstreams.get(n))
+            .filter(|u| u.catalog().loaded)
+            .find_map(|u| {
+                let catalog = u.catalog();
+                let index = catalog.face_cache(|c| self.index_tools(c))?;
+                index.by_name.get(name).cloned()
+            })
+    }
+
+    /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
+    pub(super) async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
+        self.wait_for_starting(tenant).await;
+        let state = self.inner.state.load();
+        let mut out = String::from(r#"{"tools":["#);
+        let mut first = true;
+        for u in tenant
+            .upstreams
+            .iter()
+            .filter_map(|n| state.upstreams.get(n))
+        {
+            let lists = u.status() == Status::Ready
+                && u.capabilities()
+                    .is_some_and(|c| c.allows(Kind::Tool.list_method()));
+            if !lists {
+                continue;
+            }
+            let catalog = u.catalog();
+            let Some(index) = catalog.face_cache(|c| self.index_tools(c)) else {
+                continue;
+            };
+            for (id, handshake, stateless) in &index.listed {
+                if !tenant.policy.as_ref().is_none_or(|p| p.allows(id)) {
+                    continue;
+                }
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                let listed = match (era, stateless) {
+                    (Era::Stateless, Some(s)) => s,
+                    _ => handshake,
+                };
+                out.push_str(listed);
+            }
+        }
+        out.push_str("]}");
+        Out::Written(out)
+    }
+
+    /// A catalog's tools by the names this face gives them.
+    pub(super) fn index_tools(&self, catalog: &Catalog) -> FaceIndex {
+        let listing = catalog.listing(Kind::Tool);
+        let mut index = FaceIndex::default();
+        for (id, range) in &listing.items {
+            let Some(name) = self.name_of(Kind::Tool, id) else {
+                continue;
+            };
+            // The listing shows no envelope schema for a tool whose blocks pass through.
+            let passthrough = catalog.tool(id).is_some_and(|t| t.produces_blocks());
+            let Ok(def) = serde_json::from_str::<Map<String, Value>>(&listing.json[range.clone()])
+            else {
+                continue;
+            };
+            let output = def.get("outputSchema").filter(|_| !passthrough);
+            let object_output =
+                output.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("object");
+            // The stateless era takes an output schema of any root; the
+            // handshake era's only an object's.
+            let loose_output = output.is_some() && !object_output;
+            let kept = catalog.tool(id).and_then(|t| t.kept.as_deref());
+            let id: Arc<str> = id.as_str().into();
+            let handshake = render_tool(&name, &def, kept, &id, output.filter(|_| object_output));
+            let stateless = loose_output.then(|| render_tool(&name, &def, kept, &id, output));
+            index.listed.push((id.clone(), handshake, stateless));
+            index.by_name.insert(
+                name,
+                Arc::new(FaceTool {
+                    mirrors: def
+                        .get("inputSchema")
+                        .map(param_headers::mirrors)
+                        .unwrap_or_default(),
+                    id,
+                    structured: object_output,
+                    loose_output,
+                }),
+            );
+        }
+        index
+    }
+
+    /// `tools/call`: the tool the tenant's listing names, run as
+    /// `mcp/executeTool` runs it; audited whether it ran or was refused.
+    pub(super) async fn call_named(
+        &self,
+        tenant: &Tenant,
+        call: Call<'_>,
+        era: Era,
+        via: Via<'_>,
+        started: std::time::Instant,
+    ) -> Built {
+        let mut audit = execute::Audit::new(crate::dispatch::PROTOCOL_MCP);
+        let (tool, result) = match self.run_named(tenant, call, era, via, &mut audit).await {
+            Ok(ran) => ran,
+            Err(refused) => {
+                if audit.enabled() {
+                    let name = call.name.and_then(string_of);
+                    audit.refused(name.as_deref(), call.arguments);
+                    audit.log_outcome(tenant, refused.outcome(), started.elapsed());
+                }
+                return Err(refused);
+            }
+        };
+        if audit.enabled() {
+            audit.log(tenant, &result, started.elapsed());
+        }
+        let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
+        let blocks = matches!(&result, Ok(r) if r.output().0 == Output::Blocks);
+        let out = call_result(result, structured)?;
+        Ok(match out {
+            // Links the upstream's own blocks carry become uris the gateway serves.
+            Out::Written(text) if blocks && text.contains("\"uri\"") => {
+                self.with_links(tenant, &tool.id, text)
+            }
+            out => out,
+        })
+    }
+
+    /// A passed-through result (`{"content": [...]}`) with its links rewritten.
+    pub(super) fn with_links(&self, tenant: &Tenant, tool: &str, text: String) -> Out {
+        let upstream =
+            mcpid::upstream_of(&self.inner.gateway_id, tool).and_then(|u| self.upstream(u));
+        let (Some(upstream), Ok(mut result)) = (upstream, serde_json::from_str::<Value>(&text))
+        else {
+            return Out::Written(text);
+        };
+        let rewritten = result
+            .get_mut("content")
+            .is_some_and(|content| self.rewrite_links(tenant, &upstream, content));
+        if rewritten {
+            Out::Value(result)
+        } else {
+            Out::Written(text)
+        }
+    }
+
+    /// The checks of a `tools/call` that come before the tool runs (its
+    /// name, its arguments' shape, the mirrored headers), then the call.
+    pub(super) async fn run_named(
+        &self,
+        tenant: &Tenant,
+        call: Call<'_>,
+        era: Era,
+        via: Via<'_>,
+        audit: &mut execute::Audit,
+    ) -> Result<(Arc<FaceTool>, Result<ToolResult, GatewayError>), GatewayError> {
+        let name = call
+            .name
+            .and_then(string_of)
+            .filter(|_| call.params.is_some_and(|p| p.get().starts_with('{')))
+            .ok_or_else(|| {
+                invalid("params must be an object {\"name\": string, \"arguments\"?: object}")
+            })?;
+        let Some(tool) = self.tool_named(tenant, &name).await else {
+            return Err(GatewayError::UnknownTool(name.into_owned()));
+        };
+        let arguments = object_arguments(call.arguments)?;
+        if era == Era::Stateless
+            && !tool.mirrors.is_empty()
+            && let Some(http) = via.http
+        {
+            let args: Value = serde_json::from_str(arguments.get()).unwrap_or(Value::Null);
+            let sent = |name: &str| -> Vec<&[u8]> {
+                http.all.map_or_else(Vec::new, |all| all.values(name))
+            };
+            param_headers::check(&tool.mirrors, &args, sent)
+                .map_err(|why| header_mismatch(&why))?;
+        }
+        let result = self
+            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit)
+            .await;
+        Ok((tool, result))
+    }
+}
+
+/// A tool as the face lists it: its name, the MCP v1.0 name as its title
+/// (unless the upstream gave one), what the upstream's own definition kept
+/// (annotations, icons, execution, `_meta`), and the namespaced id in `_meta`.
+pub(super) fn render_tool(
+    name: &str,
+    def: &Map<String, Value>,
+    kept: Option<&str>,
+    id: &str,
+    output: Option<&Value>,
+) -> Box<str> {
+    let kept: Map<String, Value> = kept
+        .and_then(|k| serde_json::from_str(k).ok())
+        .unwrap_or_default();
+    let mut tool = Map::new();
+    tool.insert("name".into(), name.into());
+    if let Some(title) = kept.get("title").or_else(|| def.get("name")) {
+        tool.insert("title".into(), title.clone());
+    }
+    tool.insert(
+        "description".into(),
+        def.get("description").cloned().unwrap_or_default(),
+    );
+    // The protocol's input schemas have an object root (arguments are an
+    // object); one without says so by wrapping, which accepts the same objects.
+    let input = match def.get("inputSchema") {
+        Some(schema) if schema.get("type").and_then(Value::as_str) == Some("object") => {
+            schema.clone()
+        }
+        Some(schema) => json!({"type": "object", "allOf": [schema]}),
+        None => json!({"type": "object"}),
+    };
+    tool.insert("inputSchema".into(), input);
+    if let Some(output) = output {
+        tool.insert("outputSchema".into(), output.clone());
+    }
+    copy_members(&kept, &mut tool, &["annotations", "icons", "execution"]);
+    tool.insert(
+        "_meta".into(),
+        meta_with(kept.get("_meta"), MCPID_META, id.into()),
+    );
+    Value::Object(tool).to_string().into_boxed_str()
+}
+
+/// The members named `keys` that `from` has, copied into `to`.
+pub(super) fn copy_members(from: &Map<String, Value>, to: &mut Map<String, Value>, keys: &[&str]) {
+    for key in keys {
+        if let Some(v) = from.get(*key) {
+            to.insert((*key).into(), v.clone());
+        }
+    }
+}
+
+/// An upstream's own `_meta` (if it is an object) with the gateway's `key` added.
+pub(super) fn meta_with(own: Option<&Value>, key: &str, value: Value) -> Value {
+    let mut meta = match own {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    meta.insert(key.into(), value);
+    Value::Object(meta)
+}
+
+/// A call's `arguments`: an object, `{}` when absent.
+pub(super) fn object_arguments(arguments: Option<Json<'_>>) -> Result<Json<'_>, GatewayError> {
+    let arguments = arguments.unwrap_or(Json::EMPTY_OBJECT);
+    if arguments.get().starts_with('{') {
+        Ok(arguments)
+    } else {
+        Err(invalid("params.arguments must be an object"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::JsonBuf;
+    use crate::jsonrpc::scan::members_of;
+
+    /// A result whose output is the member `key` of `text`.
+    fn result(text: &str, key: &str, output: Output) -> ToolResult {
+        let raw: &serde_json::value::RawValue = serde_json::from_str(text).unwrap();
+        let answer: JsonBuf = Json::from(raw).to_buf();
+        let at = answer.range_of(members_of(answer.as_json(), [key]).unwrap()[0].unwrap());
+        ToolResult::new(answer, at, output, key == "output")
+    }
+
+    fn written(built: Built) -> Value {
+        match built {
+            Ok(Out::Written(text)) => serde_json::from_str(&text).unwrap(),
+            Ok(Out::ToolError(v)) => json!({"toolError": v}),
+            Ok(Out::Value(_)) => panic!("a tool's result is written, not built"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_tools_result_is_rendered_once_from_what_the_tool_produced() {
+        // Blocks pass through as the upstream sent them, links and all.
+        let blocks =
+            r#"{"content":[{"type":"resource_link","uri":"file:///a","name":"a"}],"extra":1}"#;
+        assert_eq!(
+            written(call_result(
+                Ok(result(blocks, "content", Output::Blocks)),
+                false
+            )),
+            json!({"content": [{"type": "resource_link", "uri": "file:///a", "name": "a"}]})
+        );
+        // A value: a text block holding it, and `structuredContent` where a schema was listed.
+        let value = r#"{"output":{"t":"\"q\""}}"#;
+        assert_eq!(
+            written(call_result(
+                Ok(result(value, "output", Output::Value)),
+                true
+            )),
+            json!({"content": [{"type": "text", "text": r#"{"t":"\"q\""}"#}], "structuredContent": {"t": "\"q\""}})
+        );
+        let structured =
+            r#"{"content":[{"type":"text","text":"ignored"}],"structuredContent":[1,2]}"#;
+        assert_eq!(
+            written(call_result(
+                Ok(result(structured, "structuredContent", Output::Value)),
+                false
+            )),
+            json!({"content": [{"type": "text", "text": "[1,2]"}]})
+        );
+        // The tool's own failure, and arguments its schema refuses, are tool errors.
+        let failed = GatewayError::Upstream {
+            upstream: "u".into(),
+            error: CallError::Tool("boom".into()),
+        };
+        assert_eq!(
+            written(call_result(Err(failed), false)),
+            json!({"toolError": {"content": [{"type": "text", "text": "boom"}], "isError": true}})
+        );
+        assert!(matches!(
+            call_result(Err(GatewayError::ToolDenied("t".into())), false),
+            Err(GatewayError::ToolDenied(_))
+        ));
+    }
+}
