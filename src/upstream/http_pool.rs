@@ -5,9 +5,8 @@
 //! memory) to servers it is configured for, so the request is one `write` of
 //! a head built once plus the body, and the answer is parsed with `httparse`
 //! and framed by Content-Length, chunked encoding or the end of the connection.
-//! hyper's client, even driven in the calling task, spent about 17,600
-//! user-space instructions per call on its channels and state machines: a
-//! quarter of the gateway's work per forwarded call.
+//! hyper's client, even driven in the calling task, spends much of a forwarded
+//! call's work on its channels and state machines (docs/PERFORMANCE.md).
 //!
 //! A pooled connection is checked before use: one the upstream closed while it
 //! was idle (or that holds unexpected bytes) is dropped and the call moves on
@@ -52,8 +51,8 @@ struct Conn {
     /// The deadline of the call using the connection. It stays registered with
     /// the runtime's timer between calls, and moving it to a later deadline
     /// only updates it (tokio re-files it when its old time comes), where a
-    /// timer per call was filed in and out of the timer wheel under its lock
-    /// (about 170 instructions of each call). While the connection is idle, an
+    /// timer per call would be filed in and out of the timer wheel under its
+    /// lock. While the connection is idle, an
     /// old deadline passing wakes the last caller's task once, for nothing.
     deadline: Pin<Box<Sleep>>,
 }
