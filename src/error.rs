@@ -70,15 +70,23 @@ pub enum GatewayError {
     /// A `resources/read` of a uri the tenant does not see (the Model Context Protocol's face).
     #[error("resource not found")]
     ResourceNotFound(String),
-    /// An error a revision of the Model Context Protocol defines whole (its
-    /// code, message and structured `data`), as that face wrote it.
-    #[error("protocol error {code}")]
-    Protocol { code: i64, object: JsonBuf },
+    /// A 2026-07-28 request whose mirrored headers disagree with its body.
+    #[error("header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// A 2026-07-28 request for a protocol version not served, and those that are.
+    #[error("unsupported protocol version {requested}")]
+    UnsupportedVersion {
+        requested: String,
+        supported: &'static [&'static str],
+    },
 }
 
 /// An error as it goes on the wire.
 pub enum WireError<'a> {
     Own(ErrorObject),
+    /// The gateway's own, written whole because its `data` is structured:
+    /// its code, and its JSON text.
+    Written(i64, String),
     /// An upstream's own error object, passed through unchanged.
     Raw(&'a JsonBuf),
 }
@@ -94,7 +102,23 @@ impl GatewayError {
             })
         };
         match self {
-            E::Protocol { object, .. } => WireError::Raw(object),
+            E::HeaderMismatch(why) => own(
+                codes::HEADER_MISMATCH,
+                &format!("Header mismatch: {why}"),
+                None,
+            ),
+            E::UnsupportedVersion {
+                requested,
+                supported,
+            } => WireError::Written(
+                codes::UNSUPPORTED_PROTOCOL_VERSION,
+                serde_json::json!({
+                    "code": codes::UNSUPPORTED_PROTOCOL_VERSION,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": supported, "requested": requested},
+                })
+                .to_string(),
+            ),
             E::MethodNotFound => own(codes::METHOD_NOT_FOUND, "Method not found", None),
             E::InvalidParams(why) => {
                 own(codes::INVALID_PARAMS, "Invalid params", Some(why.clone()))
@@ -219,12 +243,10 @@ impl GatewayError {
 
     /// The error's code, when the gateway wrote the error (not an upstream's own).
     pub fn code(&self) -> Option<i64> {
-        match self {
-            GatewayError::Protocol { code, .. } => Some(*code),
-            e => match e.to_wire() {
-                WireError::Own(obj) => Some(obj.code),
-                WireError::Raw(_) => None,
-            },
+        match self.to_wire() {
+            WireError::Own(obj) => Some(obj.code),
+            WireError::Written(code, _) => Some(code),
+            WireError::Raw(_) => None,
         }
     }
 
@@ -232,11 +254,7 @@ impl GatewayError {
     pub fn outcome(&self) -> &'static str {
         use GatewayError as E;
         match self {
-            E::Protocol { code, .. } => match *code {
-                codes::INVALID_PARAMS => "invalid_params",
-                codes::METHOD_NOT_FOUND => "method_not_found",
-                _ => "invalid_request",
-            },
+            E::HeaderMismatch(_) | E::UnsupportedVersion { .. } => "invalid_request",
             E::MethodNotFound => "method_not_found",
             E::InvalidParams(_) | E::UnknownTool(_) | E::InvalidArguments(_) => "invalid_params",
             E::InitializeId => "invalid_request",

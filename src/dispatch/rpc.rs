@@ -190,6 +190,7 @@ pub async fn respond_classified(
 pub fn write_gateway_error(out: &mut Vec<u8>, id: Option<Json<'_>>, e: &GatewayError) {
     match e.to_wire() {
         WireError::Own(obj) => write_error(out, id, &obj),
+        WireError::Written(_, text) => write_reply(out, id, Reply::RawError(text.as_bytes())),
         WireError::Raw(raw) => write_reply(out, id, Reply::RawError(raw.get().as_bytes())),
     }
 }
@@ -236,5 +237,37 @@ fn describe(
             )
         }
         _ => format!("{method}: {ms:.1} ms, {outcome}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(e: &GatewayError) -> serde_json::Value {
+        let mut out = Vec::new();
+        write_gateway_error(&mut out, Some(Json::EMPTY_OBJECT), e);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn the_stateless_revisions_own_errors_go_out_with_their_codes_and_data() {
+        let mismatch = GatewayError::HeaderMismatch("the Mcp-Name header differs".into());
+        assert_eq!(
+            written(&mismatch)["error"],
+            serde_json::json!({"code": -32020, "message": "Header mismatch: the Mcp-Name header differs"})
+        );
+        assert_eq!(mismatch.code(), Some(-32020));
+        let version = GatewayError::UnsupportedVersion {
+            requested: "2099-01-01".into(),
+            supported: &["2026-07-28", "2025-11-25"],
+        };
+        assert_eq!(
+            written(&version)["error"],
+            serde_json::json!({"code": -32022, "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28", "2025-11-25"], "requested": "2099-01-01"}})
+        );
+        assert_eq!(version.code(), Some(-32022));
+        assert_eq!(version.outcome(), "invalid_request");
     }
 }

@@ -88,12 +88,6 @@ impl JsonBuf {
     pub fn sub(&self, range: std::ops::Range<usize>) -> Json<'_> {
         Json(&self.0[range])
     }
-
-    /// Text the gateway wrote itself from valid JSON values, without
-    /// whitespace around it (it is not parsed again).
-    pub(crate) fn from_written(text: String) -> Self {
-        JsonBuf(text.into_boxed_str())
-    }
 }
 
 impl From<Box<RawValue>> for JsonBuf {

@@ -51,23 +51,8 @@ pub fn stateless_standing(code: Option<i64>) -> Standing {
     }
 }
 
-pub(super) fn protocol_error(code: i64, message: &str, data: Option<Value>) -> GatewayError {
-    let mut object = json!({ "code": code, "message": message });
-    if let Some(d) = data {
-        object["data"] = d;
-    }
-    GatewayError::Protocol {
-        code,
-        object: crate::jsonrpc::JsonBuf::from_written(object.to_string()),
-    }
-}
-
 pub(super) fn header_mismatch(why: &str) -> GatewayError {
-    protocol_error(
-        crate::jsonrpc::codes::HEADER_MISMATCH,
-        &format!("Header mismatch: {why}"),
-        None,
-    )
+    GatewayError::HeaderMismatch(why.to_owned())
 }
 
 /// The stateless era's checks of a request, in its SDKs' order: the `_meta`
@@ -121,11 +106,10 @@ pub(super) fn check_stateless(
         ));
     };
     if version != STATELESS {
-        return Err(protocol_error(
-            crate::jsonrpc::codes::UNSUPPORTED_PROTOCOL_VERSION,
-            "Unsupported protocol version",
-            Some(json!({ "supported": SUPPORTED, "requested": version })),
-        ));
+        return Err(GatewayError::UnsupportedVersion {
+            requested: version.into_owned(),
+            supported: &SUPPORTED,
+        });
     }
     Ok(())
 }
