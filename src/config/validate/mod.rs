@@ -1,0 +1,472 @@
+//! Turns the raw file into a `Config`, collecting every problem with its path:
+//! here the problems, the whole file's checks and secrets; `gateway`,
+//! `upstreams` and `tenants` check their sections.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::auth::{IssuerSpec, KeySource, TenantFrom};
+
+use super::raw::{RawAuth, RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
+mod gateway;
+mod tenants;
+mod upstreams;
+
+use gateway::*;
+use tenants::*;
+use upstreams::*;
+
+use super::{
+    AuthSettings, Config, GatewaySettings, HttpSpec, Limits, Protocol, Secrets, StdioSpec,
+    TenantSpec, ToolGlobs, TransportSpec, UpstreamSpec,
+};
+
+/// One thing wrong with the configuration, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// A dotted path into the file, e.g. `tenants.acme.upstreams[1]`.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// The SHA-256 digest of an API key. Keys are only ever kept as digests, and
+/// digests compare in constant time.
+#[derive(Clone, Copy)]
+pub struct KeyDigest(pub [u8; 32]);
+
+impl KeyDigest {
+    pub fn of(token: &[u8]) -> Self {
+        let digest = Sha256::digest(token);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&digest);
+        Self(out)
+    }
+}
+
+impl PartialEq for KeyDigest {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+impl Eq for KeyDigest {}
+
+impl Hash for KeyDigest {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // A digest is uniformly distributed; its first bytes are as good a hash as any,
+        // and reveal nothing about the key itself.
+        state.write(&self.0[..8]);
+    }
+}
+
+impl fmt::Debug for KeyDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyDigest(..)")
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Problems(Vec<Problem>);
+
+impl Problems {
+    pub(super) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// A name usable in an mcpId and a metric label: letters, digits, `-` and `_`.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+pub(super) fn validate(
+    raw: RawConfig,
+    secrets: &dyn Secrets,
+    purpose: super::Purpose,
+) -> Result<Config, Vec<Problem>> {
+    let mut p = Problems::default();
+    let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
+    let mut raw_gateway = raw.gateway.unwrap_or_default();
+    let raw_auth = raw_gateway.auth.take().unwrap_or_default();
+    let gateway = gateway(raw_gateway, secrets, &mut p);
+    let tenant_names: Vec<String> = raw.tenants.keys().cloned().collect();
+    let auth = auth(raw_auth, &tenant_names, &mut p);
+    let by_token: Vec<&str> = if auth
+        .issuers
+        .iter()
+        .any(|i| matches!(i.tenant, TenantFrom::Claim(_)))
+    {
+        tenant_names.iter().map(String::as_str).collect()
+    } else {
+        auth.issuers
+            .iter()
+            .filter_map(|i| match &i.tenant {
+                TenantFrom::Fixed(t) => Some(t.as_str()),
+                TenantFrom::Claim(_) => None,
+            })
+            .collect()
+    };
+    let by_token: Vec<String> = by_token.into_iter().map(str::to_owned).collect();
+    // Tenants are checked against every declared name, valid or not, so that one
+    // broken upstream is reported once, not again at every tenant that uses it.
+    let declared: Vec<String> = raw.upstreams.keys().cloned().collect();
+    let upstreams: Vec<UpstreamSpec> = raw
+        .upstreams
+        .into_iter()
+        .filter_map(|(name, u)| upstream(name, u, secrets, &mut p))
+        .collect();
+    // The stdio mode authenticates nobody: its tenants need no keys.
+    let by_token = match purpose {
+        super::Purpose::Serve => by_token,
+        super::Purpose::Stdio => tenant_names.clone(),
+    };
+    let gateway_id = gateway.as_ref().map(|g| g.id.clone());
+    let tenants = tenants(
+        raw.tenants,
+        &declared,
+        &by_token,
+        gateway_id.as_deref(),
+        secrets,
+        &mut p,
+    );
+    if let Some(u) = upstreams.iter().find(|u| u.pin) {
+        if !has_pins_file {
+            p.add(
+                format!("upstreams.{}.pin", u.name),
+                "pinning needs gateway.pins_file (where fingerprints are kept)",
+            );
+        }
+    }
+    match (gateway, p.0.is_empty()) {
+        (Some(gateway), true) => Ok(Config {
+            gateway,
+            auth,
+            upstreams,
+            tenants,
+            sources: Vec::new(),
+        }),
+        _ => Err(p.0),
+    }
+}
+
+/// Resolves one `api_keys` entry. The problem text never contains the key itself.
+fn key_digest(key: &str, secrets: &dyn Secrets, at: &str, p: &mut Problems) -> Option<KeyDigest> {
+    if let Some(hex) = key.strip_prefix("sha256:") {
+        let bytes = decode_hex(hex);
+        if bytes.is_none() {
+            p.add(at, "sha256: must be followed by 64 hex digits");
+        }
+        return bytes.map(KeyDigest);
+    }
+    secret_text(key, secrets, at, p).map(|v| KeyDigest::of(v.as_bytes()))
+}
+
+/// A secret given as itself, `env:VAR` or `file:PATH` (one trailing newline
+/// dropped). The problem text never contains the secret itself.
+pub(super) fn secret_text(
+    key: &str,
+    secrets: &dyn Secrets,
+    at: &str,
+    p: &mut Problems,
+) -> Option<String> {
+    let plain = |value: String, what: &str, p: &mut Problems| {
+        let value = value.trim_end_matches(['\r', '\n']).to_owned();
+        if value.is_empty() || value.chars().any(char::is_whitespace) {
+            p.add(at, format!("{what} is empty or contains white space"));
+            return None;
+        }
+        Some(value)
+    };
+    if let Some(var) = key.strip_prefix("env:") {
+        return match secrets.var(var) {
+            Some(v) => plain(v, &format!("environment variable {var}"), p),
+            None => {
+                p.add(at, format!("environment variable {var} is not set"));
+                None
+            }
+        };
+    }
+    if let Some(path) = key.strip_prefix("file:") {
+        return match secrets.file(Path::new(path)) {
+            Some(v) => plain(v, &format!("key file {path}"), p),
+            None => {
+                p.add(at, format!("key file {path} cannot be read"));
+                None
+            }
+        };
+    }
+    plain(key.to_owned(), "the key", p)
+}
+
+fn decode_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
+        let s = std::str::from_utf8(chunk).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, ConfigError, Secrets};
+    use super::*;
+
+    struct Fake;
+    impl Secrets for Fake {
+        fn var(&self, name: &str) -> Option<String> {
+            (name == "ACME_KEY").then(|| "from-env".into())
+        }
+        fn file(&self, path: &Path) -> Option<String> {
+            (path == Path::new("/keys/acme")).then(|| "from-file\n".into())
+        }
+    }
+
+    const ISSUE_EXAMPLE: &str = r#"
+gateway:
+  id: gateway                  # authority of namespaced mcpIds
+  listen: 0.0.0.0:8080         # agents: POST /mcp
+  admin_listen: 0.0.0.0:9090   # /metrics, /healthz, /readyz
+upstreams:
+  files:
+    stdio: {command: python3, args: [server.py], env: {LOG_LEVEL: info}}
+  search:
+    http: {url: "http://search.internal:7001/mcp"}
+    timeout_ms: 30000          # per upstream; calls past it fail with -32003
+tenants:
+  acme:
+    api_keys: ["plain-token", "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "env:ACME_KEY", "file:/keys/acme"]
+    upstreams: [files, search]
+"#;
+
+    #[test]
+    fn the_documented_shape_loads() {
+        let c = Config::from_yaml(ISSUE_EXAMPLE, &Fake).unwrap();
+        assert_eq!(c.gateway.id, "gateway");
+        assert_eq!(c.upstreams.len(), 2);
+        let t = &c.tenants[0];
+        assert_eq!(t.upstreams, ["files", "search"]);
+        assert_eq!(t.keys.len(), 4);
+        assert_eq!(t.keys[0], KeyDigest::of(b"plain-token"));
+        assert_eq!(t.keys[1], KeyDigest::of(b"test"));
+        assert_eq!(t.keys[2], KeyDigest::of(b"from-env"));
+        assert_eq!(t.keys[3], KeyDigest::of(b"from-file"));
+        assert_eq!(
+            c.upstream("search").unwrap().timeout,
+            Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn config_cannot_break_the_wire_or_leak_a_url() {
+        let text = r#"
+upstreams:
+  a:
+    http:
+      url: "http://user:s3cret@x/mcp"
+  b:
+    http:
+      url: "http://x/mcp"
+      headers: {Host: y, content-length: "3", Transfer-Encoding: chunked, Connection: close, TE: trailers, x-api-key: fine}
+  c:
+    http: {url: "ftp://x/y?token=s3cret"}
+tenants:
+  t:
+    api_keys: [k]
+    upstreams: [a, b, c]
+    tools: {allow: ["mcp://g/{a"], deny: ["[z"]}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
+            panic!("accepted")
+        };
+        let text = problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        for at in [
+            "upstreams.a.http.url",
+            "upstreams.b.http.headers.Host",
+            "upstreams.b.http.headers.content-length",
+            "upstreams.b.http.headers.Transfer-Encoding",
+            "upstreams.b.http.headers.Connection",
+            "upstreams.b.http.headers.TE",
+            "upstreams.c.http.url",
+            "tenants.t.tools.allow[0]",
+            "tenants.t.tools.deny[0]",
+        ] {
+            assert!(text.contains(at), "{at} missing from:\n{text}");
+        }
+        assert!(!text.contains("x-api-key"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn upstream_header_values_come_from_env_and_files() {
+        let text = r#"
+upstreams:
+  up:
+    http:
+      url: "http://x/mcp"
+      headers: {Authorization: "env:ACME_KEY", x-token: "file:/keys/acme", x-plain: "Bearer abc"}
+tenants:
+  a: {api_keys: [k], upstreams: [up]}
+"#;
+        let config = Config::from_yaml(text, &Fake).unwrap();
+        let TransportSpec::Http(http) = &config.upstreams[0].transport else {
+            panic!("an HTTP upstream")
+        };
+        assert_eq!(http.headers["Authorization"], "from-env");
+        assert_eq!(
+            http.headers["x-token"], "from-file",
+            "one trailing newline dropped"
+        );
+        assert_eq!(http.headers["x-plain"], "Bearer abc");
+        let missing = text.replace("file:/keys/acme", "file:/keys/gone");
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(&missing, &Fake) else {
+            panic!("should fail")
+        };
+        assert_eq!(problems[0].path, "upstreams.up.http.headers.x-token");
+        assert!(problems[0].message.contains("cannot be read"));
+    }
+
+    #[test]
+    fn identity_providers_are_checked() {
+        let good = r#"
+gateway:
+  auth:
+    resource: "https://gateway.example.com/mcp"
+    jwt:
+      - issuer: "https://idp.example.com/realms/agents"
+        jwks_url: "http://keycloak.idp.svc:8080/realms/agents/protocol/openid-connect/certs"
+        tenant_claim: tenant
+      - issuer: "https://other.example.com"
+        audiences: [api://gateway]
+        jwks_file: jwks.json
+        tenant: acme
+tenants:
+  acme: {upstreams: []}
+"#;
+        let config = Config::from_yaml(good, &Fake).unwrap();
+        let issuers = &config.auth.issuers;
+        assert_eq!(issuers.len(), 2);
+        assert_eq!(
+            issuers[0].audiences,
+            ["https://gateway.example.com/mcp"],
+            "the resource by default"
+        );
+        assert_eq!(issuers[1].tenant, TenantFrom::Fixed("acme".into()));
+        assert_eq!(issuers[0].leeway, Duration::from_secs(30));
+        let bad = r#"
+gateway:
+  auth:
+    jwt:
+      - issuer: "https://idp.example.com"
+        jwks_url: "ftp://idp.example.com/keys"
+        tenant: ghost
+      - issuer: "https://idp.example.com"
+        jwks_url: "https://a/keys"
+        jwks_file: keys.json
+        tenant_claim: tenant
+        tenant: acme
+        leeway_s: 3600
+        refresh_s: 1
+tenants:
+  acme: {upstreams: []}
+  lone: {upstreams: []}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(bad, &Fake) else {
+            panic!("should fail")
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        for expected in [
+            "gateway.auth.resource",
+            "gateway.auth.jwt[0].jwks_url",
+            "gateway.auth.jwt[0].tenant",
+            "gateway.auth.jwt[1].issuer",
+            "gateway.auth.jwt[1]",
+            "gateway.auth.jwt[1].leeway_s",
+            "gateway.auth.jwt[1].refresh_s",
+            "tenants.lone.api_keys",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {paths:?}");
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let text = r#"
+gateway: {id: "bad id", listen: nowhere}
+upstreams:
+  "bad/name": {stdio: {command: x}}
+  empty: {stdio: {command: ""}}
+  url: {http: {url: "ftp://x/y"}}
+  both: {stdio: {command: x}, http: {url: "http://x"}}
+  neither: {timeout_ms: 0}
+  pinned: {stdio: {command: x}, pin: true}
+tenants:
+  a: {api_keys: [k1, "env:MISSING"], upstreams: [empty, ghost], tools: {deny: ["[unclosed"]}}
+  b: {api_keys: [k1, "sha256:zz"], upstreams: []}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
+            panic!("should fail")
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        for expected in [
+            "gateway.id",
+            "gateway.listen",
+            "upstreams.bad/name",
+            "upstreams.empty.stdio.command",
+            "upstreams.url.http.url",
+            "upstreams.both",
+            "upstreams.neither.timeout_ms",
+            "upstreams.neither",
+            "upstreams.pinned.pin",
+            "tenants.a.api_keys[1]",
+            "tenants.a.upstreams[1]",
+            "tenants.a.tools.deny[0]",
+            "tenants.b.api_keys[0]",
+            "tenants.b.api_keys[1]",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {paths:?}");
+        }
+        let text = ConfigError::Invalid(problems).to_string();
+        assert!(!text.contains("k1"), "a key leaked into an error: {text}");
+        assert!(text.contains("unknown upstream 'ghost'"));
+    }
+
+    #[test]
+    fn unknown_fields_and_duplicate_names_are_errors() {
+        let typo = "gateway: {id: g, lisen: 1}\ntenants: {}\n";
+        assert!(matches!(
+            Config::from_yaml(typo, &Fake),
+            Err(ConfigError::Parse(_))
+        ));
+        let dup = "upstreams:\n  a: {stdio: {command: x}}\n  a: {stdio: {command: y}}\ntenants:\n  t: {api_keys: [k], upstreams: [a]}\n";
+        assert!(matches!(
+            Config::from_yaml(dup, &Fake),
+            Err(ConfigError::Parse(_))
+        ));
+    }
+}

@@ -1,0 +1,172 @@
+//! Each of `tenants:`: its keys, the upstreams it sees, its tool policy
+//! (globs that can match something) and its limits.
+
+use super::*;
+
+/// Whether a tool glob can match an id that starts with one of `prefixes`
+/// (`mcp://{gateway.id}/{upstream}/` of the tenant's upstreams): its literal
+/// start (up to its first wildcard) must agree with one of them. A typo in
+/// the gateway's id or an upstream's name makes a glob that matches nothing:
+/// an allow list that lets nothing through, a deny that denies nothing.
+pub(super) fn can_match(pattern: &str, prefixes: &[String]) -> bool {
+    let literal = pattern
+        .find(['*', '?', '[', '{', '\\'])
+        .map_or(pattern, |at| &pattern[..at]);
+    prefixes
+        .iter()
+        .any(|prefix| prefix.starts_with(literal) || literal.starts_with(prefix.as_str()))
+}
+
+pub(super) fn never_matches(pattern: &str, prefixes: &[String]) -> String {
+    if prefixes.is_empty() {
+        return format!("'{pattern}' can match no tool: the tenant sees no upstream");
+    }
+    format!(
+        "'{pattern}' can match no tool of this tenant: their ids start with {}",
+        prefixes.join(" or ")
+    )
+}
+
+pub(super) fn tenants(
+    raw: BTreeMap<String, RawTenant>,
+    upstreams: &[String],
+    by_token: &[String],
+    gateway_id: Option<&str>,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Vec<TenantSpec> {
+    if raw.is_empty() {
+        p.add(
+            "tenants",
+            "at least one tenant is needed, or no agent can connect",
+        );
+    }
+    let mut owners: HashMap<KeyDigest, String> = HashMap::new();
+    let mut out = Vec::new();
+    for (name, t) in raw {
+        let at = format!("tenants.{name}");
+        if !is_name(&name) {
+            p.add(
+                &at,
+                "tenant names use only letters, digits, '-' and '_' (at most 64)",
+            );
+        }
+        if t.api_keys.is_empty() && !by_token.contains(&name) {
+            p.add(
+                format!("{at}.api_keys"),
+                "at least one key is needed (or a gateway.auth.jwt issuer whose tokens name this tenant)",
+            );
+        }
+        let mut keys = Vec::new();
+        for (i, key) in t.api_keys.iter().enumerate() {
+            let kat = format!("{at}.api_keys[{i}]");
+            if let Some(digest) = key_digest(key, secrets, &kat, p) {
+                match owners.get(&digest) {
+                    Some(other) => p.add(&kat, format!("the same key is already given at {other}")),
+                    None => {
+                        owners.insert(digest, kat);
+                        keys.push(digest);
+                    }
+                }
+            }
+        }
+        let mut seen = Vec::new();
+        for (i, up) in t.upstreams.iter().enumerate() {
+            let uat = format!("{at}.upstreams[{i}]");
+            if !upstreams.contains(up) {
+                p.add(&uat, format!("unknown upstream '{up}'"));
+            } else if seen.contains(up) {
+                p.add(&uat, format!("upstream '{up}' is listed twice"));
+            } else {
+                seen.push(up.clone());
+            }
+        }
+        let rate_limit = match t.rate_limit {
+            Some(r) if r.per_second == 0 || r.burst == Some(0) => {
+                p.add(
+                    format!("{at}.rate_limit"),
+                    "per_second and burst must be greater than 0",
+                );
+                None
+            }
+            Some(r) => {
+                let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+                Some((clamp(r.per_second), clamp(r.burst.unwrap_or(r.per_second))))
+            }
+            None => None,
+        };
+        if t.max_concurrency == Some(0) {
+            p.add(format!("{at}.max_concurrency"), "must be greater than 0");
+        }
+        let policy = t.tools.unwrap_or_default();
+        let mut tools = ToolGlobs::default();
+        // The ids this tenant's tools can have start with one of these.
+        let prefixes: Vec<String> = gateway_id
+            .map(|id| seen.iter().map(|u| format!("mcp://{id}/{u}/")).collect())
+            .unwrap_or_default();
+        let reachable = |pattern: &str| gateway_id.is_none() || can_match(pattern, &prefixes);
+        // Every pattern on its own, so that each bad one is reported.
+        for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
+            let mut good = true;
+            for (i, pattern) in patterns.iter().enumerate() {
+                let pat = format!("{at}.tools.{list}[{i}]");
+                match globset::Glob::new(pattern) {
+                    Err(e) => {
+                        p.add(pat, format!("'{pattern}' is not a glob: {}", e.kind()));
+                        good = false;
+                    }
+                    Ok(_) if !reachable(pattern) => {
+                        p.add(pat, never_matches(pattern, &prefixes));
+                        good = false;
+                    }
+                    Ok(_) => {}
+                }
+            }
+            if !good {
+                continue;
+            }
+            let none: &[String] = &[];
+            let (allow, deny) = if list == "allow" {
+                (&patterns[..], none)
+            } else {
+                (none, &patterns[..])
+            };
+            match ToolGlobs::compile(allow, deny) {
+                Ok(compiled) if list == "allow" => tools.allow = compiled.allow,
+                Ok(compiled) => tools.deny = compiled.deny,
+                Err((list, i, why)) => p.add(format!("{at}.tools.{list}[{i}]"), why),
+            }
+        }
+        for (pattern, scope) in &policy.scopes {
+            let sat = format!("{at}.tools.scopes.{pattern}");
+            match globset::Glob::new(pattern) {
+                Ok(_) if scope.is_empty() || scope.contains(char::is_whitespace) => p.add(
+                    &sat,
+                    "a scope is one word (as in a token's space-separated scope)",
+                ),
+                Ok(_) if !reachable(pattern) => p.add(&sat, never_matches(pattern, &prefixes)),
+                Ok(glob) => tools.scoped.push((glob.compile_matcher(), scope.clone())),
+                Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
+            }
+        }
+        if t.max_sessions == Some(0) {
+            p.add(format!("{at}.max_sessions"), "must be greater than 0");
+        }
+        out.push(TenantSpec {
+            name,
+            keys,
+            upstreams: seen,
+            tools,
+            rate_limit,
+            max_concurrency: t
+                .max_concurrency
+                .filter(|n| *n > 0)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            max_sessions: t
+                .max_sessions
+                .filter(|n| *n > 0)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        });
+    }
+    out
+}
