@@ -80,7 +80,7 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
     use serde_json::json;
     // With a store, and limits that lease and borrow from it, so that its
     // series exist too.
-    let redis = crate::replicas::Redis::start();
+    let redis = crate::support::Redis::start();
     let yaml = format!(
         "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n",
         redis.url(),

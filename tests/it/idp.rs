@@ -7,8 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::jwt::ids;
-use crate::modelcontext::root;
+use crate::support::jwt::ids;
 use crate::support::*;
 
 const RESOURCE: &str = "http://gateway.test/mcp";
@@ -23,7 +22,7 @@ struct Provider {
 impl Provider {
     /// Starts it on `port` (0: any); each start signs with a new key.
     fn start(port: u16) -> Provider {
-        crate::modelcontext::servers();
+        crate::support::servers();
         let script = root().join("target/mcp-node/oidc_provider.mjs");
         std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
         // oidc-provider supports Node 22: the one .ci/run installs from npm.

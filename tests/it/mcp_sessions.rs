@@ -7,7 +7,6 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::modelcontext::{root, run_client, sdk_client, sdk_client_with, sdk_stdio, servers};
 use crate::support::*;
 
 const SECRET: &str = "a-session-secret-of-more-than-32-characters";

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::binary::Process;
 use crate::support::*;
 
 #[test]
@@ -458,7 +457,7 @@ async fn a_key_file_created_after_a_rejected_reload_is_reloaded() {
 async fn completions_reach_the_owner_of_the_prompt_or_template() {
     let yaml = format!(
         "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
-        crate::modelcontext::everything_stdio(),
+        crate::support::everything_stdio(),
         tenant("ka", &["ev"])
     );
     let gw = Gateway::start(&yaml).await;
@@ -540,10 +539,10 @@ async fn completions_reach_the_owner_of_the_prompt_or_template() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_whose_stream_ends_early_is_resumed_with_last_event_id() {
-    let server = crate::modelcontext::sdk_server();
+    let server = crate::support::sdk_server();
     let yaml = format!(
         "gateway: {{id: gw}}\nupstreams:\n  sdk: {}\ntenants:\n  a: {}\n",
-        crate::modelcontext::http(&server.url),
+        crate::support::http(&server.url),
         tenant("ka", &["sdk"])
     );
     let gw = Gateway::start(&yaml).await;

@@ -10,8 +10,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::binary::Process;
-use crate::modelcontext::{root, servers, venv};
 use crate::support::*;
 
 /// The fenced blocks of a markdown text: (info string, text).

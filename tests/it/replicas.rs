@@ -6,7 +6,7 @@
 //! one replica hears reaches every replica's streams once, and a store that
 //! goes away costs a call no more than its deadline.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -14,67 +14,6 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 const SECRET: &str = "a-session-secret-of-more-than-32-characters";
-
-/// A redis-server of this test's own; killed (by its pid) when dropped.
-pub(crate) struct Redis {
-    child: Option<Child>,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Redis {
-    pub(crate) fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut r = Redis {
-            child: None,
-            port,
-            dir: tempfile::tempdir().unwrap(),
-        };
-        r.restart();
-        r
-    }
-
-    /// Starts it (again) on its port, and waits until it answers.
-    fn restart(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is needed (Debian: apt-get install redis-server; tests/run.sh installs it)");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL: gone at once, as a crashed store is.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// Three gateways sharing `redis`, with the demo stdio upstream `s`, the
 /// tenant `a` (key `ka`) with these limits, and `free` (key `kf`) without.
@@ -371,7 +310,7 @@ async fn pins_are_one_record_for_every_replica() {
             "gateway: {{id: gw, pins_file: {:?}, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
             dir.path().join(format!("pins-{replica}.json")),
             redis.url(),
-            stdio_upstream("s", suffix).replace("]}}", "]}, pin: true}"),
+            StdioUpstream::new("s", suffix).with("pin", true).yaml(),
             tenant("ka", &["s"])
         )
     };
@@ -581,24 +520,32 @@ async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back()
     // Under load (tenant b, whose limits are shared too) the store is
     // killed: every call is answered, none waits past the deadline.
     let gws = std::sync::Arc::new(gws);
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let load: Vec<_> = (0..3)
         .map(|i| {
-            let gws = gws.clone();
+            let (gws, killed, answered) = (gws.clone(), killed.clone(), answered.clone());
             tokio::spawn(async move {
-                let until = Instant::now() + Duration::from_millis(1500);
                 let mut slowest = Duration::ZERO;
                 let mut statuses = Vec::new();
-                while Instant::now() < until {
+                // Calls go on until twenty have been answered since the store died.
+                let mut after = 0;
+                while after < 20 {
+                    let dead = killed.load(std::sync::atomic::Ordering::Acquire);
                     let started = Instant::now();
                     statuses.push(echo(&gws[i], "kb").await.0);
                     slowest = slowest.max(started.elapsed());
+                    answered.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                    after += usize::from(dead);
                 }
                 (slowest, statuses)
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Killed once every replica is under way.
+    until(|| async { answered.load(std::sync::atomic::Ordering::Acquire) >= 30 }).await;
     redis.kill();
+    killed.store(true, std::sync::atomic::Ordering::Release);
     for task in load {
         let (slowest, statuses) = task.await.unwrap();
         assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
@@ -730,7 +677,7 @@ fn check_refuses_a_bad_store_and_serve_starts_without_one() {
         ),
     )
     .unwrap();
-    let mut p = crate::binary::Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let mut p = crate::support::Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
     p.wait_log("the store is unreachable", |v| {
         v["message"]
             .as_str()

@@ -374,7 +374,10 @@ mod limits {
     async fn an_upstream_at_its_limit_queues_then_refuses_at_once() {
         let yaml = format!(
             "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]).replace("]}}", "]}, max_concurrency: 2, max_queue: 1}"),
+            StdioUpstream::new("s", &[])
+                .with("max_concurrency", 2)
+                .with("max_queue", 1)
+                .yaml(),
             tenant("ka", &["s"])
         );
         let gw = Gateway::start(&yaml).await;
@@ -523,7 +526,7 @@ async fn a_changed_pinned_definition_is_quarantined_until_approved() {
         format!(
             "gateway: {{id: gw, pins_file: {:?}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
             pins.display(),
-            stdio_upstream("s", suffix).replace("]}}", "]}, pin: true}"),
+            StdioUpstream::new("s", suffix).with("pin", true).yaml(),
             tenant("ka", &["s"])
         )
     };

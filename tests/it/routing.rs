@@ -327,7 +327,7 @@ async fn calls_past_the_timeout_fail_with_32003() {
     let (url, _h) = http_upstream("h").await;
     let yaml = format!(
         "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}, timeout_ms: 300}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]).replace("]}}", "]}, timeout_ms: 300}"),
+        StdioUpstream::new("s", &[]).with("timeout_ms", 300).yaml(),
         tenant("ka", &["s", "h"])
     );
     let gw = Gateway::start(&yaml).await;

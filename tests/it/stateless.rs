@@ -5,7 +5,6 @@
 
 use serde_json::{Value, json};
 
-use crate::modelcontext::{sdk_client, sdk_client_with, sdk_stdio};
 use crate::support::*;
 use mcp_gateway::modelcontext::names::tool_name;
 
@@ -454,7 +453,7 @@ async fn tool_names_keep_within_the_configured_budget() {
 async fn an_upstreams_resource_templates_expand_to_ids_that_read_through_the_gateway() {
     let gw = Gateway::start(&format!(
         "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n  b: {}\n",
-        crate::modelcontext::everything_stdio(),
+        crate::support::everything_stdio(),
         tenant("ka", &["ev"]),
         tenant("kb", &[]),
     ))

@@ -7,8 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::binary::Process;
-use crate::jwt::{ISSUER, RESOURCE, SigningKey, now, write_jwks};
+use crate::support::jwt::{ISSUER, RESOURCE, SigningKey, now, write_jwks};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_the_stateless_era_is_refused_whole() {

@@ -5,7 +5,6 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::binary::Process;
 
 /// The real binary with the hostile upstream `h` and the session secret;
 /// its process, agent address, and the upstream and directory kept alive.

@@ -32,7 +32,7 @@ impl Hostile {
     pub fn start(args: &[&str]) -> Hostile {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("received.jsonl");
-        let script = crate::modelcontext::root().join("tests/fixtures/hostile_upstream.py");
+        let script = crate::support::root().join("tests/fixtures/hostile_upstream.py");
         let mut child = Command::new("python3")
             .arg(script)
             .arg("--log")

@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::binary::Process;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_read_forwards_only_what_the_template_expands_to() {

@@ -14,6 +14,15 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+pub(crate) mod jwt;
+mod process;
+mod redis;
+mod sdk;
+
+pub(crate) use process::{Process, children_of};
+pub(crate) use redis::Redis;
+pub(crate) use sdk::*;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-gateway");
 
 /// The tools the demo upstream lists with `--test-tools` (under `mcp://{name}/tools/`),
@@ -42,20 +51,60 @@ pub async fn within<F: Future>(f: F) -> F::Output {
         .expect("timed out")
 }
 
-/// A YAML flow sequence of the args that run the demo upstream as a stdio child.
+/// Waits until `holds` says so, asking every 10 ms, within 30 s: for a
+/// state another process reaches (a metric, a log line, a count) that no
+/// event announces to the test.
+pub async fn until<F: Future<Output = bool>>(mut holds: impl FnMut() -> F) {
+    within(async {
+        while !holds().await {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+/// The demo upstream run as a stdio child, as the YAML of an upstream: the
+/// args after its name, and keys of the upstream beside `stdio:`.
+pub struct StdioUpstream {
+    args: Vec<String>,
+    keys: Vec<(&'static str, String)>,
+}
+
+impl StdioUpstream {
+    pub fn new(name: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "demo-upstream".to_string(),
+            "--name".into(),
+            name.into(),
+            "--test-tools".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        StdioUpstream {
+            args,
+            keys: Vec::new(),
+        }
+    }
+
+    /// A key of the upstream (`pin`, `timeout_ms`, ...), its value as YAML.
+    pub fn with(mut self, key: &'static str, value: impl std::fmt::Display) -> Self {
+        self.keys.push((key, value.to_string()));
+        self
+    }
+
+    pub fn yaml(&self) -> String {
+        let args: Vec<String> = self.args.iter().map(|a| format!("{a:?}")).collect();
+        let mut yaml = format!("{{stdio: {{command: {BIN:?}, args: [{}]}}", args.join(", "));
+        for (key, value) in &self.keys {
+            yaml.push_str(&format!(", {key}: {value}"));
+        }
+        yaml.push('}');
+        yaml
+    }
+}
+
+/// The YAML of the demo upstream as a stdio child, with these args after its name.
 pub fn stdio_upstream(name: &str, extra: &[&str]) -> String {
-    let mut args = vec![
-        "demo-upstream".to_string(),
-        "--name".into(),
-        name.into(),
-        "--test-tools".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
-    format!(
-        "{{stdio: {{command: {BIN:?}, args: [{}]}}}}",
-        args.join(", ")
-    )
+    StdioUpstream::new(name, extra).yaml()
 }
 
 /// A demo server over HTTP in this process, on a free port.
