@@ -21,6 +21,7 @@ whatever the upstream's pace (valgrind must be installed).
 
     cargo build --release   # and the servers .ci/run installs under target/
     python3 benches/modelcontext_cost.py [N] [ROUNDS]
+    INSTRUCTIONS=1 KEEP=1 ARMS="v1 http;modelcontextprotocol http, JSON answers" python3 benches/modelcontext_cost.py 1000
 """
 import glob
 import http.client
@@ -122,6 +123,10 @@ def main():
                 f"{{http: {{url: 'http://127.0.0.1:{sdk_port}/mcp'}}, protocol: modelcontextprotocol}}",
                 body("mcp://gw/up/tool/echo", {"text": "hello"})),
         }
+        # ARMS=name;name: only these arms (KEEP=1 keeps each callgrind dump and prints its path).
+        only = [a for a in os.environ.get("ARMS", "").split(";") if a]
+        if only:
+            arms = {name: arm for name, arm in arms.items() if name in only}
         gateways = {}
         for name, (yaml, request) in arms.items():
             p, port = start_gateway(tmp, name.replace(" ", "-"), yaml)
@@ -140,11 +145,16 @@ def main():
                 subprocess.run(["callgrind_control", "-d", str(p.pid)], capture_output=True, check=True)
                 time.sleep(1)
                 dumps = glob.glob(out + ".*")
-                with open(max(dumps, key=os.path.getmtime)) as f:
+                dump = max(dumps, key=os.path.getmtime)
+                with open(dump) as f:
                     total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+                if os.environ.get("KEEP") == "1":
+                    print(f"{name}: {dump}")
                 print(f"{name:40} {total / N:9,.0f} user-space instructions per call")
                 results[name].append(total / N)
             for arm, base in PAIRS:
+                if arm not in results or base not in results:
+                    continue
                 ratio = results[arm][0] / results[base][0]
                 print(f"{arm}: {ratio:.2f} times the instructions of {base}")
             return
