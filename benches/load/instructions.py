@@ -30,7 +30,7 @@ from common import free_port, nginx_conf, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # PROFILE=dist measures the build the container image ships (see Cargo.toml).
-BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
+BIN = os.environ.get("BIN") or os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 
