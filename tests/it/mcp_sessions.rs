@@ -34,19 +34,7 @@ async fn send(
     session: Option<&str>,
     body: Option<Value>,
 ) -> reqwest::Response {
-    let mut r = gw
-        .client
-        .request(method, &gw.url)
-        .bearer_auth(key)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json");
-    if let Some(id) = session {
-        r = r.header("mcp-session-id", id);
-    }
-    if let Some(b) = body {
-        r = r.body(b.to_string());
-    }
-    within(r.send()).await.unwrap()
+    session_request(gw, method, key, session.map(|id| (id, None)), body).await
 }
 
 fn initialize() -> Value {

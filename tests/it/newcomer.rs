@@ -287,12 +287,7 @@ fn check_reports_what_would_break_at_run_time() {
          tenants:\n  acme:\n    api_keys: [k]\n    upstreams: [files, shell]\n    tools: {allow: [\"mcp://gatway/files/*\", \"[bad\"], deny: [\"[worse\", \"mcp://gateway/nope/*\"]}\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .args(["check", "--config", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = check_refused(&config);
     for expected in [
         "upstreams.search.http.url: '127.0.0.1:3001/mcp' has no scheme",
         "tenants.acme.tools.allow[0]: 'mcp://gatway/files/*' can match no tool of this tenant",
@@ -309,12 +304,7 @@ fn check_reports_what_would_break_at_run_time() {
          tenants:\n  acme: {api_keys: [k], upstreams: [files, shell]}\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .args(["check", "--config", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = check_refused(&config);
     assert!(
         err.contains("upstreams.files.stdio.command: 'mcp-server-time-not-installed' is not on the PATH the child gets (/usr/local/bin:/usr/bin:/bin)"),
         "{err}"

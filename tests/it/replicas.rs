@@ -146,21 +146,14 @@ async fn send(
     session: Option<&str>,
     body: Option<Value>,
 ) -> reqwest::Response {
-    let mut r = gw
-        .client
-        .request(method, &gw.url)
-        .bearer_auth("ka")
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json");
-    if let Some(id) = session {
-        r = r
-            .header("mcp-session-id", id)
-            .header("mcp-protocol-version", "2025-11-25");
-    }
-    if let Some(b) = body {
-        r = r.body(b.to_string());
-    }
-    within(r.send()).await.unwrap()
+    session_request(
+        gw,
+        method,
+        "ka",
+        session.map(|id| (id, Some("2025-11-25"))),
+        body,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -649,12 +642,7 @@ fn check_refuses_a_bad_store_and_serve_starts_without_one() {
         "gateway:\n  store: {url: \"http://127.0.0.1:6379\", when_down: sometimes, timeout_ms: 0, password: \"env:NO_SUCH_STORE_PASSWORD\"}\ntenants:\n  a: {api_keys: [k]}\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .args(["check", "--config", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = check_refused(&config);
     for expected in [
         "gateway.store.url: scheme \"http\" is not redis:// or rediss://",
         "gateway.store.when_down: unknown \"sometimes\"",

@@ -63,6 +63,44 @@ pub async fn until<F: Future<Output = bool>>(mut holds: impl FnMut() -> F) {
     .await
 }
 
+/// `mcp-gateway check` of the config at `path`, which must refuse it: what it said.
+pub fn check_refused(path: &std::path::Path) -> String {
+    let out = std::process::Command::new(BIN)
+        .args(["check", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "check accepted {}", path.display());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A request of the handshake era's HTTP session endpoint: `method` on the
+/// gateway's URL with `key`, the session's id (and protocol version header)
+/// when given, and a JSON body when given.
+pub async fn session_request(
+    gw: &Gateway,
+    method: reqwest::Method,
+    key: &str,
+    session: Option<(&str, Option<&str>)>,
+    body: Option<Value>,
+) -> reqwest::Response {
+    let mut r = gw
+        .client
+        .request(method, &gw.url)
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some((id, version)) = session {
+        r = r.header("mcp-session-id", id);
+        if let Some(v) = version {
+            r = r.header("mcp-protocol-version", v);
+        }
+    }
+    if let Some(b) = body {
+        r = r.body(b.to_string());
+    }
+    within(r.send()).await.unwrap()
+}
+
 /// The demo upstream run as a stdio child, as the YAML of an upstream: the
 /// args after its name, and keys of the upstream beside `stdio:`.
 pub struct StdioUpstream {
