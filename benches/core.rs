@@ -228,7 +228,16 @@ fn listings(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("merge_joined", format!("{ups}x{tools}")),
             &(),
-            |b, ()| b.iter(|| black_box(dispatcher.list(&tenant, Kind::Tool).len())),
+            |b, ()| {
+                b.iter(|| {
+                    let parts = dispatcher.listing(&tenant, Kind::Tool);
+                    let mut joined = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+                    for p in &parts {
+                        joined.extend_from_slice(p);
+                    }
+                    black_box(joined.len())
+                })
+            },
         );
     }
     let defs = tool_defs(0, 100);

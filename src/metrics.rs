@@ -7,6 +7,9 @@ use prometheus::{
 
 const PREFIX: &str = "mcp_gateway";
 
+/// The `protocol` label's values: MCP v1.0, the Model Context Protocol.
+pub const PROTOCOLS: [&str; 2] = ["v1", "modelcontextprotocol"];
+
 /// Latency buckets from 100 µs to 60 s: tool calls range from echo to long jobs.
 const BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -21,7 +24,12 @@ pub struct Metrics {
     pub requests: IntCounterVec,
     /// Agent requests by the protocol they came in (closed set: v1, modelcontextprotocol).
     pub requests_by_protocol: IntCounterVec,
+    /// `requests_by_protocol` of each of [`PROTOCOLS`], resolved once.
+    pub by_protocol: [prometheus::IntCounter; 2],
     pub request_seconds: HistogramVec,
+    /// `request_seconds` of MCP v1.0's `mcp/executeTool`, resolved once:
+    /// every tool call of that face observes it.
+    pub execute_seconds: prometheus::Histogram,
     /// HTTP responses on the agent listener by status code (closed set).
     pub http_responses: IntCounterVec,
     /// Upstream calls by upstream, method, outcome.
@@ -103,6 +111,18 @@ impl Metrics {
                 prometheus::process_collector::ProcessCollector::for_self(),
             ));
         }
+        let requests_by_protocol = counter(
+            &r,
+            "requests_by_protocol_total",
+            "Agent JSON-RPC requests by the protocol they came in: v1 (MCP v1.0) or modelcontextprotocol.",
+            &["protocol"],
+        );
+        let request_seconds = histogram(
+            &r,
+            "request_duration_seconds",
+            "Time to answer an agent JSON-RPC request.",
+            &["method"],
+        );
         Self {
             requests: counter(
                 &r,
@@ -110,18 +130,10 @@ impl Metrics {
                 "Agent JSON-RPC requests by tenant, method and outcome.",
                 &["tenant", "method", "outcome"],
             ),
-            requests_by_protocol: counter(
-                &r,
-                "requests_by_protocol_total",
-                "Agent JSON-RPC requests by the protocol they came in: v1 (MCP v1.0) or modelcontextprotocol.",
-                &["protocol"],
-            ),
-            request_seconds: histogram(
-                &r,
-                "request_duration_seconds",
-                "Time to answer an agent JSON-RPC request.",
-                &["method"],
-            ),
+            by_protocol: PROTOCOLS.map(|p| requests_by_protocol.with_label_values(&[p])),
+            execute_seconds: request_seconds.with_label_values(&["mcp/executeTool"]),
+            requests_by_protocol,
+            request_seconds,
             http_responses: counter(
                 &r,
                 "http_responses_total",

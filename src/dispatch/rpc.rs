@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
-use super::mcp::{Era, Via};
+use super::mcp::{Era, ModelContext, Via};
+use super::v1::V1;
 use super::{Dispatcher, Payload};
 use crate::error::{GatewayError, WireError};
 use crate::jsonrpc::Json;
@@ -101,9 +102,11 @@ pub async fn respond_classified(
             let started = trace.then(Instant::now);
             let mcp = via.http.is_some_and(|h| h.say_modelcontext())
                 || super::mcp::speaks(&method, params);
-            dispatcher.inner.by_protocol[usize::from(mcp)].inc();
+            dispatcher.metrics().by_protocol[usize::from(mcp)].inc();
             let result = if mcp {
-                let (result, era) = dispatcher.request_mcp(tenant, &method, params, via).await;
+                let (result, era) = ModelContext::new(dispatcher)
+                    .request(tenant, &method, params, via)
+                    .await;
                 if era == Era::Stateless
                     && let Err(e) = &result
                 {
@@ -113,7 +116,7 @@ pub async fn respond_classified(
             } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
                 Err(GatewayError::InitializeId)
             } else {
-                dispatcher.request(tenant, &method, params).await
+                V1::new(dispatcher).request(tenant, &method, params).await
             };
             if let Err(GatewayError::ScopeMissing { scope, .. }) = &result {
                 status.missing_scope = Some(scope.clone());

@@ -414,7 +414,12 @@ impl Session {
                                 "a session holds at most {MAX_LISTENS} listens; cancel one first"
                             )))
                         } else {
-                            self.dispatcher.open_listen(&self.tenant, id, params, None)
+                            super::mcp::ModelContext::new(&self.dispatcher).open_listen(
+                                &self.tenant,
+                                id,
+                                params,
+                                None,
+                            )
                         };
                         match opened {
                             Ok(filter) => {

@@ -1,16 +1,18 @@
-//! The MCP v1.0 face of the dispatcher: its method names, its params and
-//! result shapes (`{"capabilities": ...}`, listings as one array, the
-//! `{"id", "arguments"}` of `mcp/executeTool`), and its metric labels (the
-//! method names, a closed set). Everything it answers, it asks of the
-//! neutral operations of [`Dispatcher`].
+//! The MCP v1.0 face: its method names, its params and result shapes
+//! (`{"capabilities": ...}`, listings as one array, the `{"id", "arguments"}`
+//! of `mcp/executeTool`), and its metric labels (the method names, a closed
+//! set). Everything it answers, it asks of the core's neutral operations.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
-use super::{Dispatcher, Payload, execute};
+use super::{Audit, Dispatcher, Payload};
 use crate::error::GatewayError;
-use crate::jsonrpc::Json;
+use crate::jsonrpc::{Json, scan};
 use crate::protocol::tool_result::{Output, ToolResult};
 use crate::protocol::{Kind, Method};
 use crate::tenant::Tenant;
@@ -34,7 +36,57 @@ fn list_params_ok(params: Option<Json<'_>>) -> Result<(), GatewayError> {
     }
 }
 
-impl Dispatcher {
+#[derive(Deserialize)]
+struct ExecuteParams<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// `params.id` and `params.arguments`, found in one pass over text already
+/// known to be valid JSON; read by serde where the scan declines (a repeated
+/// member, an escaped key).
+fn execute_params(params: Json<'_>) -> Option<[Option<Json<'_>>; 2]> {
+    if params.first_byte() != b'{' {
+        return None;
+    }
+    scan::members_of(params, ["id", "arguments"]).or_else(|| {
+        let p = serde_json::from_str::<ExecuteParams<'_>>(params.get()).ok()?;
+        Some([p.id.map(Json::from), p.arguments.map(Json::from)])
+    })
+}
+
+fn invalid(why: &str) -> GatewayError {
+    GatewayError::InvalidParams(why.into())
+}
+
+/// MCP v1.0's `mcp/executeTool` params: the tool's namespaced id (borrowed
+/// from the request unless it holds escapes) and its arguments (an object).
+fn v1_params(params: Option<Json<'_>>) -> Result<(Cow<'_, str>, Json<'_>), GatewayError> {
+    let [id, arguments] = params.and_then(execute_params).ok_or_else(|| {
+        invalid("params must be an object {\"id\": string, \"arguments\": object}")
+    })?;
+    let id = id
+        .and_then(crate::jsonrpc::message::as_string)
+        .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
+    let arguments = arguments
+        .filter(|a| a.first_byte() == b'{')
+        .ok_or_else(|| invalid("params.arguments must be an object"))?;
+    Ok((id, arguments))
+}
+
+/// The MCP v1.0 face over the core.
+#[derive(Clone, Copy)]
+pub struct V1<'a> {
+    core: &'a Dispatcher,
+}
+
+impl<'a> V1<'a> {
+    pub fn new(core: &'a Dispatcher) -> Self {
+        V1 { core }
+    }
+
     /// Answers one MCP v1.0 request (not a notification) for `tenant`, counting it.
     pub async fn request(
         &self,
@@ -46,22 +98,25 @@ impl Dispatcher {
         let m = Method::parse(method);
         let result = match m {
             Method::Initialize => {
-                let caps = serde_json::to_string(&self.hello(tenant).await).unwrap_or_default();
+                let caps =
+                    serde_json::to_string(&self.core.hello(tenant).await).unwrap_or_default();
                 Ok(Payload::Text(format!(r#"{{"capabilities":{caps}}}"#)))
             }
             Method::ListTools | Method::ListResources | Method::ListPrompts => {
                 let kind = Kind::of_list_method(m).unwrap_or(Kind::Tool);
                 match list_params_ok(params) {
                     Ok(()) => Ok(Payload::Parts(array(
-                        self.listing_when_started(tenant, kind).await,
+                        self.core.listing_when_started(tenant, kind).await,
                     ))),
                     Err(e) => Err(e),
                 }
             }
             Method::ExecuteTool => {
-                let mut audit = execute::Audit::new(super::PROTOCOL_V1);
-                let result = match execute::v1_params(params) {
-                    Ok((id, arguments)) => self.call_tool(tenant, id, arguments, &mut audit).await,
+                let mut audit = Audit::new(super::PROTOCOL_V1);
+                let result = match v1_params(params) {
+                    Ok((id, arguments)) => {
+                        self.core.call_tool(tenant, id, arguments, &mut audit).await
+                    }
                     Err(e) => Err(e),
                 };
                 if audit.enabled() {
@@ -74,7 +129,7 @@ impl Dispatcher {
             }
         };
         let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
-        let metrics = &self.inner.metrics;
+        let metrics = self.core.metrics();
         let series = || {
             metrics
                 .requests
@@ -86,7 +141,7 @@ impl Dispatcher {
         }
         let seconds = started.elapsed().as_secs_f64();
         match m {
-            Method::ExecuteTool => self.inner.execute_seconds.observe(seconds),
+            Method::ExecuteTool => metrics.execute_seconds.observe(seconds),
             _ => metrics
                 .request_seconds
                 .with_label_values(&[m.as_str()])

@@ -36,8 +36,7 @@ pub struct Watcher {
 
 impl Watcher {
     pub fn new(dispatcher: &Dispatcher, tenant: &Tenant) -> Self {
-        let mut listings = dispatcher.inner.listings.subscribe();
-        listings.mark_unchanged();
+        let listings = dispatcher.listings_changed();
         let mut w = Self {
             resources: dispatcher.subscribe_changes(tenant),
             dispatcher: dispatcher.clone(),
@@ -59,18 +58,17 @@ impl Watcher {
                     part.hash(&mut h);
                 }
                 // Prompts of upstreams of the protocol are offered as those
-                // listed them (with their arguments), beside the catalog.
+                // listed them (with their arguments), beside the catalog,
                 // and so are their resource templates.
-                if kind == Kind::Prompt {
-                    for (_, own) in self.dispatcher.own_prompts(t) {
-                        for p in own.iter() {
-                            serde_json::to_string(p).unwrap_or_default().hash(&mut h);
-                        }
-                    }
-                }
-                if kind == Kind::Resource {
-                    for t in self.dispatcher.templates(t) {
-                        t.to_string().hash(&mut h);
+                let own = match kind {
+                    Kind::Prompt => self.dispatcher.own_prompts(t),
+                    Kind::Resource => self.dispatcher.own_templates(t),
+                    Kind::Tool => Vec::new(),
+                };
+                for (upstream, own) in own {
+                    upstream.name.hash(&mut h);
+                    for item in own.iter() {
+                        serde_json::to_string(item).unwrap_or_default().hash(&mut h);
                     }
                 }
             }

@@ -153,9 +153,12 @@ async fn one_message(
         && method == "subscriptions/listen"
     {
         let opened = match s.dispatcher.admit_rate(tenant).await {
-            Ok(()) => s
-                .dispatcher
-                .open_listen(tenant, *id, *params, Some(&mirrored)),
+            Ok(()) => dispatch::mcp::ModelContext::new(&s.dispatcher).open_listen(
+                tenant,
+                *id,
+                *params,
+                Some(&mirrored),
+            ),
             Err(e) => Err(e),
         };
         return match opened {

@@ -3,10 +3,10 @@
 
 use super::*;
 
-impl Dispatcher {
+impl ModelContext<'_> {
     /// Answers one request of the Model Context Protocol for `tenant`,
     /// counting it; also says which era it was in.
-    pub async fn request_mcp(
+    pub async fn request(
         &self,
         tenant: &Tenant,
         method: &str,
@@ -61,7 +61,7 @@ impl Dispatcher {
             .find(|m| **m == method)
             .copied()
             .unwrap_or("other");
-        let metrics = &self.inner.metrics;
+        let metrics = &self.core.metrics();
         metrics
             .requests
             .with_label_values(&[&tenant.name, label, outcome])
@@ -80,7 +80,7 @@ impl Dispatcher {
         era: Era,
         notifies: bool,
     ) -> Map<String, Value> {
-        let caps = self.hello(tenant).await;
+        let caps = self.core.hello(tenant).await;
         let mut capabilities = Map::new();
         if caps.list_tools_provider {
             capabilities.insert("tools".into(), json!({ "listChanged": notifies }));
@@ -98,6 +98,7 @@ impl Dispatcher {
             capabilities.insert("logging".into(), json!({}));
         }
         let completes = self
+            .core
             .upstreams_of(tenant)
             .iter()
             .any(|u| u.status() == Status::Ready && u.completes());
@@ -135,32 +136,25 @@ impl Dispatcher {
             "ping" | "logging/setLevel" => Ok(json!({})),
             "completion/complete" => self.complete(tenant, params).await,
             "resources/list" => {
-                let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
-                let resources: Vec<Value> = defs
-                    .into_iter()
-                    .map(|def| {
-                        json!({
-                            "uri": def.get("mcpId"),
-                            "name": def.get("name"),
-                            "description": def.get("description"),
-                            "mimeType": def.get("mediaType"),
-                        })
-                    })
-                    .collect();
-                Ok(json!({ "resources": resources }))
+                let mut out = String::from(r#"{"resources":["#);
+                self.each_index(tenant, Kind::Resource, |_, index| {
+                    push_all(&mut out, &index.resources)
+                })
+                .await;
+                out.push_str("]}");
+                return Ok(Out::Written(out));
             }
             "resources/templates/list" => {
-                self.wait_for_starting(tenant).await;
+                self.core.wait_for_starting(tenant).await;
                 Ok(json!({"resourceTemplates": self.templates(tenant)}))
             }
             "resources/read" => {
                 let read = params
                     .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
                     .ok_or_else(|| invalid("params must be an object {\"uri\": string}"))?;
-                let defs = definitions(self.listing_when_started(tenant, Kind::Resource).await);
-                let Some(def) = defs
-                    .into_iter()
-                    .find(|d| d.get("mcpId").and_then(Value::as_str) == Some(&read.uri))
+                let Some(def) = self
+                    .listed_definition(tenant, Kind::Resource, &read.uri)
+                    .await
                 else {
                     return match self.read_by_template(tenant, &read.uri).await {
                         Some(answer) => answer.map(Out::Value),
@@ -174,31 +168,19 @@ impl Dispatcher {
                 }]}))
             }
             "prompts/list" => {
-                let defs = definitions(self.listing_when_started(tenant, Kind::Prompt).await);
-                let mut prompts: Vec<Value> = defs
-                    .into_iter()
-                    .filter_map(|def| {
-                        let id = def.get("mcpId")?.as_str()?.to_owned();
-                        // An upstream of the protocol has its prompts listed as it listed them, below.
-                        if self.listed_as_its_own(&id) {
-                            return None;
-                        }
-                        let mut prompt = Map::new();
-                        prompt.insert("name".into(), self.name_of(Kind::Prompt, &id)?.into());
-                        if let Some(title) = def.get("name") {
-                            prompt.insert("title".into(), title.clone());
-                        }
-                        if let Some(d) = def.get("description") {
-                            prompt.insert("description".into(), d.clone());
-                        }
-                        prompt.insert("_meta".into(), json!({ MCPID_META: id }));
-                        Some(Value::Object(prompt))
-                    })
-                    .collect();
-                for (upstream, own) in self.own_prompts(tenant) {
-                    prompts.extend(own.iter().filter_map(|p| self.own_prompt(&upstream, p)));
+                let mut out = String::from(r#"{"prompts":["#);
+                self.each_index(tenant, Kind::Prompt, |_, index| {
+                    push_all(&mut out, &index.prompts)
+                })
+                .await;
+                // Upstreams of the protocol have their prompts listed as they listed them.
+                for (upstream, own) in self.core.own_prompts(tenant) {
+                    for p in own.iter().filter_map(|p| self.own_prompt(&upstream, p)) {
+                        push_all(&mut out, &[p.to_string()]);
+                    }
                 }
-                Ok(json!({ "prompts": prompts }))
+                out.push_str("]}");
+                return Ok(Out::Written(out));
             }
             "prompts/get" => {
                 let get = params
@@ -207,8 +189,8 @@ impl Dispatcher {
                 if let Some(answer) = self.get_own_prompt(tenant, &get.name, call.arguments).await {
                     return answer.map(Out::Value);
                 }
-                let (_, def) = self
-                    .find(tenant, Kind::Prompt, &get.name)
+                let def = self
+                    .prompt_named(tenant, &get.name)
                     .await
                     .ok_or_else(|| invalid(&format!("Unknown prompt: {}", get.name)))?;
                 let role = def.get("role").and_then(Value::as_str).unwrap_or("user");
@@ -234,5 +216,16 @@ impl Dispatcher {
             _ => Err(GatewayError::MethodNotFound),
         };
         answer.map(Out::Value)
+    }
+}
+
+/// Items of a JSON array, appended after those `out` holds (which ends in
+/// `[` or an item).
+fn push_all(out: &mut String, items: &[impl AsRef<str>]) {
+    for item in items {
+        if !out.ends_with('[') {
+            out.push(',');
+        }
+        out.push_str(item.as_ref());
     }
 }

@@ -46,7 +46,7 @@ impl Filter {
     }
 }
 
-impl Dispatcher {
+impl ModelContext<'_> {
     /// The checks of a `subscriptions/listen` request (those of every
     /// stateless request), then what it will hear. The uris it asks for are
     /// bounded in bytes (with its id, as a session's subscriptions are)
@@ -85,7 +85,7 @@ impl Dispatcher {
             .map_err(|_| invalid(shape))?
             .and_then(|p| p.notifications)
             .unwrap_or_default();
-        let budget = self.subscription_budget();
+        let budget = self.core.subscription_budget();
         let mut filter = Filter {
             tools_list_changed: asked.tools_list_changed,
             prompts_list_changed: asked.prompts_list_changed,
@@ -105,7 +105,7 @@ impl Dispatcher {
         let uris: Vec<Cow<'_, str>> =
             serde_json::from_str(raw.get()).map_err(|_| invalid(shape))?;
         for uri in uris {
-            if !self.readable(tenant, &uri) {
+            if !self.core.readable(tenant, &uri) {
                 continue;
             }
             filter

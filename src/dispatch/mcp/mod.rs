@@ -1,4 +1,4 @@
-//! The Model Context Protocol's face of the dispatcher, for agents that speak
+//! The Model Context Protocol's face, [`ModelContext`], for agents that speak
 //! it (the official SDKs' clients and the hosts built on them): the handshake
 //! era (`initialize` with `protocolVersion`, `ping`, `tools/*`,
 //! `resources/*`, `prompts/*`) answered statelessly over the same neutral
@@ -17,10 +17,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::face_index::{FaceIndex, FaceTool};
 use super::rpc::Standing;
 use super::watch::Change;
-use super::{Dispatcher, Payload, execute};
+use super::{Audit, Dispatcher, Payload};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::modelcontext::{self as mc, names, param_headers};
@@ -30,8 +29,10 @@ use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
 use crate::tenant::subscriptions::{self, Subscribed};
 use crate::upstream::{CallError, Status, Upstream};
+use face_index::{FaceIndex, FaceTool};
 
 mod answer;
+mod face_index;
 mod listen;
 mod prompts;
 mod resources;
@@ -240,8 +241,17 @@ type Answer = Result<Payload, GatewayError>;
 /// A result before the era's fields are added.
 type Built = Result<Out, GatewayError>;
 
-/// The prompts an upstream of the protocol listed, as it listed them.
-pub(super) type OwnPrompts = Arc<Vec<Map<String, Value>>>;
+/// The Model Context Protocol's face over the core, both eras.
+#[derive(Clone, Copy)]
+pub struct ModelContext<'a> {
+    core: &'a Dispatcher,
+}
+
+impl<'a> ModelContext<'a> {
+    pub fn new(core: &'a Dispatcher) -> Self {
+        ModelContext { core }
+    }
+}
 
 /// A request's params, and the members of them the face reads on every call.
 #[derive(Clone, Copy)]
@@ -274,24 +284,6 @@ impl Out {
     }
 }
 
-/// The definitions of one kind the tenant sees, as the MCP v1.0 face lists them.
-fn definitions(parts: Vec<bytes::Bytes>) -> Vec<Map<String, Value>> {
-    let mut joined = Vec::with_capacity(parts.iter().map(bytes::Bytes::len).sum::<usize>() + 2);
-    joined.push(b'[');
-    for p in &parts {
-        joined.extend_from_slice(p);
-    }
-    joined.push(b']');
-    serde_json::from_slice::<Vec<Value>>(&joined)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|v| match v {
-            Value::Object(def) => Some(def),
-            _ => None,
-        })
-        .collect()
-}
-
 #[derive(Deserialize)]
 struct Named<'a> {
     #[serde(borrow)]
@@ -308,32 +300,81 @@ fn invalid(why: &str) -> GatewayError {
     GatewayError::InvalidParams(why.into())
 }
 
-impl Dispatcher {
+impl ModelContext<'_> {
     /// The tool or prompt name of a definition the tenant sees.
     fn name_of(&self, kind: Kind, id: &str) -> Option<String> {
-        let (upstream, original) = mcpid::parse(&self.inner.gateway_id, id)?;
-        let key = match self.upstream(upstream) {
+        let (upstream, original) = mcpid::parse(self.core.gateway_id(), id)?;
+        let key = match self.core.upstream(upstream) {
             Some(up) => up.own_key(kind, &original)?,
             None => original.into_owned(),
         };
-        let budget = self
-            .inner
-            .name_budget
-            .load(std::sync::atomic::Ordering::Relaxed);
-        Some(names::tool_name(upstream, &key, budget))
+        Some(names::tool_name(upstream, &key, self.core.name_budget()))
     }
 
-    /// The definition of `kind` listed under `name` for this tenant, with its mcpId.
-    async fn find(
+    /// Runs `f` over the face's view of each catalog the tenant's listing
+    /// of `kind` draws on (its ready upstreams that list that kind), once
+    /// those still on their first start have finished it.
+    async fn each_index(
         &self,
         tenant: &Tenant,
         kind: Kind,
-        name: &str,
-    ) -> Option<(String, Map<String, Value>)> {
-        let defs = definitions(self.listing_when_started(tenant, kind).await);
-        defs.into_iter().find_map(|def| {
-            let id = def.get("mcpId")?.as_str()?.to_owned();
-            (self.name_of(kind, &id).as_deref() == Some(name)).then_some((id, def))
+        mut f: impl FnMut(&Catalog, &FaceIndex),
+    ) {
+        self.core.wait_for_starting(tenant).await;
+        self.core.visit_upstreams_of(tenant, |upstreams| {
+            for u in upstreams {
+                let lists = u.status() == Status::Ready
+                    && u.capabilities()
+                        .is_some_and(|c| c.allows(kind.list_method()));
+                if !lists {
+                    continue;
+                }
+                let catalog = u.catalog();
+                if let Some(index) = catalog.face_cache(|c| self.index(c)) {
+                    f(&catalog, index);
+                }
+            }
+        });
+    }
+
+    /// The definition of `kind` with this namespaced id that the tenant's
+    /// listing shows: read from its catalog alone.
+    async fn listed_definition(
+        &self,
+        tenant: &Tenant,
+        kind: Kind,
+        id: &str,
+    ) -> Option<Map<String, Value>> {
+        self.core.wait_for_starting(tenant).await;
+        let upstream = self
+            .core
+            .upstream(mcpid::upstream_of(self.core.gateway_id(), id)?)?;
+        let lists = tenant.sees(&upstream.name)
+            && upstream.status() == Status::Ready
+            && upstream
+                .capabilities()
+                .is_some_and(|c| c.allows(kind.list_method()));
+        if !lists {
+            return None;
+        }
+        let catalog = upstream.catalog();
+        let listing = catalog.listing(kind);
+        let (_, range) = listing.items.iter().find(|(listed, _)| listed == id)?;
+        serde_json::from_str(&listing.json[range.clone()]).ok()
+    }
+
+    /// The catalog prompt the tenant's listing names `name`.
+    async fn prompt_named(&self, tenant: &Tenant, name: &str) -> Option<Map<String, Value>> {
+        let mut found = None;
+        self.each_index(tenant, Kind::Prompt, |catalog, index| {
+            if found.is_none()
+                && let Some(range) = index.prompt_at.get(name)
+            {
+                let listing = catalog.listing(Kind::Prompt);
+                found = serde_json::from_str(&listing.json[range.clone()]).ok();
+            }
         })
+        .await;
+        found
     }
 }

@@ -3,29 +3,7 @@
 
 use super::*;
 
-impl Dispatcher {
-    /// Whether the upstream of a namespaced id lists its prompts as its own.
-    pub(super) fn listed_as_its_own(&self, id: &str) -> bool {
-        mcpid::upstream_of(&self.inner.gateway_id, id)
-            .and_then(|u| self.upstream(u))
-            .is_some_and(|u| u.lists_its_own())
-    }
-
-    /// The prompts of the tenant's ready upstreams of the protocol, as each listed them.
-    pub(in crate::dispatch) fn own_prompts(
-        &self,
-        tenant: &Tenant,
-    ) -> Vec<(Arc<Upstream>, OwnPrompts)> {
-        self.upstreams_of(tenant)
-            .into_iter()
-            .filter(|u| u.lists_its_own() && u.status() == Status::Ready)
-            .map(|u| {
-                let own = u.own_prompts();
-                (u, own)
-            })
-            .collect()
-    }
-
+impl ModelContext<'_> {
     /// A prompt as its upstream (of the protocol) listed it, arguments and
     /// all, under the face's name, with its namespaced id in `_meta`.
     pub(super) fn own_prompt(
@@ -35,7 +13,7 @@ impl Dispatcher {
     ) -> Option<Value> {
         let own = prompt.get("name")?.as_str()?;
         let id = mcpid::namespace(
-            &self.inner.gateway_id,
+            self.core.gateway_id(),
             &upstream.name,
             &mc::original_id(Kind::Prompt, own),
         );
@@ -63,21 +41,24 @@ impl Dispatcher {
         tenant: &Tenant,
         name: &str,
     ) -> Option<(Arc<Upstream>, String)> {
-        self.own_prompts(tenant).into_iter().find_map(|(u, own)| {
-            let found = own
-                .iter()
-                .filter_map(|p| p.get("name")?.as_str())
-                .find(|p| {
-                    let id = mcpid::namespace(
-                        &self.inner.gateway_id,
-                        &u.name,
-                        &mc::original_id(Kind::Prompt, p),
-                    );
-                    self.name_of(Kind::Prompt, &id).as_deref() == Some(name)
-                })?
-                .to_owned();
-            Some((u, found))
-        })
+        self.core
+            .own_prompts(tenant)
+            .into_iter()
+            .find_map(|(u, own)| {
+                let found = own
+                    .iter()
+                    .filter_map(|p| p.get("name")?.as_str())
+                    .find(|p| {
+                        let id = mcpid::namespace(
+                            self.core.gateway_id(),
+                            &u.name,
+                            &mc::original_id(Kind::Prompt, p),
+                        );
+                        self.name_of(Kind::Prompt, &id).as_deref() == Some(name)
+                    })?
+                    .to_owned();
+                Some((u, found))
+            })
     }
 
     pub(super) async fn get_own_prompt(
@@ -86,7 +67,7 @@ impl Dispatcher {
         name: &str,
         arguments: Option<Json<'_>>,
     ) -> Option<Result<Value, GatewayError>> {
-        self.wait_for_starting(tenant).await;
+        self.core.wait_for_starting(tenant).await;
         let (upstream, own) = self.own_prompt_named(tenant, name)?;
         let arguments = match object_arguments(arguments) {
             Ok(a) => a,

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Dispatcher {
+impl ModelContext<'_> {
     /// The upstream and its own `uriTemplate` of a template the tenant is
     /// offered as `offered` (the namespaced template, as listed).
     pub(super) fn own_template_offered(
@@ -11,16 +11,16 @@ impl Dispatcher {
         tenant: &Tenant,
         offered: &str,
     ) -> Option<(Arc<Upstream>, String)> {
-        self.upstreams_of(tenant)
+        self.core
+            .own_templates(tenant)
             .into_iter()
-            .filter(|u| u.lists_its_own() && u.status() == Status::Ready)
-            .find_map(|u| {
+            .find_map(|(u, templates)| {
                 let prefix = mcpid::namespace(
-                    &self.inner.gateway_id,
+                    self.core.gateway_id(),
                     &u.name,
                     &mc::original_id(Kind::Resource, ""),
                 );
-                let own = u.own_templates().iter().find_map(|t| {
+                let own = templates.iter().find_map(|t| {
                     let own = t.get("uriTemplate")?.as_str()?;
                     (mc::namespaced_template(&prefix, own).as_deref() == Some(offered))
                         .then(|| own.to_owned())
@@ -42,7 +42,7 @@ impl Dispatcher {
         let mut params: Map<String, Value> = params
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .ok_or_else(|| invalid(shape))?;
-        self.wait_for_starting(tenant).await;
+        self.core.wait_for_starting(tenant).await;
         let reference = params
             .get_mut("ref")
             .and_then(Value::as_object_mut)
@@ -108,16 +108,13 @@ impl Dispatcher {
     /// the upstream's own is in `_meta`); those it cannot offer so are left out.
     pub(in crate::dispatch) fn templates(&self, tenant: &Tenant) -> Vec<Value> {
         let mut out = Vec::new();
-        for u in self.upstreams_of(tenant) {
-            if !u.lists_its_own() || u.status() != Status::Ready {
-                continue;
-            }
+        for (u, templates) in self.core.own_templates(tenant) {
             let prefix = mcpid::namespace(
-                &self.inner.gateway_id,
+                self.core.gateway_id(),
                 &u.name,
                 &mc::original_id(Kind::Resource, ""),
             );
-            for t in u.own_templates().iter() {
+            for t in templates.iter() {
                 let Some(own) = t.get("uriTemplate").and_then(Value::as_str) else {
                     continue;
                 };
@@ -148,52 +145,6 @@ impl Dispatcher {
         out
     }
 
-    /// The upstream and its own uri that `uri` names, when `uri` is an
-    /// expansion of a template the tenant is offered (and the upstream's
-    /// uri an expansion of the upstream's own template).
-    pub(in crate::dispatch) fn template_target(
-        &self,
-        tenant: &Tenant,
-        uri: &str,
-    ) -> Option<(Arc<Upstream>, String)> {
-        let (name, original) = mcpid::parse(&self.inner.gateway_id, uri)?;
-        if !tenant.sees(name) {
-            return None;
-        }
-        let upstream = self
-            .upstream(name)
-            .filter(|u| u.lists_its_own() && u.status() == Status::Ready)?;
-        let own = mc::key_of(Kind::Resource, &original)?;
-        let offered = upstream.own_templates().iter().any(|t| {
-            t.get("uriTemplate")
-                .and_then(Value::as_str)
-                .is_some_and(|t| mc::expands_to(t, &own))
-        });
-        offered.then_some((upstream, own))
-    }
-
-    /// Whether `uri` is a resource the tenant can read: one its listings
-    /// show, or an expansion of a template it is offered. Only such uris
-    /// are subscribed to.
-    pub fn readable(&self, tenant: &Tenant, uri: &str) -> bool {
-        let Some(name) = mcpid::upstream_of(&self.inner.gateway_id, uri) else {
-            return false;
-        };
-        if !tenant.sees(name) {
-            return false;
-        }
-        let Some(upstream) = self.upstream(name) else {
-            return false;
-        };
-        let listed = upstream
-            .catalog()
-            .listing(Kind::Resource)
-            .items
-            .iter()
-            .any(|(id, _)| id == uri);
-        listed || self.template_target(tenant, uri).is_some()
-    }
-
     /// `resources/read` of an expansion of one of those templates, or of a
     /// link a tool result gave this tenant: read from its upstream now.
     /// `None` when `uri` is neither.
@@ -203,8 +154,9 @@ impl Dispatcher {
         uri: &str,
     ) -> Option<Result<Value, GatewayError>> {
         let (upstream, own) = self
+            .core
             .template_target(tenant, uri)
-            .or_else(|| self.link_target(tenant, uri))?;
-        Some(self.read_upstream(tenant, &upstream, &own).await)
+            .or_else(|| self.core.link_target(tenant, uri))?;
+        Some(self.core.read_upstream(tenant, &upstream, &own).await)
     }
 }

@@ -40,48 +40,28 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
     Ok(Out::Written(out))
 }
 
-impl Dispatcher {
+impl ModelContext<'_> {
     /// The tool the tenant's listing names `name`: found in the name index
     /// of each of its upstreams' catalogs (made once per catalog).
     /// An upstream that is down keeps its last catalog: its tools are still
     /// found, and a call fails as MCP v1.0's does (-32001, the upstream is
     /// unavailable), not as a tool that does not exist.
     pub(super) async fn tool_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
-        self.wait_for_starting(tenant).await;
-        let state = self.inner.state.load();
-        tenant
-            .upstreams
-            .iter()
-            .filter_map(|n| state.upstreams.get(n))
-            .filter(|u| u.catalog().loaded)
-            .find_map(|u| {
+        self.core.wait_for_starting(tenant).await;
+        self.core.visit_upstreams_of(tenant, |upstreams| {
+            upstreams.filter(|u| u.catalog().loaded).find_map(|u| {
                 let catalog = u.catalog();
-                let index = catalog.face_cache(|c| self.index_tools(c))?;
+                let index = catalog.face_cache(|c| self.index(c))?;
                 index.by_name.get(name).cloned()
             })
+        })
     }
 
     /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
     pub(super) async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
-        self.wait_for_starting(tenant).await;
-        let state = self.inner.state.load();
         let mut out = String::from(r#"{"tools":["#);
         let mut first = true;
-        for u in tenant
-            .upstreams
-            .iter()
-            .filter_map(|n| state.upstreams.get(n))
-        {
-            let lists = u.status() == Status::Ready
-                && u.capabilities()
-                    .is_some_and(|c| c.allows(Kind::Tool.list_method()));
-            if !lists {
-                continue;
-            }
-            let catalog = u.catalog();
-            let Some(index) = catalog.face_cache(|c| self.index_tools(c)) else {
-                continue;
-            };
+        self.each_index(tenant, Kind::Tool, |_, index| {
             for (id, handshake, stateless) in &index.listed {
                 if !tenant.policy.as_ref().is_none_or(|p| p.allows(id)) {
                     continue;
@@ -96,15 +76,15 @@ impl Dispatcher {
                 };
                 out.push_str(listed);
             }
-        }
+        })
+        .await;
         out.push_str("]}");
         Out::Written(out)
     }
 
     /// A catalog's tools by the names this face gives them.
-    pub(super) fn index_tools(&self, catalog: &Catalog) -> FaceIndex {
+    pub(super) fn index_tools(&self, catalog: &Catalog, index: &mut FaceIndex) {
         let listing = catalog.listing(Kind::Tool);
-        let mut index = FaceIndex::default();
         for (id, range) in &listing.items {
             let Some(name) = self.name_of(Kind::Tool, id) else {
                 continue;
@@ -139,7 +119,6 @@ impl Dispatcher {
                 }),
             );
         }
-        index
     }
 
     /// `tools/call`: the tool the tenant's listing names, run as
@@ -152,7 +131,7 @@ impl Dispatcher {
         via: Via<'_>,
         started: std::time::Instant,
     ) -> Built {
-        let mut audit = execute::Audit::new(crate::dispatch::PROTOCOL_MCP);
+        let mut audit = Audit::new(crate::dispatch::PROTOCOL_MCP);
         let (tool, result) = match self.run_named(tenant, call, era, via, &mut audit).await {
             Ok(ran) => ran,
             Err(refused) => {
@@ -182,14 +161,14 @@ impl Dispatcher {
     /// A passed-through result (`{"content": [...]}`) with its links rewritten.
     pub(super) fn with_links(&self, tenant: &Tenant, tool: &str, text: String) -> Out {
         let upstream =
-            mcpid::upstream_of(&self.inner.gateway_id, tool).and_then(|u| self.upstream(u));
+            mcpid::upstream_of(self.core.gateway_id(), tool).and_then(|u| self.core.upstream(u));
         let (Some(upstream), Ok(mut result)) = (upstream, serde_json::from_str::<Value>(&text))
         else {
             return Out::Written(text);
         };
         let rewritten = result
             .get_mut("content")
-            .is_some_and(|content| self.rewrite_links(tenant, &upstream, content));
+            .is_some_and(|content| self.core.rewrite_links(tenant, &upstream, content));
         if rewritten {
             Out::Value(result)
         } else {
@@ -205,7 +184,7 @@ impl Dispatcher {
         call: Call<'_>,
         era: Era,
         via: Via<'_>,
-        audit: &mut execute::Audit,
+        audit: &mut Audit,
     ) -> Result<(Arc<FaceTool>, Result<ToolResult, GatewayError>), GatewayError> {
         let name = call
             .name
@@ -230,6 +209,7 @@ impl Dispatcher {
                 .map_err(|why| header_mismatch(&why))?;
         }
         let result = self
+            .core
             .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit)
             .await;
         Ok((tool, result))

@@ -156,30 +156,9 @@ fn truncated(s: &str, chars: usize) -> &str {
 }
 
 #[derive(Deserialize)]
-struct ExecuteParams<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
 struct ExecuteResult<'a> {
     #[serde(borrow)]
     output: Option<&'a RawValue>,
-}
-
-/// `params.id` and `params.arguments`, found in one pass over text already
-/// known to be valid JSON; read by serde where the scan declines (a repeated
-/// member, an escaped key).
-fn execute_params(params: Json<'_>) -> Option<[Option<Json<'_>>; 2]> {
-    if params.first_byte() != b'{' {
-        return None;
-    }
-    scan::members_of(params, ["id", "arguments"]).or_else(|| {
-        let p = serde_json::from_str::<ExecuteParams<'_>>(params.get()).ok()?;
-        Some([p.id.map(Json::from), p.arguments.map(Json::from)])
-    })
 }
 
 /// The `output` of a result: `None` when the result is not a JSON object (or
@@ -197,27 +176,6 @@ fn execute_output(result: Json<'_>) -> Option<Option<Json<'_>>> {
             .map(Json::from),
     };
     Some(output.filter(|o| o.get() != "null"))
-}
-
-fn invalid(why: &str) -> GatewayError {
-    GatewayError::InvalidParams(why.into())
-}
-
-/// MCP v1.0's `mcp/executeTool` params: the tool's namespaced id (borrowed
-/// from the request unless it holds escapes) and its arguments (an object).
-pub(super) fn v1_params(
-    params: Option<Json<'_>>,
-) -> Result<(Cow<'_, str>, Json<'_>), GatewayError> {
-    let [id, arguments] = params.and_then(execute_params).ok_or_else(|| {
-        invalid("params must be an object {\"id\": string, \"arguments\": object}")
-    })?;
-    let id = id
-        .and_then(crate::jsonrpc::message::as_string)
-        .ok_or_else(|| invalid("params.id must be a string (the tool's mcpId)"))?;
-    let arguments = arguments
-        .filter(|a| a.first_byte() == b'{')
-        .ok_or_else(|| invalid("params.arguments must be an object"))?;
-    Ok((id, arguments))
 }
 
 impl Dispatcher {

@@ -15,7 +15,12 @@ impl Dispatcher {
     /// The uri the gateway serves for `uri` of `upstream`, for `tenant`: its
     /// namespaced id when the tenant can read that anyway, else a link
     /// sealed to the tenant and the upstream.
-    pub(super) fn link_for(&self, tenant: &Tenant, upstream: &Upstream, uri: &str) -> String {
+    pub(in crate::dispatch) fn link_for(
+        &self,
+        tenant: &Tenant,
+        upstream: &Upstream,
+        uri: &str,
+    ) -> String {
         let gateway = &self.inner.gateway_id;
         let id = mcpid::namespace(
             gateway,
@@ -33,7 +38,7 @@ impl Dispatcher {
 
     /// Rewrites the uris of the `resource_link` and embedded `resource`
     /// blocks of a list of content blocks; whether any was.
-    pub(super) fn rewrite_links(
+    pub(in crate::dispatch) fn rewrite_links(
         &self,
         tenant: &Tenant,
         upstream: &Upstream,
@@ -60,7 +65,7 @@ impl Dispatcher {
     /// The upstream and its own uri that a link id names, when it was
     /// sealed for this tenant; `None` for anything else (another tenant's
     /// link is no link).
-    pub(super) fn link_target(
+    pub(in crate::dispatch) fn link_target(
         &self,
         tenant: &Tenant,
         uri: &str,
@@ -79,7 +84,7 @@ impl Dispatcher {
 
     /// `resources/read` of `own` from `upstream`, now: its result as the
     /// upstream gave it, the uris of its contents rewritten as links are.
-    pub(super) async fn read_upstream(
+    pub(in crate::dispatch) async fn read_upstream(
         &self,
         tenant: &Tenant,
         upstream: &Upstream,
