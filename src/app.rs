@@ -1,5 +1,9 @@
 //! The composition root: builds every part from a `Config`, runs the listeners
 //! and upstream supervisors, and shuts them down in order.
+//!
+//! Longer than most files: the composition root. Starting, reloading and
+//! shutting down touch every part and are read in the order they run, each
+//! step a function of its own.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

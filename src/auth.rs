@@ -12,6 +12,8 @@
 //! token names a key id the cache does not hold, at most once per
 //! [`MIN_REFETCH`] per issuer, so unknown ids cannot make the gateway hammer
 //! the provider. A fetch that fails leaves the cached keys in force.
+//!
+//! Longer than most files for its tests (about 180 lines).
 
 use std::collections::HashSet;
 use std::path::PathBuf;

@@ -1,14 +1,18 @@
-//! mcp-gateway: one HTTP URL for MCP v1.0 agents in front of many upstream
-//! MCP servers (stdio children and HTTP servers), with tenants kept apart.
+//! mcp-gateway: one HTTP URL for agents of MCP v1.0 and of the Model Context
+//! Protocol in front of many upstream servers of either (stdio children and
+//! HTTP servers), with tenants kept apart.
 //!
-//! Layers, lowest first (dependencies point down only):
-//! - [`jsonrpc`]: JSON-RPC 2.0 messages and the Content-Length codec;
-//! - [`protocol`]: MCP methods, capabilities, definitions, mcpIds, catalogs;
-//! - [`config`], [`tenant`]: leaves;
-//! - [`upstream`]: the `Transport` trait, stdio and HTTP upstreams, supervisors;
-//! - [`dispatch`]: the RPC tier (merging, routing, validation, sessions);
+//! Layers, lowest first; a module names only those below it (ARCHITECTURE.md
+//! draws them; `tests/it/architecture.rs` holds the order):
+//! - leaves: [`redact`], [`cpus`], [`descriptors`], [`stdio_pipes`],
+//!   [`telemetry`], [`metrics`], [`jsonrpc`] (JSON-RPC 2.0, codecs), [`auth`];
+//! - [`config`]; [`protocol`] (MCP v1.0 and the core's neutral shapes, no
+//!   I/O); [`seal`]; [`modelcontext`] (the official protocol, no I/O);
+//! - [`tenant`]; [`store`] (what replicas share);
+//! - [`upstream`]: the `Transport` trait, links, dialects, supervisors;
+//! - [`error`]; [`dispatch`]: the core and the two faces;
 //! - [`http`]: the agent and admin edges;
-//! - [`app`]: the composition root. [`demo`] is the demo/test upstream server.
+//! - [`demo`], [`app`] (the composition root), [`stdio_mode`].
 
 pub mod app;
 pub mod auth;

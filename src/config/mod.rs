@@ -2,7 +2,6 @@
 //! and where it is (`validate`) → frozen typed values (this file).
 
 mod raw;
-mod store;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -11,6 +10,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use validate::{KeyDigest, Problem};
+
+/// The bounds of `gateway.tool_name_budget`, shared by its check and by
+/// the names the Model Context Protocol face gives (`modelcontext::names`).
+pub mod tool_names {
+    /// The longest name the protocol's tool-name rule allows.
+    pub const MAX_NAME: usize = 64;
+    /// The default budget: room for a host's own prefix of up to 16 characters.
+    pub const DEFAULT_BUDGET: usize = 48;
+    /// The shortest budget that still leaves a readable part beside the hash.
+    pub const MIN_BUDGET: usize = 20;
+}
 
 /// The gateway's own settings.
 #[derive(Debug, Clone)]

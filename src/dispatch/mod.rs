@@ -18,9 +18,7 @@ use bytes::Bytes;
 use crate::jsonrpc::JsonBuf;
 
 pub use self::core::{Audit, Dispatcher};
-pub use rpc::{
-    Outgoing, Standing, respond, respond_classified, respond_traced, write_gateway_error,
-};
+pub use rpc::{Outgoing, respond, respond_classified, respond_traced, write_gateway_error};
 
 /// The protocols an agent's request may come in (labels of metrics and audit lines).
 pub const PROTOCOL_V1: &str = crate::metrics::PROTOCOLS[0];
@@ -32,4 +30,17 @@ pub enum Payload {
     Text(String),
     /// JSON text in parts shared with the catalogs (a listing).
     Parts(Vec<Bytes>),
+}
+
+/// How an answer stands apart from its body, for a transport that says so
+/// (HTTP's status, in the 2026-07-28 revision); every answer otherwise stands
+/// as answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Standing {
+    #[default]
+    Answered,
+    /// The request was malformed, or broke a rule of its revision.
+    Malformed,
+    /// The method is not one the gateway answers.
+    UnknownMethod,
 }

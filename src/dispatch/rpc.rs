@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use super::mcp::{Era, ModelContext, Via};
 use super::v1::V1;
-use super::{Dispatcher, Payload};
+use super::{Dispatcher, Payload, Standing};
 use crate::error::{GatewayError, WireError};
 use crate::jsonrpc::Json;
 use crate::jsonrpc::{Incoming, Reply, classify, write_error, write_reply, write_result_head};
@@ -62,9 +62,6 @@ pub async fn respond_traced(
     (out, line)
 }
 
-/// Like [`respond_traced`], for a message its caller has classified already
-/// (each classification parses the message's envelope again); also the HTTP
-/// status the answer goes out with.
 /// How a lone request's answer stands, and the scope the caller's token
 /// lacked when that is why it was refused.
 pub struct Status {
@@ -72,19 +69,9 @@ pub struct Status {
     pub missing_scope: Option<std::sync::Arc<str>>,
 }
 
-/// How an answer stands apart from its body, for a transport that says so
-/// (HTTP's status, in the 2026-07-28 revision); every answer otherwise stands
-/// as answered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Standing {
-    #[default]
-    Answered,
-    /// The request was malformed, or broke a rule of its revision.
-    Malformed,
-    /// The method is not one the gateway answers.
-    UnknownMethod,
-}
-
+/// Like [`respond_traced`], for a message its caller has classified already
+/// (each classification parses the message's envelope again); also how the
+/// answer stands, for a transport that says so.
 pub async fn respond_classified(
     dispatcher: &Dispatcher,
     tenant: &Tenant,

@@ -4,6 +4,10 @@
 //! ("Sessions, notifications and `$/logTrace`").
 //! Transports (HTTP bodies, the stdio mode) feed it messages and frame what it
 //! sends; this type knows no framing.
+//!
+//! Longer than most files: one state machine. The handshake, answers out of
+//! order, notifications, listens and cancellation all act on the one session's
+//! state.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

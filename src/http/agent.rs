@@ -1,5 +1,9 @@
 //! `POST /mcp`: authentication, content type, body limit, then one message, a
 //! batch, or a session (docs/protocol-decisions.md, "HTTP edge").
+//!
+//! Longer than most files: `POST /mcp`'s checks in the order they run, shared
+//! by hyper's path and the own HTTP/1.1 path (`h1`), so that both refuse
+//! alike; about 50 of its lines are its tests.
 
 use std::sync::Arc;
 

@@ -1,5 +1,9 @@
 //! A whole body, answered: one message, a batch, or the start of a session of
 //! several messages; a large body on a blocking-pool thread.
+//!
+//! Longer than most files: a body's three shapes (one message, a batch, a
+//! session's start) share tenant admission, the large-body path and the
+//! handshake era's session checks that each applies.
 
 use std::sync::Arc;
 

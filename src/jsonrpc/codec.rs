@@ -6,6 +6,8 @@
 //! header section may not exceed `max_header_bytes`, and a Content-Length above
 //! `max_frame_bytes` is an error raised before a single byte of the body is
 //! buffered, so a peer can never make us allocate what it merely claims.
+//!
+//! Longer than most files for its tests (about 275 lines).
 
 use std::fmt::Write as _;
 

@@ -5,6 +5,8 @@
 //! string; a notification never gets a reply, even when it is malformed. Every
 //! other invalid message gets `-32600` with its id when the id could be read,
 //! `null` otherwise.
+//!
+//! Longer than most files for its tests (about 200 lines).
 
 use std::borrow::Cow;
 

@@ -13,6 +13,8 @@
 //! It agrees with serde_json's stream reader on when a prefix stops being
 //! "incomplete" (the property test below holds it to that), so an invalid
 //! line is answered as soon as serde would answer it.
+//!
+//! Longer than most files for its tests (about 185 lines).
 
 /// Where the scan stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

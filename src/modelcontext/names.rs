@@ -21,12 +21,7 @@
 
 use sha2::{Digest, Sha256};
 
-/// The longest name the protocol's tool-name rule allows.
-pub const MAX_NAME: usize = 64;
-/// The default budget: room for a host's own prefix of up to 16 characters.
-pub const DEFAULT_BUDGET: usize = 48;
-/// The shortest budget that still leaves a readable part beside the hash.
-pub const MIN_BUDGET: usize = 20;
+pub use crate::config::tool_names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET};
 /// Hex digits of the hash in a hashed name.
 const HASH_DIGITS: usize = 12;
 

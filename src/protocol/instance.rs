@@ -11,6 +11,9 @@
 //! object that names a member twice is refused (what is validated must be
 //! what is forwarded, and parsers disagree on which of the two counts). The parser is serde_json's, so what is
 //! accepted, numbers, and the nesting limit are unchanged too.
+//!
+//! Longer than most files for its tests (about 150 lines, among them the
+//! validator's own conformance contract).
 
 use std::borrow::Cow;
 use std::fmt;

@@ -23,8 +23,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Store;
-use crate::dispatch::Dispatcher;
-use crate::upstream::Heard;
 
 /// How long the first replica to hear a shared upstream's notification
 /// speaks for the others.
@@ -45,6 +43,29 @@ end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 ";
+
+/// A change notification an upstream sent, for the other replicas to hear.
+#[derive(Debug, Clone)]
+pub struct Heard {
+    pub upstream: std::sync::Arc<str>,
+    /// The original id of the resource that changed; `None`: a listing changed.
+    pub changed: Option<String>,
+    /// Every replica talks to this same server (an HTTP upstream), so each may
+    /// hear the same notification; a stdio child is each replica's own.
+    pub shared: bool,
+}
+
+/// This replica's upstreams, as the bus acts on them (the dispatcher, which
+/// sits above the store, provides them).
+pub trait Upstreams: Clone + Send + Sync + 'static {
+    /// Relists `upstream` soon and then announces `changed` (a resource's
+    /// original id) or the listing; nothing when this replica does not run
+    /// that upstream (a rollout between two configurations).
+    fn relist_soon(&self, upstream: &str, changed: Option<&str>);
+    /// Relists every upstream whose pinned tools were quarantined because
+    /// the store could not be asked.
+    fn recheck_pins(&self);
+}
 
 /// One notification on the channel.
 #[derive(Serialize, Deserialize)]
@@ -118,7 +139,7 @@ impl Store {
     pub async fn relay(
         self,
         mut heard: mpsc::Receiver<Heard>,
-        dispatcher: Dispatcher,
+        upstreams: impl Upstreams,
         stop: CancellationToken,
     ) {
         loop {
@@ -136,8 +157,8 @@ impl Store {
                     true
                 }
             };
-            if act && let Some(up) = dispatcher.upstream(&h.upstream) {
-                up.relist_soon(h.changed.as_deref());
+            if act {
+                upstreams.relist_soon(&h.upstream, h.changed.as_deref());
             }
         }
     }
@@ -146,11 +167,11 @@ impl Store {
     /// upstream named is relisted here and the change told to this
     /// replica's streams. The subscription is made again, with backoff,
     /// whenever its connection is lost.
-    pub async fn listen(self, dispatcher: Dispatcher, stop: CancellationToken) {
+    pub async fn listen(self, upstreams: impl Upstreams, stop: CancellationToken) {
         // Pinned tools quarantined because the store could not be asked are
         // checked again as soon as it answers.
         let mut up = self.watch_up();
-        let (recheck, stop_recheck) = (dispatcher.clone(), stop.clone());
+        let (recheck, stop_recheck) = (upstreams.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -158,18 +179,14 @@ impl Store {
                     () = stop_recheck.cancelled() => return,
                 }
                 if *up.borrow_and_update() {
-                    for upstream in recheck.upstreams() {
-                        if upstream.pins_fell_back() {
-                            upstream.relist_soon(None);
-                        }
-                    }
+                    recheck.recheck_pins();
                 }
             }
         });
         let mut wait = Duration::from_millis(100);
         loop {
             let heard = tokio::select! {
-                heard = self.listen_once(&dispatcher) => heard,
+                heard = self.listen_once(&upstreams) => heard,
                 () = stop.cancelled() => return,
             };
             if heard {
@@ -184,7 +201,7 @@ impl Store {
     }
 
     /// One subscribed connection, until it is lost; whether it was made.
-    async fn listen_once(&self, dispatcher: &Dispatcher) -> bool {
+    async fn listen_once(&self, upstreams: &impl Upstreams) -> bool {
         let deadline = self.settings().timeout.max(Duration::from_millis(500));
         let subscribed = async {
             let mut pubsub = self.0.client.get_async_pubsub().await?;
@@ -201,7 +218,7 @@ impl Store {
             tokio::select! {
                 m = messages.next() => {
                     let Some(m) = m else { return true };
-                    self.act_on(m.get_payload_bytes(), dispatcher);
+                    self.act_on(m.get_payload_bytes(), upstreams);
                 }
                 _ = ping.tick() => {
                     let pong = tokio::time::timeout(deadline, sink.ping::<redis::Value>()).await;
@@ -213,7 +230,7 @@ impl Store {
         }
     }
 
-    fn act_on(&self, payload: &[u8], dispatcher: &Dispatcher) {
+    fn act_on(&self, payload: &[u8], upstreams: &impl Upstreams) {
         let Ok(m) = serde_json::from_slice::<Message>(payload) else {
             tracing::debug!("unreadable message on the store's change channel");
             return;
@@ -221,11 +238,7 @@ impl Store {
         if m.origin == self.replica_id() {
             return;
         }
-        // An upstream this replica does not run (a rollout between two
-        // configurations) is nothing to relist.
-        if let Some(up) = dispatcher.upstream(&m.upstream) {
-            up.relist_soon(m.changed.as_deref());
-        }
+        upstreams.relist_soon(&m.upstream, m.changed.as_deref());
     }
 }
 

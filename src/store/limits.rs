@@ -26,6 +26,10 @@
 //! **Store down.** `when_down: local`: each replica enforces its share of
 //! each limit, the limit divided by the replicas it last saw alive, rounded
 //! up; `refuse`: a tenant with either limit is refused (503).
+//!
+//! Longer than most files: both limits held through the store, rate and
+//! concurrency, with the scripts the store runs for them; each is a few
+//! functions over the same leases.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};

@@ -13,6 +13,11 @@
 //! before anything is sent, so a request is never sent twice. A call dropped
 //! half way drops its connection; only connections whose exchange completed
 //! cleanly, with nothing left over, return to the pool.
+//!
+//! Longer than most files: one client for one kind of request. Writing the
+//! head, parsing the answer in place and keeping, checking and retiring
+//! connections share the connection type and its buffer; about 160 of its
+//! lines are its tests.
 
 use std::future::Future;
 use std::mem::MaybeUninit;

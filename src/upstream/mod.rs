@@ -2,6 +2,11 @@
 //! (stdio children and HTTP servers); [`Upstream`] holds what the gateway knows
 //! of one configured upstream (status, capabilities, catalog) and calls it.
 //! Supervisors (`stdio::run`, `http::run`) own the connection's lifecycle.
+//!
+//! Longer than most files: the `Upstream` type, what the gateway knows of one
+//! upstream and every way it is called. Its status, catalog, relistings and
+//! pins are one state behind one set of locks; the parts that need none of it
+//! (links, dialects, wire text, pending calls, slots) are files of their own.
 
 mod backoff;
 mod call_error;
@@ -159,16 +164,7 @@ struct Relist {
     announce: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
-/// A change notification an upstream sent, for the other replicas to hear.
-#[derive(Debug, Clone)]
-pub struct Heard {
-    pub upstream: Arc<str>,
-    /// The original id of the resource that changed; `None`: a listing changed.
-    pub changed: Option<String>,
-    /// Every replica talks to this same server (an HTTP upstream), so each may
-    /// hear the same notification; a stdio child is each replica's own.
-    pub shared: bool,
-}
+pub use crate::store::bus::Heard;
 
 /// The queue from upstreams' notifications to the store's relay.
 #[derive(Debug, Clone)]

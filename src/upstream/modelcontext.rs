@@ -2,6 +2,10 @@
 //! listings (drained across pages, resources read into their contents,
 //! prompts fetched), its notifications, and its tool results, each turned
 //! into the gateway's own shapes by `crate::modelcontext`.
+//!
+//! Longer than most files: one dialect's side of an upstream, its handshake,
+//! its listings drained across pages and its notifications, over the same
+//! link.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

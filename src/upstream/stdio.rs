@@ -8,6 +8,10 @@
 //! children speak Content-Length frames; children of the Model Context
 //! Protocol one message per line, and hear `notifications/cancelled` for a
 //! call the gateway stopped waiting for.
+//!
+//! Longer than most files: a child's supervisor, its link and its reader share
+//! the child's state (its pipes, its pending calls, its process group), and
+//! keeping them together keeps spawning in one file.
 
 use std::process::Stdio;
 use std::sync::Arc;

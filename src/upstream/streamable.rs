@@ -5,6 +5,11 @@
 //! the request retried once (it was not executed); the GET stream carries
 //! the server's notifications where it offers one; DELETE ends the session
 //! on shutdown. Notifications that arrive on a call's stream are heard too.
+//!
+//! Longer than most files: one link and its supervisor. Its POST, SSE answers
+//! and their resumption, the session's re-initialisation and the GET stream
+//! all act on the one session state (`Shared`); apart, each part would reach
+//! into the others'.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};

@@ -5,6 +5,7 @@
     reason = "tests and their helpers fail loudly by design"
 )]
 
+mod architecture;
 pub(crate) mod binary;
 mod browser;
 mod compliance;

@@ -40,7 +40,7 @@ pub(super) fn gateway(
     let limits = limits(raw.limits, p);
     let store = raw
         .store
-        .and_then(|s| crate::config::store::settings(s, secrets, p));
+        .and_then(|s| super::store::settings(s, secrets, p));
     // The same forms as an API key, and never echoed either.
     let admin_token = raw
         .admin_token
@@ -65,7 +65,7 @@ pub(super) fn gateway(
         }
         Some(KeyDigest::of(value.as_bytes()))
     });
-    use crate::modelcontext::names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET};
+    use crate::config::tool_names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET};
     let tool_name_budget = match raw.tool_name_budget {
         None => DEFAULT_BUDGET,
         Some(b) if (MIN_BUDGET as u64..=MAX_NAME as u64).contains(&b) => b as usize,

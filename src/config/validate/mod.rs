@@ -16,6 +16,7 @@ use crate::auth::{IssuerSpec, KeySource, TenantFrom};
 
 use super::raw::{RawAuth, RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
 mod gateway;
+mod store;
 mod tenants;
 mod upstreams;
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::rpc::Standing;
+use super::Standing;
 use super::watch::Change;
 use super::{Audit, Dispatcher, Payload};
 use crate::error::GatewayError;

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use super::raw::RawStore;
-use super::validate::{Problems, secret_text};
-use super::{Secrets, StoreSettings, WhenDown};
+use super::{Problems, secret_text};
+use crate::config::raw::RawStore;
+use crate::config::{Secrets, StoreSettings, WhenDown};
 
 /// Every key the gateway writes starts with this, unless configured.
 pub const DEFAULT_PREFIX: &str = "mcp-gateway:";
