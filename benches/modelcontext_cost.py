@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import KeepAlive, cpu_seconds, free_port, wait_port  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
+BIN = os.environ.get("BIN") or os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
 EVERYTHING = os.path.join(ROOT, "target/mcp-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 LOOPBACK = os.path.join(ROOT, "tests/fixtures/loopback.cjs")
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 3000

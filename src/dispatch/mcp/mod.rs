@@ -378,3 +378,103 @@ impl ModelContext<'_> {
         found
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    fn json(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_request_is_of_the_protocol_by_its_method_or_its_handshake() {
+        let official = json(r#"{"protocolVersion":"2025-11-25","capabilities":{}}"#);
+        let v1 = json(r#"{"clientCapabilities":{}}"#);
+        let stateless =
+            json(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#);
+        assert!(speaks("initialize", Some(Json::from(&*official))));
+        assert!(speaks("initialize", Some(Json::from(&*stateless))));
+        assert!(!speaks("initialize", Some(Json::from(&*v1))));
+        assert!(!speaks("initialize", None));
+        assert!(speaks("tools/call", None));
+        assert!(speaks("notifications/initialized", None));
+        assert!(!speaks("mcp/executeTool", None));
+        assert!(!speaks("tools/unknown", None));
+    }
+
+    #[test]
+    fn the_handshake_settles_on_the_clients_revision_or_the_newest() {
+        let asked = |v: &str| json(&format!(r#"{{"protocolVersion":"{v}"}}"#));
+        assert_eq!(
+            negotiated(Some(Json::from(&*asked("2025-03-26")))),
+            "2025-03-26"
+        );
+        assert_eq!(
+            negotiated(Some(Json::from(&*asked("2025-06-18")))),
+            "2025-06-18"
+        );
+        // The stateless revision has no handshake; an unknown one gets the newest.
+        assert_eq!(
+            negotiated(Some(Json::from(&*asked("2026-07-28")))),
+            "2025-11-25"
+        );
+        assert_eq!(
+            negotiated(Some(Json::from(&*asked("1999-01-01")))),
+            "2025-11-25"
+        );
+        assert_eq!(negotiated(None), "2025-11-25");
+    }
+
+    #[test]
+    fn the_era_follows_meta_the_version_header_or_the_method() {
+        let meta = json(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
+        assert_eq!(
+            Era::of("tools/list", Some(Json::from(&*meta)), None),
+            Era::Stateless
+        );
+        assert_eq!(Era::of("tools/list", None, None), Era::Handshake);
+        assert_eq!(Era::of("server/discover", None, None), Era::Stateless);
+        let header = |v: &'static [u8]| Mirrored {
+            protocol_version: Some(v),
+            ..Mirrored::default()
+        };
+        assert_eq!(
+            Era::of("tools/list", None, Some(&header(b"2025-06-18"))),
+            Era::Handshake
+        );
+        assert_eq!(
+            Era::of("tools/list", None, Some(&header(b"2026-07-28"))),
+            Era::Stateless
+        );
+        // A version the handshake era does not know is not of that era.
+        assert_eq!(
+            Era::of("tools/list", None, Some(&header(b"2099-01-01"))),
+            Era::Stateless
+        );
+        assert!(header(b"2025-06-18").say_modelcontext());
+        assert!(!Mirrored::default().say_modelcontext());
+    }
+
+    #[test]
+    fn members_are_read_past_what_the_fast_scan_declines() {
+        // An escaped key, and a key named twice (the last counts), as serde reads them.
+        let escaped = json(r#"{"_m\u0065ta":{"a":1}}"#);
+        assert_eq!(
+            meta_of(Some(Json::from(&*escaped))).map(Json::get),
+            Some(r#"{"a":1}"#)
+        );
+        let twice = json(r#"{"_meta":1,"_meta":2}"#);
+        assert_eq!(meta_of(Some(Json::from(&*twice))).map(Json::get), Some("2"));
+        let array = json("[1]");
+        assert_eq!(meta_of(Some(Json::from(&*array))), None);
+        let escaped_string = json(r#""a\"b""#);
+        assert_eq!(
+            string_of(Json::from(&*escaped_string)).as_deref(),
+            Some("a\"b")
+        );
+        let number = json("1");
+        assert_eq!(string_of(Json::from(&*number)), None);
+    }
+}

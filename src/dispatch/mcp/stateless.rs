@@ -166,3 +166,201 @@ pub(super) const STATELESS_FIELDS: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     r#""}}"#
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    fn json(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    /// The `_meta` envelope of a stateless request naming `version`.
+    fn envelope(version: &str) -> Box<RawValue> {
+        json(&format!(
+            r#"{{"{VERSION_META}":"{version}","{CAPABILITIES_META}":{{}}}}"#
+        ))
+    }
+
+    fn check(
+        method: &str,
+        named: Option<&str>,
+        meta: &RawValue,
+        http: Option<&Mirrored<'_>>,
+    ) -> Option<i64> {
+        let named = named.map(json);
+        let [version, capabilities] =
+            members(Some(Json::from(meta)), [VERSION_META, CAPABILITIES_META]);
+        check_stateless(
+            method,
+            named.as_deref().map(Json::from),
+            [version, capabilities],
+            http,
+        )
+        .err()
+        .and_then(|e| e.code())
+    }
+
+    fn headers(
+        version: &'static [u8],
+        method: &'static [u8],
+        name: Option<&'static [u8]>,
+    ) -> Mirrored<'static> {
+        Mirrored {
+            protocol_version: Some(version),
+            method: Some(method),
+            name,
+            ..Mirrored::default()
+        }
+    }
+
+    #[test]
+    fn a_stateless_request_is_checked_in_the_sdks_order() {
+        use crate::jsonrpc::codes::{
+            HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION,
+        };
+        let ok = envelope(STATELESS);
+        assert_eq!(check("tools/list", None, &ok, None), None);
+        // The envelope first: without its capabilities it is invalid, whatever else is wrong.
+        let bare = json(r#"{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}"#);
+        assert_eq!(check("tools/list", None, &bare, None), Some(INVALID_PARAMS));
+        // Then the mirrored headers, before the version.
+        let old = envelope("1999-01-01");
+        let wrong_method = headers(b"1999-01-01", b"tools/call", None);
+        assert_eq!(
+            check("tools/list", None, &old, Some(&wrong_method)),
+            Some(HEADER_MISMATCH)
+        );
+        assert_eq!(
+            check("tools/list", None, &old, None),
+            Some(UNSUPPORTED_PROTOCOL_VERSION)
+        );
+        let version_differs = headers(b"2025-11-25", b"tools/list", None);
+        assert_eq!(
+            check("tools/list", None, &ok, Some(&version_differs)),
+            Some(HEADER_MISMATCH)
+        );
+        let repeated = Mirrored {
+            repeated: true,
+            ..headers(b"2026-07-28", b"tools/list", None)
+        };
+        assert_eq!(
+            check("tools/list", None, &ok, Some(&repeated)),
+            Some(HEADER_MISMATCH)
+        );
+        // Mcp-Name mirrors the body's name, encoded or not.
+        let named = headers(b"2026-07-28", b"tools/call", Some(b"echo"));
+        assert_eq!(
+            check("tools/call", Some(r#""echo""#), &ok, Some(&named)),
+            None
+        );
+        assert_eq!(
+            check("tools/call", Some(r#""other""#), &ok, Some(&named)),
+            Some(HEADER_MISMATCH)
+        );
+        let encoded = headers(b"2026-07-28", b"tools/call", Some(b"=?base64?ZWNobw==?="));
+        assert_eq!(
+            check("tools/call", Some(r#""echo""#), &ok, Some(&encoded)),
+            None
+        );
+        // A version that is not a string.
+        let number = json(&format!(
+            r#"{{"{VERSION_META}":1,"{CAPABILITIES_META}":{{}}}}"#
+        ));
+        assert_eq!(
+            check("tools/list", None, &number, None),
+            Some(INVALID_PARAMS)
+        );
+    }
+
+    #[test]
+    fn errors_stand_as_the_revisions_transport_says() {
+        use crate::jsonrpc::codes::*;
+        for code in [
+            PARSE_ERROR,
+            INVALID_REQUEST,
+            INVALID_PARAMS,
+            HEADER_MISMATCH,
+            UNSUPPORTED_PROTOCOL_VERSION,
+        ] {
+            assert_eq!(
+                stateless_standing(Some(code)),
+                Standing::Malformed,
+                "{code}"
+            );
+        }
+        assert_eq!(
+            stateless_standing(Some(METHOD_NOT_FOUND)),
+            Standing::UnknownMethod
+        );
+        assert_eq!(stateless_standing(Some(-32001)), Standing::Answered);
+        assert_eq!(stateless_standing(None), Standing::Answered);
+    }
+
+    #[test]
+    fn batches_are_served_only_where_a_revision_had_them() {
+        let messages = |texts: &'static [&'static str]| {
+            texts.iter().map(|t| {
+                let raw: &'static RawValue = Box::leak(json(t));
+                crate::jsonrpc::classify(raw)
+            })
+        };
+        let plain: &'static [&'static str] = &[r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#];
+        assert!(batch_allowed(&Mirrored::default(), messages(plain)));
+        let first = Mirrored {
+            protocol_version: Some(REVISIONS[0].as_bytes()),
+            ..Mirrored::default()
+        };
+        assert!(batch_allowed(&first, messages(plain)));
+        let later = Mirrored {
+            protocol_version: Some(b"2025-06-18"),
+            ..Mirrored::default()
+        };
+        assert!(!batch_allowed(&later, messages(plain)));
+        let mirrored = Mirrored {
+            method: Some(b"tools/list"),
+            ..Mirrored::default()
+        };
+        assert!(!batch_allowed(&mirrored, messages(plain)));
+        let stateless: &'static [&'static str] = &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        ];
+        assert!(!batch_allowed(&Mirrored::default(), messages(stateless)));
+    }
+
+    #[test]
+    fn stateless_results_carry_the_revisions_fields() {
+        let Out::Value(listed) = stateless_result("tools/list", Out::Value(json!({"tools": []})))
+        else {
+            panic!("a value stays a value");
+        };
+        assert_eq!(listed["resultType"], "complete");
+        assert_eq!(listed["ttlMs"], 0);
+        assert_eq!(listed["cacheScope"], "private");
+        assert_eq!(listed["_meta"][SERVER_INFO_META]["name"], "mcp-gateway");
+        let Out::Value(called) = stateless_result("tools/call", Out::Value(json!({"content": []})))
+        else {
+            panic!("a value stays a value");
+        };
+        assert_eq!(called["resultType"], "complete");
+        assert!(
+            called.get("ttlMs").is_none(),
+            "a call's result is not cacheable"
+        );
+        // A result the face wrote gets the same members before its closing brace.
+        let Out::Written(text) =
+            stateless_result("resources/read", Out::Written(r#"{"contents":[]}"#.into()))
+        else {
+            panic!("written stays written");
+        };
+        let read: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(read["resultType"], "complete");
+        assert_eq!(read["cacheScope"], "private");
+        assert_eq!(
+            read["_meta"][SERVER_INFO_META]["version"],
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(STATELESS_FIELDS.len() <= STATELESS_ROOM);
+    }
+}
