@@ -233,7 +233,11 @@ impl Core {
                             self.metrics.clone(),
                         );
                         let (link, events) = upstream::streamable::StreamableLink::new(
-                            client, http, max_frame, answers,
+                            client,
+                            http,
+                            max_frame,
+                            answers,
+                            up.progress().clone(),
                         )
                         .map_err(std::io::Error::other)?;
                         self.supervisors.spawn(upstream::streamable::run(

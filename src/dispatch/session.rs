@@ -369,10 +369,16 @@ impl Session {
         );
         let (notify, trace) = (self.notify.clone(), self.trace);
         let owned = raw.to_owned();
+        let reports = self.face == Face::ModelContext;
         let handle = self.inflight.spawn(
             async move {
                 // The tenant's concurrency slot is held until the answer is out.
                 let _admission = admission;
+                // A call's progress goes out on the session, before its answer.
+                let via = Via {
+                    progress: reports.then_some(&out),
+                    ..via
+                };
                 let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace, via).await;
                 if let Some(reply) = reply {
                     let _ = out.send(reply.into_vec()).await;
@@ -398,6 +404,7 @@ impl Session {
         let via = Via {
             http: None,
             notifies: true,
+            progress: None,
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {

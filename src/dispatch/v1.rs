@@ -115,7 +115,9 @@ impl<'a> V1<'a> {
                 let mut audit = Audit::new(super::PROTOCOL_V1);
                 let result = match v1_params(params) {
                     Ok((id, arguments)) => {
-                        self.core.call_tool(tenant, id, arguments, &mut audit).await
+                        self.core
+                            .call_tool(tenant, id, arguments, &mut audit, None)
+                            .await
                     }
                     Err(e) => Err(e),
                 };

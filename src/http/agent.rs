@@ -25,6 +25,7 @@ use super::refusal::Refusal;
 use super::request_id::{REQUEST_ID, RequestId};
 use super::session;
 pub use super::state::AgentState;
+use super::streamed::streamed;
 use crate::tenant::{Credential, Denied, KeyStore, Tenant, bearer_token};
 
 /// [`AgentState`] with what the edge derives from it once.
@@ -337,7 +338,7 @@ async fn serve_one(
     // and with it the call upstream, as when a session's client leaves.
     let exchanged = tokio::select! {
         biased;
-        exchanged = exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided, conn.header(head).mirrored) => exchanged,
+        exchanged = exchange(s, &tenant, &conn.buffered()[head.len..end], first.decided, conn.header(head).mirrored, None) => exchanged,
         () = conn.client_gone() => return Step::Closed,
     };
     match exchanged {
@@ -346,7 +347,7 @@ async fn serve_one(
             Step::Reply(reply, true)
         }
         // hyper's path serves streams.
-        Exchange::Session | Exchange::Listen(..) => Step::HandOver,
+        Exchange::Session | Exchange::Listen(..) | Exchange::Streamed => Step::HandOver,
     }
 }
 
@@ -556,10 +557,16 @@ async fn read_body(
         buf.extend_from_slice(&chunk);
     }
     if buf.len() > LARGE_BODY {
-        return exchange_aside(s, tenant, credential, buf, first.decided, headers).await;
+        return match exchange_aside(s, tenant.clone(), credential, buf, first.decided, headers)
+            .await
+        {
+            Ok(response) => response,
+            Err(body) => streamed(s, tenant, body, headers.clone()).await,
+        };
     }
-    match exchange(s, &tenant, &buf, first.decided, mirrored(headers)).await {
+    match exchange(s, &tenant, &buf, first.decided, mirrored(headers), None).await {
         Exchange::Reply(reply) => reply.into_response(),
+        Exchange::Streamed => streamed(s, tenant, buf.freeze(), headers.clone()).await,
         Exchange::Session => session_of(s, tenant, credential, buf).await,
         Exchange::Listen(id, filter) => {
             let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));

@@ -13,6 +13,7 @@ use axum::response::Response;
 use bytes::BytesMut;
 use futures_util::future::join_all;
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -40,7 +41,8 @@ pub(super) const LARGE_BODY: usize = 256 * 1024;
 
 /// [`exchange`] of a large body, driven on a blocking-pool thread (its
 /// upstream I/O still runs on the runtime). If the client goes away, the
-/// exchange is cancelled there too.
+/// exchange is cancelled there too. `Err`: the body's call may report
+/// before its answer, and is for `streamed` to run.
 pub(super) async fn exchange_aside(
     s: &AgentState,
     tenant: Arc<Tenant>,
@@ -48,7 +50,7 @@ pub(super) async fn exchange_aside(
     buf: BytesMut,
     decided: bool,
     headers: &axum::http::HeaderMap,
-) -> Response {
+) -> Result<Response, bytes::Bytes> {
     let runtime = tokio::runtime::Handle::current();
     let cancel = CancellationToken::new();
     let _cancel_on_drop = cancel.clone().drop_guard();
@@ -60,7 +62,7 @@ pub(super) async fn exchange_aside(
         let exchanged = runtime.block_on(
             async {
                 tokio::select! {
-                    exchanged = exchange(&state, &who, &body, decided, mirrored) => Some(exchanged),
+                    exchanged = exchange(&state, &who, &body, decided, mirrored, None) => Some(exchanged),
                     () = cancel.cancelled() => None,
                 }
             }
@@ -68,7 +70,7 @@ pub(super) async fn exchange_aside(
         );
         (exchanged, body)
     });
-    match task.await {
+    Ok(match task.await {
         Ok((Some(Exchange::Reply(reply)), _)) => reply.into_response(),
         Ok((Some(Exchange::Session), body)) => {
             session_of(s, tenant, credential, BytesMut::from(&body[..])).await
@@ -77,13 +79,14 @@ pub(super) async fn exchange_aside(
             let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));
             super::listen::stream(s, &tenant, holder, id, filter).await
         }
+        Ok((Some(Exchange::Streamed), body)) => return Err(body),
         // Cancelled (the client is gone) or the thread failed.
         Ok((None, _)) | Err(_) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"),
         )
         .into_response(),
-    }
+    })
 }
 
 /// The HTTP status an answer goes out with, by how it stands.
@@ -103,25 +106,32 @@ pub(super) enum Exchange {
     /// A `subscriptions/listen` that passed its checks: its id (JSON text)
     /// and what it asks to hear (its caller opens the stream).
     Listen(Box<str>, mcp::Filter),
+    /// A call that may report before its answer, which was not given
+    /// anywhere to put reports: its caller runs it again with one
+    /// (`streamed`), nothing having been done yet.
+    Streamed,
 }
 
 /// A whole body: a stateless exchange, or a session of several messages.
+/// `progress` is where a call's reports go before its answer, when the
+/// answer can be a stream.
 pub(super) async fn exchange(
     s: &AgentState,
     tenant: &Tenant,
     bytes: &[u8],
     peeked: bool,
     mirrored: Mirrored<'_>,
+    progress: Option<&mpsc::Sender<Vec<u8>>>,
 ) -> Exchange {
     // The common case, one JSON object, is classified straight from the bytes.
     if let Some(message) = classify_bytes(bytes) {
-        return one_message(s, tenant, message, mirrored).await;
+        return one_message(s, tenant, message, mirrored, progress).await;
     }
     match serde_json::from_slice::<&RawValue>(bytes) {
         Ok(raw) if raw.get().starts_with('[') => {
             Exchange::Reply(batch(s, tenant, raw, &mirrored).await)
         }
-        Ok(raw) => one_message(s, tenant, classify(raw), mirrored).await,
+        Ok(raw) => one_message(s, tenant, classify(raw), mirrored, progress).await,
         // Not one JSON value. Its first message decides, as when it is looked
         // at while the body arrives: not JSON is a parse error, `initialize`
         // opens a session, and so do several newline-delimited messages.
@@ -147,6 +157,7 @@ async fn one_message(
     tenant: &Tenant,
     message: Incoming<'_>,
     mirrored: Mirrored<'_>,
+    progress: Option<&mpsc::Sender<Vec<u8>>>,
 ) -> Exchange {
     // MCP v1.0's `initialize` opens a session; one with the Model Context
     // Protocol's headers is that protocol's (answered, or refused in 2026-07-28).
@@ -178,6 +189,12 @@ async fn one_message(
             }
         };
     }
+    if progress.is_none()
+        && let Incoming::Request { method, params, .. } = &message
+        && mcp::may_report(method, *params)
+    {
+        return Exchange::Streamed;
+    }
     let id = match &message {
         Incoming::Request { id, .. } => Some(*id),
         _ => None,
@@ -201,6 +218,7 @@ async fn one_message(
     let via = Via {
         http: Some(mirrored),
         notifies: s.mcp_sessions.is_some(),
+        progress,
     };
     let (out, _, status) = respond_classified(&s.dispatcher, tenant, message, false, via).await;
     // A call refused for a scope the token lacks: 403 and the challenge that
@@ -301,6 +319,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
     let via = Via {
         http: Some(*mirrored),
         notifies: s.mcp_sessions.is_some(),
+        progress: None,
     };
     let replies = join_all(
         items

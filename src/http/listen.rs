@@ -58,11 +58,18 @@ struct Changes<R, E> {
     _place: Place,
 }
 
-fn event(message: &[u8]) -> Bytes {
+/// One message as an SSE event. JSON text passed through from an upstream
+/// may hold line breaks between its tokens: each line is a `data` line of
+/// its own, which a client joins back with `\n` (insignificant in JSON).
+pub(super) fn event(message: &[u8]) -> Bytes {
     let mut frame = Vec::with_capacity(message.len() + 24);
-    frame.extend_from_slice(b"event: message\r\ndata: ");
-    frame.extend_from_slice(message);
-    frame.extend_from_slice(b"\r\n\r\n");
+    frame.extend_from_slice(b"event: message\r\n");
+    for line in message.split(|b| *b == b'\n') {
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        frame.extend_from_slice(b"\r\n");
+    }
+    frame.extend_from_slice(b"\r\n");
     Bytes::from(frame)
 }
 
@@ -179,7 +186,13 @@ where
             }
         }
     });
-    let mut r = Response::new(Body::from_stream(events));
+    event_stream(Body::from_stream(events))
+}
+
+/// A 200 answer whose body is a stream of SSE events, kept from caches and
+/// from proxies' buffering.
+pub(super) fn event_stream(body: Body) -> Response {
+    let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

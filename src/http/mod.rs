@@ -15,6 +15,7 @@ mod request_id;
 pub mod serve;
 pub mod session;
 mod state;
+mod streamed;
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};

@@ -16,6 +16,7 @@ pub(crate) mod http_pool;
 mod modelcontext;
 mod pending;
 pub mod pins;
+pub mod progress;
 mod slots;
 pub(crate) mod sse;
 pub mod stdio;
@@ -147,6 +148,8 @@ pub struct Upstream {
     /// Where its change notifications go first when replicas share a store
     /// (see `crate::store::bus`); unset, they are acted on here alone.
     relay: std::sync::OnceLock<Relay>,
+    /// Its calls in flight whose callers asked for progress.
+    progress: Arc<progress::Progress>,
     /// What one of its listings may take.
     bounds: ListingBounds,
     metrics: Metrics,
@@ -261,6 +264,7 @@ impl Upstream {
             suspect: tokio::sync::Notify::new(),
             relist: Relist::default(),
             relay: std::sync::OnceLock::new(),
+            progress: Arc::default(),
             bounds: ListingBounds::default(),
             metrics,
         })
@@ -386,9 +390,11 @@ impl Upstream {
         &self,
         tool: &ToolEntry,
         arguments: Json<'_>,
+        progress: Option<&(dyn Fn(JsonBuf) + Sync)>,
     ) -> Result<Answer, CallError> {
         match &tool.route {
             Route::ById => {
+                // MCP v1.0 has no progress: a caller that asked hears none.
                 let params = Params::Execute {
                     tool: &tool.original_id,
                     arguments,
@@ -396,11 +402,57 @@ impl Upstream {
                 self.call(Op::CallTool, params).await.map(Answer::Object)
             }
             Route::ByName { name, structured } => {
-                let params = Params::CallTool { name, arguments };
-                let result = self.call(Op::CallTool, params).await?;
+                let result = match progress {
+                    None => {
+                        let params = Params::CallTool {
+                            name,
+                            arguments,
+                            progress: None,
+                        };
+                        self.call(Op::CallTool, params).await?
+                    }
+                    Some(heard) => self.call_with_progress(name, arguments, heard).await?,
+                };
                 modelcontext::tool_result(result, *structured)
             }
         }
+    }
+
+    /// A `tools/call` sent with a progress token of the gateway's own: each
+    /// report the upstream sends while the call waits is handed to `heard`,
+    /// in order, all of them before the call's answer is returned.
+    async fn call_with_progress(
+        &self,
+        name: &str,
+        arguments: Json<'_>,
+        heard: &(dyn Fn(JsonBuf) + Sync),
+    ) -> Result<JsonBuf, CallError> {
+        let (registered, mut reports) = self.progress.register();
+        let params = Params::CallTool {
+            name,
+            arguments,
+            progress: Some(&registered.token),
+        };
+        let call = self.call(Op::CallTool, params);
+        tokio::pin!(call);
+        let answer = loop {
+            tokio::select! {
+                biased;
+                Some(report) = reports.recv() => heard(report),
+                answer = &mut call => break answer,
+            }
+        };
+        // Reports the reader handed over before the answer came.
+        while let Ok(report) = reports.try_recv() {
+            heard(report);
+        }
+        answer
+    }
+
+    /// The table of calls waiting for progress, which the upstream's links
+    /// hand its `notifications/progress` to as they hear them.
+    pub fn progress(&self) -> &Arc<progress::Progress> {
+        &self.progress
     }
 
     /// The upstream's own name (or uri) for a definition of this kind, from
@@ -462,8 +514,15 @@ impl Upstream {
     /// `prompts/get` of one of [`Self::own_prompts`] with the client's
     /// arguments: the upstream's result as it sent it.
     pub async fn get_prompt(&self, name: &str, arguments: Json<'_>) -> Result<JsonBuf, CallError> {
-        self.call(Op::GetPrompt, Params::CallTool { name, arguments })
-            .await
+        self.call(
+            Op::GetPrompt,
+            Params::CallTool {
+                name,
+                arguments,
+                progress: None,
+            },
+        )
+        .await
     }
 
     /// Sends `op` with the upstream's timeout, counting the outcome.

@@ -510,6 +510,13 @@ impl Reader {
                 }
             }
             Ok(UpstreamMessage::Notification { method, params }) => {
+                // Progress goes to the call waiting for it, ahead of its answer.
+                if method == "notifications/progress" {
+                    if let Some(params) = params {
+                        self.up.progress().deliver(params);
+                    }
+                    return;
+                }
                 if self
                     .events
                     .try_send((method.into_owned(), params.map(Json::to_buf)))

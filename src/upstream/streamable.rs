@@ -59,6 +59,8 @@ struct Shared {
     fast: RwLock<Option<Arc<Pool>>>,
     /// How the server's own requests are answered.
     answers: ServerAnswers,
+    /// The upstream's calls waiting for progress.
+    progress: Arc<super::progress::Progress>,
 }
 
 /// Answers to the requests a server sends on its streams (a `ping`, ...):
@@ -133,6 +135,7 @@ impl StreamableLink {
         spec: &HttpSpec,
         max_bytes: usize,
         answers: ServerAnswers,
+        progress: Arc<super::progress::Progress>,
     ) -> Result<(Self, mpsc::Receiver<Event>), String> {
         let url = reqwest::Url::parse(&spec.url).map_err(|e| e.to_string())?;
         let mut headers = HeaderMap::new();
@@ -159,6 +162,7 @@ impl StreamableLink {
             reinit: tokio::sync::Mutex::new(()),
             fast: RwLock::new(None),
             answers,
+            progress,
         }));
         Ok((link, rx))
     }
@@ -344,6 +348,15 @@ impl StreamableLink {
             },
         };
         match message {
+            // Progress goes to the call waiting for it, ahead of its answer.
+            Ok(UpstreamMessage::Notification { method, params })
+                if method == "notifications/progress" =>
+            {
+                if let Some(params) = params {
+                    self.0.progress.deliver(params);
+                }
+                None
+            }
             Ok(UpstreamMessage::Notification { method, params }) => {
                 let event = (method.to_string(), params.map(Json::to_buf));
                 // Queued for the supervisor, which relists (coalesced) as
@@ -871,7 +884,8 @@ mod tests {
             notifications: false,
         };
         let answers = ServerAnswers::new(4, Duration::from_secs(1), Default::default());
-        let (link, mut heard) = StreamableLink::new(client, &spec, 1 << 20, answers).unwrap();
+        let (link, mut heard) =
+            StreamableLink::new(client, &spec, 1 << 20, answers, Arc::default()).unwrap();
         let scan = |id: &'static [u8]| StreamScan {
             link: &link,
             id_text: id,

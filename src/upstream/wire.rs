@@ -16,8 +16,14 @@ pub enum Params<'a> {
     /// request (the arguments are the agent's, byte for byte).
     Execute { tool: &'a str, arguments: Json<'a> },
     /// `{"name": <tool name>, "arguments": <arguments>}`: a `tools/call` (or
-    /// `prompts/get`) of the Model Context Protocol, written the same way.
-    CallTool { name: &'a str, arguments: Json<'a> },
+    /// `prompts/get`) of the Model Context Protocol, written the same way;
+    /// with `_meta.progressToken` when the gateway asks for progress (the
+    /// token's JSON text).
+    CallTool {
+        name: &'a str,
+        arguments: Json<'a>,
+        progress: Option<&'a str>,
+    },
 }
 
 impl<'a> From<&'a RawValue> for Params<'a> {
@@ -37,7 +43,11 @@ impl Params<'_> {
         match self {
             Params::Json(raw) => raw.get().len(),
             Params::Execute { tool, arguments } => tool.len() + arguments.get().len() + 24,
-            Params::CallTool { name, arguments } => name.len() + arguments.get().len() + 26,
+            Params::CallTool {
+                name,
+                arguments,
+                progress,
+            } => name.len() + arguments.get().len() + 26 + progress.map_or(0, |t| t.len() + 30),
         }
     }
 
@@ -52,11 +62,20 @@ impl Params<'_> {
                 out.extend_from_slice(arguments.get().as_bytes());
                 out.push(b'}');
             }
-            Params::CallTool { name, arguments } => {
+            Params::CallTool {
+                name,
+                arguments,
+                progress,
+            } => {
                 out.extend_from_slice(br#"{"name":"#);
                 write_json_string(out, name);
                 out.extend_from_slice(br#","arguments":"#);
                 out.extend_from_slice(arguments.get().as_bytes());
+                if let Some(token) = progress {
+                    out.extend_from_slice(br#","_meta":{"progressToken":"#);
+                    out.extend_from_slice(token.as_bytes());
+                    out.push(b'}');
+                }
                 out.push(b'}');
             }
         }

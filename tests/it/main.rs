@@ -20,6 +20,7 @@ mod mcp_sessions;
 mod modelcontext;
 mod newcomer;
 mod ops;
+mod progress;
 mod raw_http;
 mod readme;
 mod reload;

@@ -21,7 +21,7 @@ use super::Standing;
 use super::watch::Change;
 use super::{Audit, Dispatcher, Payload};
 use crate::error::GatewayError;
-use crate::jsonrpc::Json;
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::modelcontext::{self as mc, names, param_headers};
 use crate::protocol::catalog::Catalog;
 use crate::protocol::tool_result::{Output, ToolResult};
@@ -195,6 +195,10 @@ pub struct Via<'a> {
     pub http: Option<Mirrored<'a>>,
     /// Whether change notifications can reach the client (a stream exists for them).
     pub notifies: bool,
+    /// Where messages to the client go before its answer (each one JSON-RPC
+    /// message): a call's progress, when the client asked for it. `None`:
+    /// the transport has nowhere to put them, and the call reports none.
+    pub progress: Option<&'a tokio::sync::mpsc::Sender<Vec<u8>>>,
 }
 
 /// The era a request is in.
@@ -379,6 +383,37 @@ impl ModelContext<'_> {
     }
 }
 
+/// Whether a request's call may report progress before its answer (a
+/// `tools/call` whose `_meta` carries a progress token): its transport
+/// then gives it somewhere to put the reports. Most calls carry none, and
+/// say so to a substring search.
+pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
+    method == "tools/call"
+        && params.is_some_and(|p| p.get().contains("progressToken"))
+        && progress_token(params).is_some()
+}
+
+/// The progress token a request's `_meta` carries (a string or an integer,
+/// as the protocol allows).
+fn progress_token(params: Option<Json<'_>>) -> Option<Value> {
+    let [token] = members(meta_of(params), ["progressToken"]);
+    let token: Value = serde_json::from_str(token?.get()).ok()?;
+    (token.is_string() || token.is_i64() || token.is_u64()).then_some(token)
+}
+
+/// An upstream's progress report as the client's `notifications/progress`:
+/// the client's own token in place of the gateway's.
+fn progress_notification(report: &JsonBuf, token: &Value) -> Option<Vec<u8>> {
+    let mut params: Map<String, Value> = serde_json::from_str(report.get()).ok()?;
+    params.insert("progressToken".into(), token.clone());
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": params,
+    }))
+    .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,5 +511,36 @@ mod tests {
         );
         let number = json("1");
         assert_eq!(string_of(Json::from(&*number)), None);
+    }
+
+    #[test]
+    fn progress_goes_out_under_the_clients_own_token() {
+        let params = json(r#"{"name":"t","_meta":{"progressToken":"client-7"}}"#);
+        let token = progress_token(Some(Json::from(&*params))).unwrap();
+        assert_eq!(token, "client-7");
+        let number = json(r#"{"_meta":{"progressToken":7}}"#);
+        assert_eq!(progress_token(Some(Json::from(&*number))), Some(json!(7)));
+        for none in [
+            r#"{"_meta":{"progressToken":null}}"#,
+            r#"{"_meta":{}}"#,
+            r#"{}"#,
+        ] {
+            assert_eq!(
+                progress_token(Some(Json::from(&*json(none)))),
+                None,
+                "{none}"
+            );
+        }
+        let report: JsonBuf = Json::from(&*json(
+            r#"{"progressToken":"mcp-gateway/3","progress":1,"total":2,"message":"half"}"#,
+        ))
+        .to_buf();
+        let sent: Value =
+            serde_json::from_slice(&progress_notification(&report, &token).unwrap()).unwrap();
+        assert_eq!(
+            sent,
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": "client-7", "progress": 1, "total": 2, "message": "half"}})
+        );
     }
 }

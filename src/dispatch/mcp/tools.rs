@@ -208,9 +208,22 @@ impl ModelContext<'_> {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
+        // The client's progress token, when it asked and can be told.
+        let token = via
+            .progress
+            .and_then(|out| Some((out, progress_token(call.params)?)));
+        let forward = token.map(|(out, token)| {
+            move |report: JsonBuf| {
+                // A client that does not read loses reports, not the call.
+                if let Some(notification) = progress_notification(&report, &token) {
+                    let _ = out.try_send(notification);
+                }
+            }
+        });
+        let progress = forward.as_ref().map(|f| f as &(dyn Fn(JsonBuf) + Sync));
         let result = self
             .core
-            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit)
+            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit, progress)
             .await;
         Ok((tool, result))
     }

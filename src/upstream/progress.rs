@@ -1,0 +1,130 @@
+//! Progress of calls in flight on one upstream. A call whose caller asked
+//! for progress is sent with a token of the gateway's own, unique on the
+//! upstream (`"mcp-gateway/<n>"`), never the client's: two clients' tokens
+//! cannot collide there, and a client cannot name another's call. The
+//! upstream's `notifications/progress` naming such a token is handed, as
+//! the reader hears it, to the call that registered it, which is still
+//! waiting for its answer; progress naming no call in flight is dropped.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+
+use crate::jsonrpc::{Json, JsonBuf};
+
+/// What a call's caller is handed of its progress: each
+/// `notifications/progress` params object as the upstream sent it.
+pub type Heard = mpsc::Receiver<JsonBuf>;
+
+/// Progress notifications a call keeps before its caller takes them: past
+/// this, an upstream reporting faster than the caller reads loses reports,
+/// never the gateway's memory.
+const QUEUED: usize = 64;
+
+/// The upstream's calls waiting for progress, by the token text they were sent with.
+#[derive(Default)]
+pub struct Progress {
+    next: AtomicU64,
+    waiting: Mutex<HashMap<Box<str>, mpsc::Sender<JsonBuf>>>,
+}
+
+/// A call's place in the table, left when dropped.
+pub struct Registered<'a> {
+    table: &'a Progress,
+    /// The token as JSON text (a string).
+    pub token: Box<str>,
+}
+
+impl Progress {
+    /// A new token for one call, and where its progress arrives.
+    pub fn register(&self) -> (Registered<'_>, Heard) {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let token: Box<str> = format!("\"mcp-gateway/{n}\"").into();
+        let (tx, rx) = mpsc::channel(QUEUED);
+        self.lock().insert(token.clone(), tx);
+        (Registered { table: self, token }, rx)
+    }
+
+    /// Hands a `notifications/progress` params object to the call its token
+    /// names; whether one was waiting.
+    pub fn deliver(&self, params: Json<'_>) -> bool {
+        let Some([Some(token)]) = crate::jsonrpc::scan::members_of(params, ["progressToken"])
+        else {
+            return false;
+        };
+        let waiting = self.lock();
+        match waiting.get(token.get()) {
+            // A call whose queue is full loses this report (see QUEUED).
+            Some(call) => {
+                let _ = call.try_send(params.to_buf());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<JsonBuf>>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.table.lock().remove(&self.token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(text: &str) -> Box<serde_json::value::RawValue> {
+        serde_json::value::RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn progress_reaches_the_call_its_token_names_and_only_while_it_waits() {
+        let table = Progress::default();
+        let (one, mut heard_one) = table.register();
+        let (two, mut heard_two) = table.register();
+        assert_ne!(one.token, two.token);
+        let report = json(&format!(
+            r#"{{"progressToken":{},"progress":1}}"#,
+            one.token
+        ));
+        assert!(table.deliver(Json::from(&*report)));
+        assert_eq!(heard_one.try_recv().unwrap().get(), report.get());
+        assert!(heard_two.try_recv().is_err());
+        // A token the gateway never gave, or no token: nobody hears it.
+        let foreign = json(r#"{"progressToken":"mcp-gateway/99","progress":1}"#);
+        assert!(!table.deliver(Json::from(&*foreign)));
+        assert!(!table.deliver(Json::from(&*json(r#"{"progress":1}"#))));
+        // A call that ended hears nothing more.
+        drop(one);
+        assert!(!table.deliver(Json::from(&*report)));
+        drop(two);
+        assert!(table.lock().is_empty());
+    }
+
+    #[test]
+    fn a_caller_that_does_not_read_costs_at_most_its_queue() {
+        let table = Progress::default();
+        let (call, mut heard) = table.register();
+        let report = json(&format!(
+            r#"{{"progressToken":{},"progress":1}}"#,
+            call.token
+        ));
+        for _ in 0..QUEUED * 4 {
+            table.deliver(Json::from(&*report));
+        }
+        let mut kept = 0;
+        while heard.try_recv().is_ok() {
+            kept += 1;
+        }
+        assert_eq!(kept, QUEUED);
+    }
+}

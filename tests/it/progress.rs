@@ -1,0 +1,158 @@
+//! A call's progress reaches its caller, and only its caller: the official
+//! Python SDK's client asks for progress of server-everything's
+//! long-running tool through the gateway, over HTTP (either era) and
+//! through `mcp-gateway stdio`, with the server over stdio and over
+//! Streamable HTTP.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const TOOL: &str = "trigger-long-running-operation";
+
+/// The reports a client heard, as (progress, total).
+fn reports(answer: &Value) -> Vec<(f64, f64)> {
+    answer["progress"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|r| {
+            (
+                r["progress"].as_f64().unwrap(),
+                r["total"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn completed(answer: &Value) -> bool {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("Long running operation completed"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_progress_reaches_its_caller_in_either_era_from_either_transport() {
+    let server = everything_http(0);
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\n  evh: {}\ntenants:\n  a: {}\n",
+        everything_stdio(),
+        http(&server.url),
+        tenant("ka", &["ev", "evh"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["ev", "evh"]).await;
+    let expected = vec![(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)];
+    for upstream in ["ev", "evh"] {
+        let steps = json!([{"op": "progress", "name": format!("{upstream}__{TOOL}"),
+                            "arguments": {"duration": 0.3, "steps": 3}}]);
+        for mode in ["legacy", "auto"] {
+            // Two clients at once through the same upstream: the SDK gives
+            // each call a token of its own choosing (they may be equal); each
+            // hears its own three reports, not the other's.
+            let (one, two) = tokio::join!(
+                sdk_client(&gw, "ka", mode, steps.clone()),
+                sdk_client(&gw, "ka", mode, steps.clone()),
+            );
+            for (_, answers) in [one, two] {
+                assert!(completed(&answers[0]), "{upstream} {mode}: {}", answers[0]);
+                assert_eq!(reports(&answers[0]), expected, "{upstream} {mode}");
+            }
+        }
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_a_client_of_the_stdio_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
+            everything_stdio(),
+            tenant("ka", &["ev"]),
+        ),
+    )
+    .unwrap();
+    let steps = json!([{"op": "progress", "name": format!("ev__{TOOL}"),
+                        "arguments": {"duration": 0.3, "steps": 3}}]);
+    for mode in ["legacy", "auto"] {
+        let args = vec![
+            mode.to_owned(),
+            "stdio".to_owned(),
+            BIN.to_owned(),
+            config.display().to_string(),
+            "a".to_owned(),
+        ];
+        let (_, answers) = sdk_client_with(args, steps.clone()).await;
+        assert!(completed(&answers[0]), "{mode}: {}", answers[0]);
+        assert_eq!(
+            reports(&answers[0]),
+            vec![(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)],
+            "{mode}"
+        );
+    }
+}
+
+/// A tools/call asking for progress, posted as it is.
+fn call(name: &str, arguments: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": "call-1", "method": "tools/call", "params": {
+        "name": name, "arguments": arguments, "_meta": {"progressToken": "mine"}}})
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_is_a_stream_only_when_something_came_before_the_result() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
+        everything_stdio(),
+        tenant("ka", &["ev"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["ev"]).await;
+    // Reports: an event stream, each report under the client's own token,
+    // the result last.
+    let body = call(&format!("ev__{TOOL}"), json!({"duration": 0.2, "steps": 2}));
+    let (status, headers, text) = gw
+        .post_raw(Some("ka"), Some("application/json"), body)
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["content-type"], "text/event-stream", "{text}");
+    let messages: Vec<Value> = text
+        .split("\r\n\r\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .collect();
+            serde_json::from_str(&data.join("\n")).unwrap()
+        })
+        .collect();
+    assert_eq!(messages.len(), 3, "{text}");
+    for (i, report) in messages[..2].iter().enumerate() {
+        assert_eq!(report["method"], "notifications/progress", "{text}");
+        assert_eq!(report["params"]["progressToken"], "mine", "{text}");
+        assert_eq!(report["params"]["progress"], json!(i + 1), "{text}");
+    }
+    assert_eq!(messages[2]["id"], "call-1", "{text}");
+    assert!(messages[2]["result"]["content"].is_array(), "{text}");
+    // Nothing before the result: plain JSON, as without a token.
+    let body = call("ev__echo", json!({"message": "hi"}));
+    let (status, headers, text) = gw
+        .post_raw(Some("ka"), Some("application/json"), body)
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["content-type"], "application/json", "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "Echo: hi", "{text}");
+    // A refusal before the call is plain JSON too.
+    let body = call("ev__nope", json!({}));
+    let (_, headers, text) = gw
+        .post_raw(Some("ka"), Some("application/json"), body)
+        .await;
+    assert_eq!(headers["content-type"], "application/json", "{text}");
+    gw.stop().await;
+}
