@@ -187,6 +187,9 @@ pub struct Session {
     /// Resources the handshake era's `resources/subscribe` asked for (and
     /// the tenant can read), within its subscription budget.
     subscribed: Arc<Mutex<Subscribed>>,
+    /// The level a handshake-era client set with `logging/setLevel`: its
+    /// calls' log lines reach it at that level and above.
+    log_level: Option<mcp::LogLevel>,
 }
 
 /// The protocol a session's client speaks.
@@ -237,6 +240,7 @@ impl Session {
             inflight: JoinSet::new(),
             notifier: None,
             credential: None,
+            log_level: None,
             max_in_flight: usize::MAX,
             face: Face::V1,
             listens: HashMap::new(),
@@ -405,10 +409,17 @@ impl Session {
             http: None,
             notifies: true,
             progress: None,
+            log_level: self.log_level,
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {
                 let era = mcp::Era::of(&method, mcp::meta_of(params), None);
+                if method == "logging/setLevel" && era == mcp::Era::Handshake {
+                    // Answered below as any request; its level kept for the calls after it.
+                    if let Some(level) = mcp::level_of(params) {
+                        self.log_level = Some(level);
+                    }
+                }
                 match (&*method, era) {
                     ("initialize", mcp::Era::Handshake) => {
                         self.handshake.initialized = true;

@@ -219,6 +219,7 @@ async fn one_message(
         http: Some(mirrored),
         notifies: s.mcp_sessions.is_some(),
         progress,
+        log_level: None,
     };
     let (out, _, status) = respond_classified(&s.dispatcher, tenant, message, false, via).await;
     // A call refused for a scope the token lacks: 403 and the challenge that
@@ -320,6 +321,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         http: Some(*mirrored),
         notifies: s.mcp_sessions.is_some(),
         progress: None,
+        log_level: None,
     };
     let replies = join_all(
         items

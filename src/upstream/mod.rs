@@ -390,7 +390,7 @@ impl Upstream {
         &self,
         tool: &ToolEntry,
         arguments: Json<'_>,
-        progress: Option<&(dyn Fn(JsonBuf) + Sync)>,
+        reports: Option<&(dyn Fn(progress::Report) + Sync)>,
     ) -> Result<Answer, CallError> {
         match &tool.route {
             Route::ById => {
@@ -402,7 +402,7 @@ impl Upstream {
                 self.call(Op::CallTool, params).await.map(Answer::Object)
             }
             Route::ByName { name, structured } => {
-                let result = match progress {
+                let result = match reports {
                     None => {
                         let params = Params::CallTool {
                             name,
@@ -411,7 +411,7 @@ impl Upstream {
                         };
                         self.call(Op::CallTool, params).await?
                     }
-                    Some(heard) => self.call_with_progress(name, arguments, heard).await?,
+                    Some(heard) => self.call_reporting(name, arguments, heard).await?,
                 };
                 modelcontext::tool_result(result, *structured)
             }
@@ -419,13 +419,14 @@ impl Upstream {
     }
 
     /// A `tools/call` sent with a progress token of the gateway's own: each
-    /// report the upstream sends while the call waits is handed to `heard`,
-    /// in order, all of them before the call's answer is returned.
-    async fn call_with_progress(
+    /// report the upstream sends while the call waits (its progress, its log
+    /// lines on the call's own stream) is handed to `heard`, in order, all
+    /// of them before the call's answer is returned.
+    async fn call_reporting(
         &self,
         name: &str,
         arguments: Json<'_>,
-        heard: &(dyn Fn(JsonBuf) + Sync),
+        heard: &(dyn Fn(progress::Report) + Sync),
     ) -> Result<JsonBuf, CallError> {
         let (registered, mut reports) = self.progress.register();
         let params = Params::CallTool {

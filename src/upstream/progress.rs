@@ -1,10 +1,11 @@
-//! Progress of calls in flight on one upstream. A call whose caller asked
-//! for progress is sent with a token of the gateway's own, unique on the
-//! upstream (`"mcp-gateway/<n>"`), never the client's: two clients' tokens
-//! cannot collide there, and a client cannot name another's call. The
-//! upstream's `notifications/progress` naming such a token is handed, as
-//! the reader hears it, to the call that registered it, which is still
-//! waiting for its answer; progress naming no call in flight is dropped.
+//! What calls in flight on one upstream report before their answers. A call
+//! whose caller can hear reports is sent with a progress token of the
+//! gateway's own, unique on the upstream (`"mcp-gateway/<n>"`), never the
+//! client's: two clients' tokens cannot collide there, and a client cannot
+//! name another's call. The upstream's `notifications/progress` naming such
+//! a token, and its `notifications/message` on that call's own response
+//! stream, are handed as the link hears them to the call, which is still
+//! waiting for its answer; what names no call in flight is dropped.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,9 +15,17 @@ use tokio::sync::mpsc;
 
 use crate::jsonrpc::{Json, JsonBuf};
 
-/// What a call's caller is handed of its progress: each
-/// `notifications/progress` params object as the upstream sent it.
-pub type Heard = mpsc::Receiver<JsonBuf>;
+/// One report of a call, its params object as the upstream sent it.
+#[derive(Debug)]
+pub enum Report {
+    /// `notifications/progress` (the gateway's token in it).
+    Progress(JsonBuf),
+    /// `notifications/message`, a log line of the call.
+    Message(JsonBuf),
+}
+
+/// What a call's caller is handed of its reports.
+pub type Heard = mpsc::Receiver<Report>;
 
 /// Progress notifications a call keeps before its caller takes them: past
 /// this, an upstream reporting faster than the caller reads loses reports,
@@ -27,7 +36,7 @@ const QUEUED: usize = 64;
 #[derive(Default)]
 pub struct Progress {
     next: AtomicU64,
-    waiting: Mutex<HashMap<Box<str>, mpsc::Sender<JsonBuf>>>,
+    waiting: Mutex<HashMap<Box<str>, mpsc::Sender<Report>>>,
 }
 
 /// A call's place in the table, left when dropped.
@@ -58,14 +67,26 @@ impl Progress {
         match waiting.get(token.get()) {
             // A call whose queue is full loses this report (see QUEUED).
             Some(call) => {
-                let _ = call.try_send(params.to_buf());
+                let _ = call.try_send(Report::Progress(params.to_buf()));
                 true
             }
             None => false,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<JsonBuf>>> {
+    /// Hands a `notifications/message` params object to the call registered
+    /// with `token` (its JSON text); whether one was waiting.
+    pub fn deliver_message(&self, token: &str, params: Json<'_>) -> bool {
+        match self.lock().get(token) {
+            Some(call) => {
+                let _ = call.try_send(Report::Message(params.to_buf()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<Report>>> {
         self.waiting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -97,7 +118,10 @@ mod tests {
             one.token
         ));
         assert!(table.deliver(Json::from(&*report)));
-        assert_eq!(heard_one.try_recv().unwrap().get(), report.get());
+        assert!(matches!(heard_one.try_recv(), Ok(Report::Progress(r)) if r.get() == report.get()));
+        let line = json(r#"{"level":"info","data":"x"}"#);
+        assert!(table.deliver_message(&two.token, Json::from(&*line)));
+        assert!(matches!(heard_two.try_recv(), Ok(Report::Message(m)) if m.get() == line.get()));
         assert!(heard_two.try_recv().is_err());
         // A token the gateway never gave, or no token: nobody hears it.
         let foreign = json(r#"{"progressToken":"mcp-gateway/99","progress":1}"#);

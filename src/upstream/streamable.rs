@@ -59,8 +59,11 @@ struct Shared {
     fast: RwLock<Option<Arc<Pool>>>,
     /// How the server's own requests are answered.
     answers: ServerAnswers,
-    /// The upstream's calls waiting for progress.
+    /// The upstream's calls waiting for reports.
     progress: Arc<super::progress::Progress>,
+    /// The progress token of each call in flight that has one, by its id on
+    /// this link: a log line on that call's own stream is that call's.
+    tokens: std::sync::Mutex<std::collections::HashMap<u64, Box<str>>>,
 }
 
 /// Answers to the requests a server sends on its streams (a `ping`, ...):
@@ -163,6 +166,7 @@ impl StreamableLink {
             fast: RwLock::new(None),
             answers,
             progress,
+            tokens: Default::default(),
         }));
         Ok((link, rx))
     }
@@ -357,6 +361,13 @@ impl StreamableLink {
                 }
                 None
             }
+            // A log line on a call's own stream is that call's, when its
+            // caller can hear it; any other is the upstream's (see `run`).
+            Ok(UpstreamMessage::Notification { method, params })
+                if method == "notifications/message" && self.message_of_call(id_text, params) =>
+            {
+                None
+            }
             Ok(UpstreamMessage::Notification { method, params }) => {
                 let event = (method.to_string(), params.map(Json::to_buf));
                 // Queued for the supervisor, which relists (coalesced) as
@@ -383,6 +394,27 @@ impl StreamableLink {
             }
             _ => None,
         }
+    }
+
+    /// Hands a log line heard on the stream of call `id_text` to that call;
+    /// whether it was taken.
+    fn message_of_call(&self, id_text: &[u8], params: Option<Json<'_>>) -> bool {
+        let (Some(params), Some(id)) = (
+            params,
+            std::str::from_utf8(id_text)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok()),
+        ) else {
+            return false;
+        };
+        let tokens = self
+            .0
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tokens
+            .get(&id)
+            .is_some_and(|token| self.0.progress.deliver_message(token, params))
     }
 
     /// POSTs the answer to a server's request, within the bounds of [`ServerAnswers`].
@@ -623,6 +655,34 @@ impl StreamableLink {
 }
 
 /// Cancels the request upstream when dropped before it is disarmed.
+/// A call's progress token known by its id on the link, until dropped.
+struct TokenOf<'a> {
+    link: &'a StreamableLink,
+    id: u64,
+}
+
+impl<'a> TokenOf<'a> {
+    fn new(link: &'a StreamableLink, id: u64, token: &str) -> Self {
+        link.0
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, token.into());
+        TokenOf { link, id }
+    }
+}
+
+impl Drop for TokenOf<'_> {
+    fn drop(&mut self) {
+        self.link
+            .0
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
 struct CancelOnDrop<'a> {
     link: &'a StreamableLink,
     id: Option<u64>,
@@ -738,6 +798,14 @@ impl StreamableLink {
         let mut cancel = CancelOnDrop {
             link: self,
             id: (!initialize).then_some(id),
+        };
+        // A call that reports: its log lines are told apart by its id.
+        let _token = match params {
+            Params::CallTool {
+                progress: Some(token),
+                ..
+            } => Some(TokenOf::new(self, id, token)),
+            _ => None,
         };
         let stale = read(&self.0.session);
         let first = self

@@ -156,3 +156,81 @@ async fn the_answer_is_a_stream_only_when_something_came_before_the_result() {
     assert_eq!(headers["content-type"], "application/json", "{text}");
     gw.stop().await;
 }
+
+/// The log lines a client heard, as (level, data).
+fn logs(answer: &Value) -> Vec<(String, String)> {
+    answer["logs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|l| {
+            (
+                l["level"].as_str().unwrap().to_owned(),
+                l["data"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
+    let server = sdk_server();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  web: {}\n  local: {}\ntenants:\n  a: {}\n",
+        http(&server.url),
+        sdk_stdio(),
+        tenant("ka", &["web", "local"]),
+    );
+    std::fs::write(&config, &yaml).unwrap();
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["web", "local"]).await;
+    let loud = vec![("warning".to_owned(), "loud".to_owned())];
+    let chatted = |answer: &Value| answer["result"]["content"][0]["text"] == "chatted";
+
+    // 2026-07-28 over HTTP: the lines at the request's level and above, on
+    // the call's stream; none without a level; none unrelated to the call.
+    let steps = json!([
+        {"op": "logged", "name": "web__chatty", "level": "warning"},
+        {"op": "logged", "name": "web__chatty", "level": "debug"},
+        {"op": "logged", "name": "web__chatty"},
+    ]);
+    let (revision, answers) = sdk_client(&gw, "ka", "auto", steps).await;
+    assert_eq!(revision, "2026-07-28");
+    assert!(answers.iter().all(chatted), "{answers:?}");
+    assert_eq!(logs(&answers[0]), loud);
+    assert_eq!(
+        logs(&answers[1]),
+        vec![
+            ("debug".to_owned(), "quiet".to_owned()),
+            ("warning".to_owned(), "loud".to_owned())
+        ]
+    );
+    assert_eq!(logs(&answers[2]), vec![]);
+
+    // Through `mcp-gateway stdio`, either era: the handshake era's level is
+    // the session's (`logging/setLevel`).
+    let steps = json!([{"op": "logged", "name": "web__chatty", "level": "warning"}]);
+    for mode in ["legacy", "auto"] {
+        let args = vec![
+            mode.to_owned(),
+            "stdio".to_owned(),
+            BIN.to_owned(),
+            config.display().to_string(),
+            "a".to_owned(),
+        ];
+        let (_, answers) = sdk_client_with(args, steps.clone()).await;
+        assert!(chatted(&answers[0]), "{mode}: {}", answers[0]);
+        assert_eq!(logs(&answers[0]), loud, "{mode}");
+    }
+
+    // A stdio child is shared by every client: its lines belong to no one
+    // call, and reach no client.
+    let steps =
+        json!([{"op": "logged", "name": "local__chatty", "level": "debug", "progress": true}]);
+    let (_, answers) = sdk_client(&gw, "ka", "auto", steps).await;
+    assert!(chatted(&answers[0]), "{}", answers[0]);
+    assert_eq!(logs(&answers[0]), vec![]);
+    gw.stop().await;
+}

@@ -10,12 +10,13 @@ use serde_json::value::RawValue;
 
 use super::Dispatcher;
 use crate::error::GatewayError;
+use crate::jsonrpc::Json;
 use crate::jsonrpc::scan;
-use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::instance::Instance;
 use crate::protocol::tool_result::{Answer, Output, ToolResult};
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
+use crate::upstream::progress::Report;
 use crate::upstream::{CallError, Status, Upstream};
 
 /// Longest tool id written to the audit log (ids come from clients).
@@ -180,17 +181,16 @@ fn execute_output(result: Json<'_>) -> Option<Option<Json<'_>>> {
 
 impl Dispatcher {
     /// Calls the tool with this namespaced id for `tenant`: its result, the
-    /// output checked against the tool's outputSchema. With `progress`, the
-    /// upstream's progress reports of the call are handed to it as they come
-    /// (each a `notifications/progress` params object, the upstream's token
-    /// in it), all before the result.
+    /// output checked against the tool's outputSchema. With `reports`, what
+    /// the upstream reports of the call before its answer (progress, log
+    /// lines) is handed to it as it comes, all before the result.
     pub async fn call_tool(
         &self,
         tenant: &Tenant,
         id: Cow<'_, str>,
         arguments: Json<'_>,
         audit: &mut Audit,
-        progress: Option<&(dyn Fn(JsonBuf) + Sync)>,
+        reports: Option<&(dyn Fn(Report) + Sync)>,
     ) -> Result<ToolResult, GatewayError> {
         // The audit line's fields cost a copy and a digest: only when it is written.
         if audit.enabled {
@@ -236,7 +236,7 @@ impl Dispatcher {
         }
 
         let answer = up
-            .call_tool(&entry, arguments, progress)
+            .call_tool(&entry, arguments, reports)
             .await
             .map_err(|error| GatewayError::Upstream {
                 upstream: up.name.clone(),

@@ -28,6 +28,7 @@ use crate::protocol::tool_result::{Output, ToolResult};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
 use crate::tenant::subscriptions::{self, Subscribed};
+use crate::upstream::progress::Report;
 use crate::upstream::{CallError, Status, Upstream};
 use face_index::{FaceIndex, FaceTool};
 
@@ -58,6 +59,8 @@ pub const SUPPORTED: [&str; 4] = [STATELESS, "2025-11-25", "2025-06-18", "2025-0
 const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// The log level a 2026-07-28 request asks its log lines at.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 /// Where a resource template's own `uriTemplate` (the upstream's) travels in `_meta`.
 pub const TEMPLATE_META: &str = "dev.mcp-gateway/uriTemplate";
 /// Tags every message of a `subscriptions/listen` stream.
@@ -199,6 +202,44 @@ pub struct Via<'a> {
     /// message): a call's progress, when the client asked for it. `None`:
     /// the transport has nowhere to put them, and the call reports none.
     pub progress: Option<&'a tokio::sync::mpsc::Sender<Vec<u8>>>,
+    /// The level a handshake-era client set with `logging/setLevel` on its
+    /// session; `None`: none set (every level), or no session.
+    pub log_level: Option<LogLevel>,
+}
+
+/// The protocol's log levels, least severe first (RFC 5424's, as the
+/// protocol names them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    pub fn parse(name: &str) -> Option<LogLevel> {
+        Some(match name {
+            "debug" => LogLevel::Debug,
+            "info" => LogLevel::Info,
+            "notice" => LogLevel::Notice,
+            "warning" => LogLevel::Warning,
+            "error" => LogLevel::Error,
+            "critical" => LogLevel::Critical,
+            "alert" => LogLevel::Alert,
+            "emergency" => LogLevel::Emergency,
+            _ => return None,
+        })
+    }
+
+    /// The level a JSON value names (a string), if it is one.
+    fn of(value: Option<Json<'_>>) -> Option<LogLevel> {
+        LogLevel::parse(&string_of(value?)?)
+    }
 }
 
 /// The era a request is in.
@@ -383,14 +424,45 @@ impl ModelContext<'_> {
     }
 }
 
-/// Whether a request's call may report progress before its answer (a
-/// `tools/call` whose `_meta` carries a progress token): its transport
-/// then gives it somewhere to put the reports. Most calls carry none, and
-/// say so to a substring search.
+/// Whether a request's call may report before its answer (a `tools/call`
+/// whose `_meta` carries a progress token, or the 2026-07-28 revision's log
+/// level): its transport then gives it somewhere to put the reports. Most
+/// calls carry neither, and say so to a substring search.
 pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
     method == "tools/call"
-        && params.is_some_and(|p| p.get().contains("progressToken"))
-        && progress_token(params).is_some()
+        && params.is_some_and(|p| {
+            let text = p.get();
+            text.contains("progressToken") || text.contains(LOG_LEVEL_META)
+        })
+        && (progress_token(params).is_some() || requested_level(params).is_some())
+}
+
+/// The level of a `logging/setLevel` request's params.
+pub fn level_of(params: Option<Json<'_>>) -> Option<LogLevel> {
+    let [level] = members(params, ["level"]);
+    LogLevel::of(level)
+}
+
+/// The log level a 2026-07-28 request asks for in its `_meta` (without it,
+/// it hears no log lines).
+fn requested_level(params: Option<Json<'_>>) -> Option<LogLevel> {
+    let [level] = members(meta_of(params), [LOG_LEVEL_META]);
+    LogLevel::of(level)
+}
+
+/// A call's log line (its `notifications/message` params, as the upstream
+/// sent them) for a client at `level`: the notification, or `None` when
+/// the line is less severe (or names no level).
+fn message_notification(params: &JsonBuf, level: LogLevel) -> Option<Vec<u8>> {
+    let [own] = members(Some(params.as_json()), ["level"]);
+    if LogLevel::of(own)? < level {
+        return None;
+    }
+    let mut out = Vec::with_capacity(params.get().len() + 64);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"notifications/message","params":"#);
+    out.extend_from_slice(params.get().as_bytes());
+    out.push(b'}');
+    Some(out)
 }
 
 /// The progress token a request's `_meta` carries (a string or an integer,
@@ -542,5 +614,39 @@ mod tests {
             json!({"jsonrpc": "2.0", "method": "notifications/progress",
                    "params": {"progressToken": "client-7", "progress": 1, "total": 2, "message": "half"}})
         );
+    }
+
+    #[test]
+    fn a_calls_log_lines_reach_a_client_at_its_level() {
+        let line = |level: &str| -> JsonBuf {
+            Json::from(&*json(&format!(
+                r#"{{"level":"{level}","logger":"l","data":{{"a":1}}}}"#
+            )))
+            .to_buf()
+        };
+        assert_eq!(
+            message_notification(&line("debug"), LogLevel::Warning),
+            None
+        );
+        let sent: Value = serde_json::from_slice(
+            &message_notification(&line("error"), LogLevel::Warning).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            sent,
+            json!({"jsonrpc": "2.0", "method": "notifications/message",
+                   "params": {"level": "error", "logger": "l", "data": {"a": 1}}})
+        );
+        assert!(message_notification(&line("warning"), LogLevel::Warning).is_some());
+        assert_eq!(message_notification(&line("loud"), LogLevel::Debug), None);
+        let asks = json(r#"{"name":"t","_meta":{"io.modelcontextprotocol/logLevel":"notice"}}"#);
+        assert_eq!(
+            requested_level(Some(Json::from(&*asks))),
+            Some(LogLevel::Notice)
+        );
+        assert!(may_report("tools/call", Some(Json::from(&*asks))));
+        assert!(!may_report("tools/list", Some(Json::from(&*asks))));
+        let plain = json(r#"{"name":"t","arguments":{"progressToken":1}}"#);
+        assert!(!may_report("tools/call", Some(Json::from(&*plain))));
     }
 }

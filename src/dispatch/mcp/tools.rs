@@ -208,22 +208,38 @@ impl ModelContext<'_> {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
-        // The client's progress token, when it asked and can be told.
-        let token = via
+        // What the client can be told before the result: its progress, when
+        // it asked, and the call's log lines at the level it set (2026-07-28:
+        // only when the request names one; the handshake era: its session's,
+        // every level if it set none).
+        let token = progress_token(call.params);
+        let level = match era {
+            Era::Stateless => requested_level(call.params),
+            Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
+        };
+        let forward = via
             .progress
-            .and_then(|out| Some((out, progress_token(call.params)?)));
-        let forward = token.map(|(out, token)| {
-            move |report: JsonBuf| {
-                // A client that does not read loses reports, not the call.
-                if let Some(notification) = progress_notification(&report, &token) {
-                    let _ = out.try_send(notification);
+            .filter(|_| token.is_some() || level.is_some())
+            .map(|out| {
+                move |report: Report| {
+                    let notification = match report {
+                        Report::Progress(report) => token
+                            .as_ref()
+                            .and_then(|token| progress_notification(&report, token)),
+                        Report::Message(line) => {
+                            level.and_then(|level| message_notification(&line, level))
+                        }
+                    };
+                    // A client that does not read loses reports, not the call.
+                    if let Some(notification) = notification {
+                        let _ = out.try_send(notification);
+                    }
                 }
-            }
-        });
-        let progress = forward.as_ref().map(|f| f as &(dyn Fn(JsonBuf) + Sync));
+            });
+        let reports = forward.as_ref().map(|f| f as &(dyn Fn(Report) + Sync));
         let result = self
             .core
-            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit, progress)
+            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit, reports)
             .await;
         Ok((tool, result))
     }
