@@ -576,6 +576,7 @@ pub fn start_on(
             )
             .shared(store.clone()),
         ),
+        calls: Default::default(),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),

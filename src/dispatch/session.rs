@@ -131,7 +131,7 @@ fn uri_of(params: Option<Json<'_>>) -> Option<String> {
 }
 
 /// The request a `notifications/cancelled` names.
-fn cancelled_request(params: Option<Json<'_>>) -> Option<Json<'_>> {
+pub fn cancelled_request(params: Option<Json<'_>>) -> Option<Json<'_>> {
     params
         .and_then(|p| crate::jsonrpc::scan::members_of(p, ["requestId"]))
         .and_then(|[id]| id)

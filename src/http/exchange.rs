@@ -205,9 +205,26 @@ async fn one_message(
     };
     // The handshake era's session: checked, or issued by `initialize`.
     let mut issue = None;
+    let mut in_flight = None;
     if let Some(sessions) = &s.mcp_sessions {
         match handshake_session(s, sessions, tenant, &message, &mirrored).await {
             SessionStep::None => {}
+            SessionStep::Known => {
+                let session = mirrored.session.unwrap_or_default();
+                match &message {
+                    Incoming::Request { id, .. } => {
+                        in_flight = Some(s.calls.begin(session, id.get()))
+                    }
+                    Incoming::Notification { method, params }
+                        if method == "notifications/cancelled" =>
+                    {
+                        if let Some(id) = dispatch::session::cancelled_request(*params) {
+                            s.calls.cancel(session, id.get());
+                        }
+                    }
+                    _ => {}
+                }
+            }
             SessionStep::Issue(revision) => issue = Some(sessions.issue(&tenant.name, revision)),
             SessionStep::Refused(id) => {
                 return Exchange::Reply(Refusal::SessionNotFound(id).reply());
@@ -221,7 +238,15 @@ async fn one_message(
         progress,
         log_level: None,
     };
-    let (out, _, status) = respond_classified(&s.dispatcher, tenant, message, false, via).await;
+    let responded = respond_classified(&s.dispatcher, tenant, message, false, via);
+    let (out, _, status) = match &in_flight {
+        // A call its client cancelled is dropped, and with it the upstream call.
+        Some(call) => tokio::select! {
+            responded = responded => responded,
+            () = call.cancelled.cancelled() => return Exchange::Reply(cancelled(id)),
+        },
+        None => responded.await,
+    };
     // A call refused for a scope the token lacks: 403 and the challenge that
     // names it, so that an OAuth client can ask for a token with it (RFC 6750
     // 3.1, the MCP authorization spec's step-up).
@@ -270,6 +295,18 @@ pub(super) async fn session_of(
         body: Body::empty().into_data_stream(),
     };
     session::start(s.dispatcher.clone(), &s.sessions, opening, s.max_body_bytes).await
+}
+
+/// The answer to a call its client cancelled: it no longer waits for one,
+/// but the POST it was sent in is answered.
+fn cancelled(id: Option<Json<'_>>) -> Reply {
+    let mut body = Vec::new();
+    crate::jsonrpc::write_error(
+        &mut body,
+        id,
+        &ErrorObject::new(codes::INTERNAL_ERROR, "Request cancelled by the client"),
+    );
+    Reply::json(StatusCode::OK, body)
 }
 
 fn accepted() -> Reply {
@@ -392,6 +429,8 @@ enum SessionStep<'a> {
     Refused(Option<Json<'a>>),
     /// Answered here (`resources/subscribe` and `unsubscribe`).
     Reply(Reply),
+    /// A message of this open session, checked: its calls can be cancelled.
+    Known,
 }
 
 async fn handshake_session<'a>(
@@ -422,7 +461,7 @@ async fn handshake_session<'a>(
     let on = match method {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
-        _ => return SessionStep::None,
+        _ => return SessionStep::Known,
     };
     #[derive(serde::Deserialize)]
     struct P<'a> {

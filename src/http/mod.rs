@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod agent;
 mod browser;
+mod calls;
 mod conn_place;
 mod exchange;
 mod first_look;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::calls::Calls;
 use super::mcp_sessions::McpSessions;
 use super::session;
 use crate::dispatch::Dispatcher;
@@ -32,4 +33,6 @@ pub struct AgentState {
     pub shutdown: CancellationToken,
     /// The handshake era's sessions, when `gateway.session_secret` is set.
     pub mcp_sessions: Option<McpSessions>,
+    /// Their calls in flight here, for `notifications/cancelled`.
+    pub calls: Calls,
 }

@@ -234,3 +234,31 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
     assert_eq!(logs(&answers[0]), vec![]);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_cancels_its_call_over_http_cancels_it_upstream() {
+    let server = sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
+        "s".repeat(40),
+        // A timeout past the client's patience: only the client's own
+        // cancellation can end the upstream call in time.
+        http(&server.url).replace("10000", "60000"),
+        tenant("ka", &["web"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["web"]).await;
+    for (mode, cancelled) in [("legacy", "1"), ("auto", "2")] {
+        let steps = json!([
+            {"op": "abandon", "name": "web__wait", "after": 1.0},
+            // The upstream counts the cancellation once it has handled it.
+            {"op": "call", "name": "web__cancelled", "arguments": {}, "until": cancelled},
+        ]);
+        let (_, answers) = sdk_client(&gw, "ka", mode, steps).await;
+        assert_eq!(
+            answers[1]["content"][0]["text"], cancelled,
+            "{mode}: {answers:?}"
+        );
+    }
+    gw.stop().await;
+}
