@@ -212,15 +212,13 @@ impl ModelContext<'_> {
         // it asked, and the call's log lines at the level it set (2026-07-28:
         // only when the request names one; the handshake era: its session's,
         // every level if it set none).
-        let token = progress_token(call.params);
-        let level = match era {
-            Era::Stateless => requested_level(call.params),
-            Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
-        };
-        let forward = via
-            .progress
-            .filter(|_| token.is_some() || level.is_some())
-            .map(|out| {
+        let forward = via.progress.and_then(|out| {
+            let token = progress_token(call.params);
+            let level = match era {
+                Era::Stateless => requested_level(call.params),
+                Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
+            };
+            (token.is_some() || level.is_some()).then_some({
                 move |report: Report| {
                     let notification = match report {
                         Report::Progress(report) => token
@@ -235,7 +233,8 @@ impl ModelContext<'_> {
                         let _ = out.try_send(notification);
                     }
                 }
-            });
+            })
+        });
         let reports = forward.as_ref().map(|f| f as &(dyn Fn(Report) + Sync));
         let result = self
             .core
