@@ -552,6 +552,8 @@ pub fn start_on(
     // One key seals session ids and what else clients are handed back.
     let sealing = session_key(config.gateway.session_key);
     dispatcher.set_sealer(crate::seal::Sealer::new(&sealing));
+    // The edge's calls in flight, which the other replicas' cancellations reach.
+    let calls = crate::http::calls::Calls::default();
     let agent_app = agent::service(AgentState {
         dispatcher: dispatcher.clone(),
         keys: core.keys(),
@@ -576,7 +578,7 @@ pub fn start_on(
             )
             .shared(store.clone()),
         ),
-        calls: Default::default(),
+        calls: calls.clone(),
     });
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),
@@ -629,12 +631,13 @@ pub fn start_on(
     // the other replicas' come in on.
     let store_stop = CancellationToken::new();
     let heard = core.shared.as_ref().and_then(|s| lock(&s.heard).take());
+    let here = Here {
+        dispatcher: dispatcher.clone(),
+        calls,
+    };
     let store_task = store.zip(heard).map(|(s, heard)| {
-        tokio::spawn(
-            s.clone()
-                .relay(heard, dispatcher.clone(), store_stop.clone()),
-        );
-        tokio::spawn(s.clone().listen(dispatcher.clone(), store_stop.clone()));
+        tokio::spawn(s.clone().relay(heard, here.clone(), store_stop.clone()));
+        tokio::spawn(s.clone().listen(here, store_stop.clone()));
         tokio::spawn(s.run(store_stop.clone()))
     });
     let task = tokio::spawn(async move {
@@ -661,4 +664,33 @@ pub fn start_on(
         shutdown,
         task,
     })
+}
+
+/// This replica as the store's change channel acts on it: its upstreams
+/// (relisted when another replica heard them change) and its edge's calls
+/// (cancelled when their client's cancellation reached another replica).
+#[derive(Clone)]
+struct Here {
+    dispatcher: Dispatcher,
+    calls: crate::http::calls::Calls,
+}
+
+impl crate::store::bus::Here for Here {
+    fn relist_soon(&self, upstream: &str, changed: Option<&str>) {
+        if let Some(up) = self.dispatcher.upstream(upstream) {
+            up.relist_soon(changed);
+        }
+    }
+
+    fn recheck_pins(&self) {
+        for upstream in self.dispatcher.upstreams() {
+            if upstream.pins_fell_back() {
+                upstream.relist_soon(None);
+            }
+        }
+    }
+
+    fn cancel_call(&self, session: &[u8], id: &str) {
+        self.calls.cancel(session, id);
+    }
 }

@@ -2,7 +2,8 @@
 //! and request id: a client's `notifications/cancelled` comes in a POST of
 //! its own, and ends the call it names when that call runs on this replica
 //! (the call is dropped, and with it the upstream call, which is cancelled
-//! there). The session id is checked (sealed, the tenant's) before either
+//! there); with a shared store, a cancellation of a call not running here
+//! is published, and the replica running it ends it (`store::bus`). The session id is checked (sealed, the tenant's) before either
 //! side looks here, so a client can name only its own session's calls.
 //! An entry lives as long as its request: the table is bounded by the
 //! requests the edge admits.

@@ -218,8 +218,18 @@ async fn one_message(
                     Incoming::Notification { method, params }
                         if method == "notifications/cancelled" =>
                     {
-                        if let Some(id) = dispatch::session::cancelled_request(*params) {
-                            s.calls.cancel(session, id.get());
+                        if let Some(id) = dispatch::session::cancelled_request(*params)
+                            && !s.calls.cancel(session, id.get())
+                            && let Some(store) = sessions.store()
+                        {
+                            // Not here: the replica running it hears it through the store.
+                            let (store, session, id) =
+                                (store.clone(), session.to_vec(), id.get().to_owned());
+                            tokio::spawn(async move {
+                                if let Err(e) = store.announce_cancel(&session, &id).await {
+                                    tracing::debug!(error = %e, "a cancellation not shared with the other replicas");
+                                }
+                            });
                         }
                     }
                     _ => {}

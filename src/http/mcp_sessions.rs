@@ -118,6 +118,11 @@ impl McpSessions {
     }
 
     /// A new session's id.
+    /// The store the replicas share, when there is one.
+    pub fn store(&self) -> Option<&crate::store::Store> {
+        self.store.as_ref()
+    }
+
     pub fn issue(&self, tenant: &str, revision: &str) -> String {
         let mut nonce = [0u8; 16];
         // No randomness: the id still seals its tenant and expiry.

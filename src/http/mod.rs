@@ -4,7 +4,7 @@
 pub mod admin;
 pub mod agent;
 mod browser;
-mod calls;
+pub(crate) mod calls;
 mod conn_place;
 mod exchange;
 mod first_look;

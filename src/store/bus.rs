@@ -55,9 +55,9 @@ pub struct Heard {
     pub shared: bool,
 }
 
-/// This replica's upstreams, as the bus acts on them (the dispatcher, which
-/// sits above the store, provides them).
-pub trait Upstreams: Clone + Send + Sync + 'static {
+/// This replica, as the bus acts on it (the composition root provides it:
+/// the dispatcher's upstreams and the edge's calls sit above the store).
+pub trait Here: Clone + Send + Sync + 'static {
     /// Relists `upstream` soon and then announces `changed` (a resource's
     /// original id) or the listing; nothing when this replica does not run
     /// that upstream (a rollout between two configurations).
@@ -65,6 +65,9 @@ pub trait Upstreams: Clone + Send + Sync + 'static {
     /// Relists every upstream whose pinned tools were quarantined because
     /// the store could not be asked.
     fn recheck_pins(&self);
+    /// Cancels the call `id` (JSON text) of the handshake-era session
+    /// `session`, if it runs here.
+    fn cancel_call(&self, session: &[u8], id: &str);
 }
 
 /// One notification on the channel.
@@ -77,6 +80,10 @@ struct Message {
     upstream: String,
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     changed: Option<String>,
+    /// A client's cancellation of its call: the session and the request id
+    /// (`upstream` is empty).
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    cancel: Option<(String, String)>,
 }
 
 impl Store {
@@ -91,6 +98,7 @@ impl Store {
             origin: self.replica_id().to_owned(),
             upstream: heard.upstream.to_string(),
             changed: heard.changed.clone(),
+            cancel: None,
         })
         .unwrap_or_default();
         if !heard.shared {
@@ -126,6 +134,23 @@ impl Store {
             origin: self.replica_id().to_owned(),
             upstream: upstream.to_owned(),
             changed: None,
+            cancel: None,
+        })
+        .unwrap_or_default();
+        let _: i64 = self
+            .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
+            .await?;
+        Ok(())
+    }
+
+    /// Tells every replica that a client cancelled its call `id` (JSON
+    /// text) of `session`: the one running it ends it.
+    pub async fn announce_cancel(&self, session: &[u8], id: &str) -> Result<(), super::StoreError> {
+        let message = serde_json::to_string(&Message {
+            origin: self.replica_id().to_owned(),
+            upstream: String::new(),
+            changed: None,
+            cancel: Some((String::from_utf8_lossy(session).into_owned(), id.to_owned())),
         })
         .unwrap_or_default();
         let _: i64 = self
@@ -139,7 +164,7 @@ impl Store {
     pub async fn relay(
         self,
         mut heard: mpsc::Receiver<Heard>,
-        upstreams: impl Upstreams,
+        here: impl Here,
         stop: CancellationToken,
     ) {
         loop {
@@ -158,7 +183,7 @@ impl Store {
                 }
             };
             if act {
-                upstreams.relist_soon(&h.upstream, h.changed.as_deref());
+                here.relist_soon(&h.upstream, h.changed.as_deref());
             }
         }
     }
@@ -167,11 +192,11 @@ impl Store {
     /// upstream named is relisted here and the change told to this
     /// replica's streams. The subscription is made again, with backoff,
     /// whenever its connection is lost.
-    pub async fn listen(self, upstreams: impl Upstreams, stop: CancellationToken) {
+    pub async fn listen(self, here: impl Here, stop: CancellationToken) {
         // Pinned tools quarantined because the store could not be asked are
         // checked again as soon as it answers.
         let mut up = self.watch_up();
-        let (recheck, stop_recheck) = (upstreams.clone(), stop.clone());
+        let (recheck, stop_recheck) = (here.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -186,7 +211,7 @@ impl Store {
         let mut wait = Duration::from_millis(100);
         loop {
             let heard = tokio::select! {
-                heard = self.listen_once(&upstreams) => heard,
+                heard = self.listen_once(&here) => heard,
                 () = stop.cancelled() => return,
             };
             if heard {
@@ -201,7 +226,7 @@ impl Store {
     }
 
     /// One subscribed connection, until it is lost; whether it was made.
-    async fn listen_once(&self, upstreams: &impl Upstreams) -> bool {
+    async fn listen_once(&self, here: &impl Here) -> bool {
         let deadline = self.settings().timeout.max(Duration::from_millis(500));
         let subscribed = async {
             let mut pubsub = self.0.client.get_async_pubsub().await?;
@@ -218,7 +243,7 @@ impl Store {
             tokio::select! {
                 m = messages.next() => {
                     let Some(m) = m else { return true };
-                    self.act_on(m.get_payload_bytes(), upstreams);
+                    self.act_on(m.get_payload_bytes(), here);
                 }
                 _ = ping.tick() => {
                     let pong = tokio::time::timeout(deadline, sink.ping::<redis::Value>()).await;
@@ -230,7 +255,7 @@ impl Store {
         }
     }
 
-    fn act_on(&self, payload: &[u8], upstreams: &impl Upstreams) {
+    fn act_on(&self, payload: &[u8], here: &impl Here) {
         let Ok(m) = serde_json::from_slice::<Message>(payload) else {
             tracing::debug!("unreadable message on the store's change channel");
             return;
@@ -238,7 +263,10 @@ impl Store {
         if m.origin == self.replica_id() {
             return;
         }
-        upstreams.relist_soon(&m.upstream, m.changed.as_deref());
+        match &m.cancel {
+            Some((session, id)) => here.cancel_call(session.as_bytes(), id),
+            None => here.relist_soon(&m.upstream, m.changed.as_deref()),
+        }
     }
 }
 

@@ -678,3 +678,81 @@ fn check_refuses_a_bad_store_and_serve_starts_without_one() {
         "the password reached the log"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
+    let redis = Redis::start();
+    let server = sdk_server();
+    // A timeout past the test's patience: only the cancellation ends the call in time.
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
+        redis.url(),
+        http(&server.url).replace("10000", "60000"),
+        tenant("ka", &["web"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["web"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = send(&one, reqwest::Method::POST, None, Some(init)).await;
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    // The call runs on the first replica...
+    let call = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                      "params": {"name": "web__wait", "arguments": {}}});
+    let running = {
+        let (session, url, client) = (session.clone(), one.url.clone(), one.client.clone());
+        tokio::spawn(async move {
+            let r = client
+                .post(&url)
+                .bearer_auth("ka")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-11-25")
+                .header("content-type", "application/json")
+                .body(call.to_string())
+                .send()
+                .await
+                .unwrap();
+            serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap()
+        })
+    };
+    until(|| async {
+        metric(
+            &one.metrics().await,
+            r#"mcp_gateway_upstream_in_flight{upstream="web"}"#,
+        ) == Some(1.0)
+    })
+    .await;
+    // ...and its cancellation reaches the second.
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": "slow", "reason": "the user left"}});
+    let r = send(&two, reqwest::Method::POST, Some(&session), Some(cancel)).await;
+    assert_eq!(r.status(), 202);
+    let answer = within(running).await.unwrap();
+    assert_eq!(answer["id"], "slow", "{answer}");
+    assert_eq!(
+        answer["error"]["message"], "Request cancelled by the client",
+        "{answer}"
+    );
+    // The upstream call was cancelled too.
+    let counted = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "web__cancelled", "arguments": {}}});
+    until(|| async {
+        let r = send(
+            &one,
+            reqwest::Method::POST,
+            Some(&session),
+            Some(counted.clone()),
+        )
+        .await;
+        let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        v["result"]["content"][0]["text"] == "1"
+    })
+    .await;
+    one.stop().await;
+    two.stop().await;
+}

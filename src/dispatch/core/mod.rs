@@ -465,20 +465,3 @@ impl Dispatcher {
         parts
     }
 }
-
-/// The replicas' change channel acts on this replica's upstreams.
-impl crate::store::bus::Upstreams for Dispatcher {
-    fn relist_soon(&self, upstream: &str, changed: Option<&str>) {
-        if let Some(up) = self.upstream(upstream) {
-            up.relist_soon(changed);
-        }
-    }
-
-    fn recheck_pins(&self) {
-        for upstream in self.upstreams() {
-            if upstream.pins_fell_back() {
-                upstream.relist_soon(None);
-            }
-        }
-    }
-}
