@@ -248,14 +248,23 @@ async fn one_message(
         progress,
         log_level: None,
     };
-    let responded = respond_classified(&s.dispatcher, tenant, message, false, via);
     let (out, _, status) = match &in_flight {
-        // A call its client cancelled is dropped, and with it the upstream call.
-        Some(call) => tokio::select! {
-            responded = responded => responded,
-            () = call.cancelled.cancelled() => return Exchange::Reply(cancelled(id)),
-        },
-        None => responded.await,
+        None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
+        // A call its client cancelled is dropped, and with it the upstream
+        // call. Boxed: the usual path's future does not carry this one's.
+        Some(call) => {
+            let responded = Box::pin(respond_classified(
+                &s.dispatcher,
+                tenant,
+                message,
+                false,
+                via,
+            ));
+            tokio::select! {
+                responded = responded => responded,
+                () = call.cancelled.cancelled() => return Exchange::Reply(cancelled(id)),
+            }
+        }
     };
     // A call refused for a scope the token lacks: 403 and the challenge that
     // names it, so that an OAuth client can ask for a token with it (RFC 6750

@@ -411,7 +411,8 @@ impl Upstream {
                         };
                         self.call(Op::CallTool, params).await?
                     }
-                    Some(heard) => self.call_reporting(name, arguments, heard).await?,
+                    // Boxed: a call without reports does not carry this one's state.
+                    Some(heard) => Box::pin(self.call_reporting(name, arguments, heard)).await?,
                 };
                 modelcontext::tool_result(result, *structured)
             }

@@ -434,7 +434,7 @@ pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
             let text = p.get();
             text.contains("progressToken") || text.contains(LOG_LEVEL_META)
         })
-        && (progress_token(params).is_some() || requested_level(params).is_some())
+        && matches!(asked_reports(params), (Some(_), _) | (_, Some(_)))
 }
 
 /// The level of a `logging/setLevel` request's params.
@@ -445,9 +445,9 @@ pub fn level_of(params: Option<Json<'_>>) -> Option<LogLevel> {
 
 /// The log level a 2026-07-28 request asks for in its `_meta` (without it,
 /// it hears no log lines).
+#[cfg(test)]
 fn requested_level(params: Option<Json<'_>>) -> Option<LogLevel> {
-    let [level] = members(meta_of(params), [LOG_LEVEL_META]);
-    LogLevel::of(level)
+    asked_reports(params).1
 }
 
 /// A call's log line (its `notifications/message` params, as the upstream
@@ -467,10 +467,20 @@ fn message_notification(params: &JsonBuf, level: LogLevel) -> Option<Vec<u8>> {
 
 /// The progress token a request's `_meta` carries (a string or an integer,
 /// as the protocol allows).
+#[cfg(test)]
 fn progress_token(params: Option<Json<'_>>) -> Option<Value> {
-    let [token] = members(meta_of(params), ["progressToken"]);
-    let token: Value = serde_json::from_str(token?.get()).ok()?;
-    (token.is_string() || token.is_i64() || token.is_u64()).then_some(token)
+    asked_reports(params).0
+}
+
+/// What a request's `_meta` asks to hear before its result, read in one
+/// pass: its progress token (a string or an integer, as the protocol
+/// allows) and the log level of the 2026-07-28 revision.
+fn asked_reports(params: Option<Json<'_>>) -> (Option<Value>, Option<LogLevel>) {
+    let [token, level] = members(meta_of(params), ["progressToken", LOG_LEVEL_META]);
+    let token = token
+        .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
+    (token, LogLevel::of(level))
 }
 
 /// An upstream's progress report as the client's `notifications/progress`:

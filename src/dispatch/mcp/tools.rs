@@ -213,9 +213,9 @@ impl ModelContext<'_> {
         // only when the request names one; the handshake era: its session's,
         // every level if it set none).
         let forward = via.progress.and_then(|out| {
-            let token = progress_token(call.params);
+            let (token, asked) = asked_reports(call.params);
             let level = match era {
-                Era::Stateless => requested_level(call.params),
+                Era::Stateless => asked,
                 Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
             };
             (token.is_some() || level.is_some()).then_some({
