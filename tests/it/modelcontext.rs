@@ -646,14 +646,7 @@ async fn the_python_sdk_client_spawns_the_stdio_mode() {
         {"op": "read", "uri": "mcp://gw/s/s/resources/motd"},
     ]);
     for mode in ["legacy", "auto"] {
-        let args = vec![
-            mode.to_owned(),
-            "stdio".to_owned(),
-            BIN.to_owned(),
-            config.display().to_string(),
-            "a".to_owned(),
-        ];
-        let (revision, answers) = sdk_client_with(args, steps.clone()).await;
+        let (revision, answers) = sdk_stdio_client(mode, &config, "a", steps.clone()).await;
         // Over stdio too the SDK's default probes `server/discover` first.
         let expected = if mode == "auto" {
             "2026-07-28"

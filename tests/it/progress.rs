@@ -79,14 +79,7 @@ async fn progress_reaches_a_client_of_the_stdio_mode() {
     let steps = json!([{"op": "progress", "name": format!("ev__{TOOL}"),
                         "arguments": {"duration": 0.3, "steps": 3}}]);
     for mode in ["legacy", "auto"] {
-        let args = vec![
-            mode.to_owned(),
-            "stdio".to_owned(),
-            BIN.to_owned(),
-            config.display().to_string(),
-            "a".to_owned(),
-        ];
-        let (_, answers) = sdk_client_with(args, steps.clone()).await;
+        let (_, answers) = sdk_stdio_client(mode, &config, "a", steps.clone()).await;
         assert!(completed(&answers[0]), "{mode}: {}", answers[0]);
         assert_eq!(
             reports(&answers[0]),
@@ -213,14 +206,7 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
     // the session's (`logging/setLevel`).
     let steps = json!([{"op": "logged", "name": "web__chatty", "level": "warning"}]);
     for mode in ["legacy", "auto"] {
-        let args = vec![
-            mode.to_owned(),
-            "stdio".to_owned(),
-            BIN.to_owned(),
-            config.display().to_string(),
-            "a".to_owned(),
-        ];
-        let (_, answers) = sdk_client_with(args, steps.clone()).await;
+        let (_, answers) = sdk_stdio_client(mode, &config, "a", steps.clone()).await;
         assert!(chatted(&answers[0]), "{mode}: {}", answers[0]);
         assert_eq!(logs(&answers[0]), loud, "{mode}");
     }

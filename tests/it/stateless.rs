@@ -331,15 +331,6 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
     std::fs::write(&path, config()).unwrap();
-    let args = |mode: &str| {
-        vec![
-            mode.to_owned(),
-            "stdio".to_owned(),
-            BIN.to_owned(),
-            path.display().to_string(),
-            "a".to_owned(),
-        ]
-    };
     let steps = json!([
         {"op": "call", "name": "sdk__add", "arguments": {"a": 1, "b": 2}},
         {"op": "prompt", "name": "sdk__hello"},
@@ -352,7 +343,7 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
         // The upstream counts the cancellation once it has handled it.
         {"op": "call", "name": "sdk__cancelled", "arguments": {}, "until": "1"},
     ]);
-    let (revision, answers) = sdk_client_with(args("auto"), steps).await;
+    let (revision, answers) = sdk_stdio_client("auto", &path, "a", steps).await;
     assert_eq!(revision, "2026-07-28");
     assert_eq!(
         answers[0]["structuredContent"],
@@ -398,7 +389,7 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
             {"op": "call", "name": "sdk__evolve", "arguments": {}},
         ]},
     ]);
-    let (revision, answers) = sdk_client_with(args("legacy"), steps).await;
+    let (revision, answers) = sdk_stdio_client("legacy", &path, "a", steps).await;
     assert_eq!(revision, "2025-11-25");
     assert_eq!(
         answers[0]["messages"][0]["content"]["text"], "Hello, world!",

@@ -523,24 +523,16 @@ mod tests {
 
     #[test]
     fn the_handshake_settles_on_the_clients_revision_or_the_newest() {
-        let asked = |v: &str| json(&format!(r#"{{"protocolVersion":"{v}"}}"#));
-        assert_eq!(
-            negotiated(Some(Json::from(&*asked("2025-03-26")))),
-            "2025-03-26"
-        );
-        assert_eq!(
-            negotiated(Some(Json::from(&*asked("2025-06-18")))),
-            "2025-06-18"
-        );
         // The stateless revision has no handshake; an unknown one gets the newest.
-        assert_eq!(
-            negotiated(Some(Json::from(&*asked("2026-07-28")))),
-            "2025-11-25"
-        );
-        assert_eq!(
-            negotiated(Some(Json::from(&*asked("1999-01-01")))),
-            "2025-11-25"
-        );
+        for (asked, settled) in [
+            ("2025-03-26", "2025-03-26"),
+            ("2025-06-18", "2025-06-18"),
+            ("2026-07-28", "2025-11-25"),
+            ("1999-01-01", "2025-11-25"),
+        ] {
+            let params = json(&format!(r#"{{"protocolVersion":"{asked}"}}"#));
+            assert_eq!(negotiated(Some(Json::from(&*params))), settled, "{asked}");
+        }
         assert_eq!(negotiated(None), "2025-11-25");
     }
 

@@ -199,6 +199,24 @@ pub(crate) async fn sdk_client(
     .await
 }
 
+/// The Python SDK's client spawning `mcp-gateway stdio` on `config` as
+/// `tenant`, in `mode` (`legacy` or `auto`), with `steps`.
+pub(crate) async fn sdk_stdio_client(
+    mode: &str,
+    config: &Path,
+    tenant: &str,
+    steps: Value,
+) -> (String, Vec<Value>) {
+    let args = vec![
+        mode.to_owned(),
+        "stdio".to_owned(),
+        super::BIN.to_owned(),
+        config.display().to_string(),
+        tenant.to_owned(),
+    ];
+    sdk_client_with(args, steps).await
+}
+
 /// The same, with the client's own arguments (a transport and its settings).
 pub(crate) async fn sdk_client_with(args: Vec<String>, steps: Value) -> (String, Vec<Value>) {
     servers();
