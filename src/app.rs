@@ -230,6 +230,7 @@ impl Core {
                         let answers = upstream::streamable::ServerAnswers::new(
                             gateway.limits.max_server_requests,
                             spec.timeout,
+                            gateway.server_request_timeout,
                             self.metrics.clone(),
                         );
                         let (link, events) = upstream::streamable::StreamableLink::new(
@@ -291,6 +292,10 @@ impl Core {
             (
                 "gateway.shutdown_timeout_ms",
                 config.gateway.shutdown_timeout != self.settings.shutdown_timeout,
+            ),
+            (
+                "gateway.server_request_timeout_ms",
+                config.gateway.server_request_timeout != self.settings.server_request_timeout,
             ),
             (
                 "gateway.allowed_origins",

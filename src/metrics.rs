@@ -49,6 +49,10 @@ pub struct Metrics {
     pub upstream_in_flight: IntGaugeVec,
     /// Requests upstreams sent the gateway (a `ping`, ...), by what became of them.
     pub server_requests: IntCounterVec,
+    /// Requests of upstreams forwarded to a client, waiting for its answer.
+    pub server_requests_waiting: prometheus::IntGauge,
+    /// Answers clients sent to requests they were never sent (or no longer wait), dropped.
+    pub stray_answers: prometheus::IntCounter,
     /// Connections the agent listener failed to accept (descriptors exhausted, ...).
     pub accept_errors: IntCounterVec,
     /// 1 while the shared store answers (0 without one).
@@ -90,6 +94,13 @@ fn int_gauge(r: &Registry, name: &str, help: &str) -> prometheus::IntGauge {
         .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
     let _ = r.register(Box::new(g.clone()));
     g
+}
+
+fn int_counter(r: &Registry, name: &str, help: &str) -> prometheus::IntCounter {
+    let c = prometheus::IntCounter::with_opts(Opts::new(name, help).namespace(PREFIX))
+        .unwrap_or_else(|e| unreachable!("static metric definition: {e}"));
+    let _ = r.register(Box::new(c.clone()));
+    c
 }
 
 fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
@@ -227,8 +238,18 @@ impl Metrics {
             server_requests: counter(
                 &r,
                 "server_requests_total",
-                "Requests from upstreams to the gateway, by outcome: answered (ping), refused (-32601), dropped (over gateway.limits.max_server_requests), failed (the answer could not be delivered in time).",
+                "Requests from upstreams to the gateway, by outcome: answered (ping, by the gateway), forwarded (to the client whose call it relates to, and its answer delivered), unanswered (the client did not answer within gateway.server_request_timeout_ms, or its call ended first: the upstream is answered with an error), refused (-32601: no client it can be attributed to, or one that cannot be asked), dropped (over gateway.limits.max_server_requests), failed (the answer could not be delivered in time).",
                 &["outcome"],
+            ),
+            server_requests_waiting: int_gauge(
+                &r,
+                "server_requests_waiting",
+                "Requests of upstreams forwarded to clients and waiting for their answers.",
+            ),
+            stray_answers: int_counter(
+                &r,
+                "stray_answers_total",
+                "Answers from clients to requests the gateway did not send them or no longer waits for; dropped (202).",
             ),
             accept_errors: counter(
                 &r,
@@ -335,6 +356,10 @@ impl Metrics {
 pub enum ServerRequest {
     /// `ping`, answered `{}`.
     Answered,
+    /// Forwarded to the client whose call it relates to; its answer delivered.
+    Forwarded,
+    /// Forwarded, and not answered in time (or the call ended first).
+    Unanswered,
     /// Answered -32601: a request the gateway does not serve.
     Refused,
     /// Over the bound of requests being answered at once: not answered.
@@ -344,8 +369,10 @@ pub enum ServerRequest {
 }
 
 impl ServerRequest {
-    pub const ALL: [ServerRequest; 4] = [
+    pub const ALL: [ServerRequest; 6] = [
         ServerRequest::Answered,
+        ServerRequest::Forwarded,
+        ServerRequest::Unanswered,
         ServerRequest::Refused,
         ServerRequest::Dropped,
         ServerRequest::Failed,
@@ -354,6 +381,8 @@ impl ServerRequest {
     pub fn as_str(self) -> &'static str {
         match self {
             ServerRequest::Answered => "answered",
+            ServerRequest::Forwarded => "forwarded",
+            ServerRequest::Unanswered => "unanswered",
             ServerRequest::Refused => "refused",
             ServerRequest::Dropped => "dropped",
             ServerRequest::Failed => "failed",

@@ -31,6 +31,10 @@ pub struct GatewaySettings {
     pub admin_listen: SocketAddr,
     /// How long in-flight requests may run after a shutdown signal.
     pub shutdown_timeout: Duration,
+    /// How long a request of an upstream's, forwarded to the client whose
+    /// call it relates to, waits for that client's answer (default 300 s);
+    /// past it the upstream is answered with an error. Read at start.
+    pub server_request_timeout: Duration,
     /// Where pinned tool fingerprints are kept (relative: to the config file's directory).
     pub pins_file: Option<PathBuf>,
     /// How often the config file (and the key files it reads) are checked for

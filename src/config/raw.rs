@@ -22,6 +22,7 @@ pub struct RawGateway {
     pub listen: Option<String>,
     pub admin_listen: Option<String>,
     pub shutdown_timeout_ms: Option<u64>,
+    pub server_request_timeout_ms: Option<u64>,
     pub pins_file: Option<String>,
     pub reload_poll_ms: Option<u64>,
     pub admin_token: Option<String>,

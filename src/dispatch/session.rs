@@ -28,6 +28,7 @@ use crate::jsonrpc::{ErrorObject, Incoming, classify, write_error};
 use crate::protocol::Method;
 use crate::tenant::subscriptions::Subscribed;
 use crate::tenant::{Credential, Standing, Tenant};
+use crate::upstream::asks::Taken;
 
 /// Whether a body's first message opens a session (`initialize`).
 pub fn starts_session(first: &RawValue) -> bool {
@@ -190,6 +191,11 @@ pub struct Session {
     /// The level a handshake-era client set with `logging/setLevel`: its
     /// calls' log lines reach it at that level and above.
     log_level: Option<mcp::LogLevel>,
+    /// What a handshake-era client declared it answers at `initialize`.
+    can: mcp::ClientCan,
+    /// The scope its answers to requests of upstreams come back in (random,
+    /// the session's own).
+    scope: Arc<[u8]>,
 }
 
 /// The protocol a session's client speaks.
@@ -201,6 +207,13 @@ pub enum Face {
     /// handshake, changes are heard on `subscriptions/listen` (stateless) or
     /// after `notifications/initialized` (handshake).
     ModelContext,
+}
+
+/// A new session's scope for the answers of its client (random: see `upstream::asks`).
+fn session_scope() -> Arc<[u8]> {
+    let mut nonce = [0u8; 16];
+    let _ = getrandom::fill(&mut nonce);
+    nonce.into()
 }
 
 /// Listens one session may hold open at once.
@@ -246,6 +259,8 @@ impl Session {
             listens: HashMap::new(),
             calls: HashMap::new(),
             subscribed: Arc::default(),
+            can: mcp::ClientCan::default(),
+            scope: session_scope(),
         }
     }
 
@@ -348,12 +363,13 @@ impl Session {
                 true
             }
             Step::Nothing => true,
-            Step::Dispatch => self.dispatch(raw, Via::default()).await,
+            Step::Dispatch => self.dispatch(raw, Via::default(), false).await,
         }
     }
 
     /// Answers a request when it is ready, as one of the session's calls in flight.
-    async fn dispatch(&mut self, raw: &RawValue, via: Via<'static>) -> bool {
+    /// `asked`: its client can be asked by upstreams during the call.
+    async fn dispatch(&mut self, raw: &RawValue, via: Via<'static>, asked: bool) -> bool {
         let admission = match self.admit().await {
             Ok(a) => a,
             Err(e) => {
@@ -374,6 +390,7 @@ impl Session {
         let (notify, trace) = (self.notify.clone(), self.trace);
         let owned = raw.to_owned();
         let reports = self.face == Face::ModelContext;
+        let asking = asked.then(|| (self.scope.clone(), self.can));
         let handle = self.inflight.spawn(
             async move {
                 // The tenant's concurrency slot is held until the answer is out.
@@ -381,6 +398,9 @@ impl Session {
                 // A call's progress goes out on the session, before its answer.
                 let via = Via {
                     progress: reports.then_some(&out),
+                    asks: asking
+                        .as_ref()
+                        .map(|(scope, can)| mcp::Asking { scope, can: *can }),
                     ..via
                 };
                 let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace, via).await;
@@ -410,10 +430,14 @@ impl Session {
             notifies: true,
             progress: None,
             log_level: self.log_level,
+            asks: None,
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {
                 let era = mcp::Era::of(&method, mcp::meta_of(params), None);
+                if method == "initialize" && era == mcp::Era::Handshake {
+                    self.can = mcp::ClientCan::of_initialize(params);
+                }
                 if method == "logging/setLevel" && era == mcp::Era::Handshake {
                     // Answered below as any request; its level kept for the calls after it.
                     if let Some(level) = mcp::level_of(params) {
@@ -467,7 +491,7 @@ impl Session {
                         }
                         self.send(reply).await
                     }
-                    _ => self.dispatch(raw, via).await,
+                    _ => self.dispatch(raw, via, era == mcp::Era::Handshake).await,
                 }
             }
             Incoming::Notification { method, params } => {
@@ -494,9 +518,17 @@ impl Session {
                 write_error(&mut reply, id, &error);
                 self.send(reply).await
             }
-            // The gateway sends its clients no requests yet: an answer
-            // answers nothing, and gets no answer itself.
-            Incoming::Response { .. } | Incoming::Ignored => true,
+            // An answer to a request of an upstream's forwarded to this
+            // client goes back to it; any other is counted and dropped. An
+            // answer gets no answer itself.
+            Incoming::Response { id, outcome } => {
+                let asks = self.dispatcher.asks();
+                if asks.answer(&self.scope, id.get(), outcome) == Taken::Stray {
+                    self.dispatcher.metrics().stray_answers.inc();
+                }
+                true
+            }
+            Incoming::Ignored => true,
         }
     }
 

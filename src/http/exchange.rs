@@ -31,6 +31,7 @@ use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::tenant::{Credential, Tenant};
+use crate::upstream::asks::Taken;
 
 /// Bodies larger than this are parsed and validated on a thread of the
 /// blocking pool, not on the runtime's: reading a body of several MiB (and
@@ -189,11 +190,21 @@ async fn one_message(
             }
         };
     }
+    // A call that may report, or whose client can be asked by the upstream
+    // while it runs, is answered as a stream once something comes first.
     if progress.is_none()
         && let Incoming::Request { method, params, .. } = &message
-        && mcp::may_report(method, *params)
+        && (mcp::may_report(method, *params)
+            || (method == "tools/call"
+                && s.mcp_sessions.is_some()
+                && mirrored.session.is_some_and(McpSessions::may_ask)))
     {
         return Exchange::Streamed;
+    }
+    if let Incoming::Response { id, outcome } = &message
+        && mirrored.say_modelcontext()
+    {
+        return Exchange::Reply(client_answer(s, tenant, &mirrored, *id, *outcome).await);
     }
     let id = match &message {
         Incoming::Request { id, .. } => Some(*id),
@@ -206,11 +217,18 @@ async fn one_message(
     // The handshake era's session: checked, or issued by `initialize`.
     let mut issue = None;
     let mut in_flight = None;
+    let mut asks = None;
     if let Some(sessions) = &s.mcp_sessions {
         match handshake_session(s, sessions, tenant, &message, &mirrored).await {
             SessionStep::None => {}
-            SessionStep::Known => {
+            SessionStep::Known(can) => {
                 let session = mirrored.session.unwrap_or_default();
+                if progress.is_some() && can.any() {
+                    asks = Some(mcp::Asking {
+                        scope: session,
+                        can,
+                    });
+                }
                 match &message {
                     Incoming::Request { id, .. } => {
                         in_flight = Some(s.calls.begin(session, id.get()))
@@ -235,7 +253,9 @@ async fn one_message(
                     _ => {}
                 }
             }
-            SessionStep::Issue(revision) => issue = Some(sessions.issue(&tenant.name, revision)),
+            SessionStep::Issue(revision, can) => {
+                issue = Some(sessions.issue_for(&tenant.name, revision, can.0))
+            }
             SessionStep::Refused(id) => {
                 return Exchange::Reply(Refusal::SessionNotFound(id).reply());
             }
@@ -247,6 +267,7 @@ async fn one_message(
         notifies: s.mcp_sessions.is_some(),
         progress,
         log_level: None,
+        asks,
     };
     let (out, _, status) = match &in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
@@ -328,6 +349,31 @@ fn cancelled(id: Option<Json<'_>>) -> Reply {
     Reply::json(StatusCode::OK, body)
 }
 
+/// A client's answer to a request of an upstream's forwarded to it: handed
+/// to the call waiting for it when the session is the client's (checked)
+/// and the request went out in it; counted and dropped otherwise. 202
+/// either way, as for any response (a 404 when the session is not one).
+async fn client_answer(
+    s: &AgentState,
+    tenant: &Tenant,
+    mirrored: &Mirrored<'_>,
+    id: Json<'_>,
+    outcome: Result<Json<'_>, Json<'_>>,
+) -> Reply {
+    let (Some(sessions), Some(session)) = (&s.mcp_sessions, mirrored.session) else {
+        // Nothing was asked without a session.
+        s.dispatcher.metrics().stray_answers.inc();
+        return accepted();
+    };
+    if sessions.open(session, &tenant.name).await.is_none() {
+        return Refusal::SessionNotFound(None).reply();
+    }
+    if s.dispatcher.asks().answer(session, id.get(), outcome) == Taken::Stray {
+        s.dispatcher.metrics().stray_answers.inc();
+    }
+    accepted()
+}
+
 fn accepted() -> Reply {
     Reply {
         status: StatusCode::ACCEPTED,
@@ -378,6 +424,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         notifies: s.mcp_sessions.is_some(),
         progress: None,
         log_level: None,
+        asks: None,
     };
     let replies = join_all(
         items
@@ -442,14 +489,16 @@ pub(super) fn mirrored(headers: &axum::http::HeaderMap) -> Mirrored<'_> {
 enum SessionStep<'a> {
     /// Nothing: not that era, or no session named.
     None,
-    /// `initialize`: a session at this revision is issued.
-    Issue(&'static str),
+    /// `initialize`: a session at this revision is issued, for a client
+    /// that declared it answers this.
+    Issue(&'static str, mcp::ClientCan),
     /// The id names no session: 404, with the request's id.
     Refused(Option<Json<'a>>),
     /// Answered here (`resources/subscribe` and `unsubscribe`).
     Reply(Reply),
-    /// A message of this open session, checked: its calls can be cancelled.
-    Known,
+    /// A message of this open session, checked: its calls can be
+    /// cancelled, and its client asked what it declared it answers.
+    Known(mcp::ClientCan),
 }
 
 async fn handshake_session<'a>(
@@ -469,7 +518,10 @@ async fn handshake_session<'a>(
         return SessionStep::None;
     }
     if method == "initialize" {
-        return SessionStep::Issue(mcp::negotiated(params));
+        return SessionStep::Issue(
+            mcp::negotiated(params),
+            mcp::ClientCan::of_initialize(params),
+        );
     }
     let Some(session) = mirrored.session else {
         return SessionStep::None;
@@ -480,7 +532,7 @@ async fn handshake_session<'a>(
     let on = match method {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
-        _ => return SessionStep::Known,
+        _ => return SessionStep::Known(mcp::ClientCan(opened.can)),
     };
     #[derive(serde::Deserialize)]
     struct P<'a> {

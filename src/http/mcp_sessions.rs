@@ -34,6 +34,10 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 #[derive(Serialize, Deserialize)]
 struct Claims {
+    /// What the client declared it answers (`mcp::ClientCan`'s bits), when
+    /// anything: first, so that [`McpSessions::may_ask`] reads it unsealed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    c: u8,
     /// Tenant.
     t: String,
     /// Revision negotiated.
@@ -44,6 +48,14 @@ struct Claims {
     n: String,
 }
 
+fn is_zero(bits: &u8) -> bool {
+    *bits == 0
+}
+
+/// How the payload of an id whose client can be asked starts: `{"c":`
+/// base64url-encoded, up to where the next byte (a digit) begins.
+const ASKABLE: &str = "eyJjIjo";
+
 /// A session id that passed its checks.
 #[derive(Debug, Clone)]
 pub struct Opened {
@@ -51,6 +63,8 @@ pub struct Opened {
     expires: u64,
     tenant: Arc<str>,
     pub revision: String,
+    /// What its client declared it answers (`mcp::ClientCan`'s bits).
+    pub can: u8,
 }
 
 /// Why a record could not be kept.
@@ -117,17 +131,23 @@ impl McpSessions {
         mac
     }
 
-    /// A new session's id.
     /// The store the replicas share, when there is one.
     pub fn store(&self) -> Option<&crate::store::Store> {
         self.store.as_ref()
     }
 
+    /// A new session's id.
     pub fn issue(&self, tenant: &str, revision: &str) -> String {
+        self.issue_for(tenant, revision, 0)
+    }
+
+    /// A new session's id, whose client declared it answers `can` (bits).
+    pub fn issue_for(&self, tenant: &str, revision: &str, can: u8) -> String {
         let mut nonce = [0u8; 16];
         // No randomness: the id still seals its tenant and expiry.
         let _ = getrandom::fill(&mut nonce);
         let claims = Claims {
+            c: can,
             t: tenant.to_owned(),
             v: revision.to_owned(),
             e: now() + LIFETIME.as_secs(),
@@ -138,6 +158,13 @@ impl McpSessions {
         mac.update(payload.as_bytes());
         let tag = B64.encode(mac.finalize().into_bytes());
         format!("{payload}.{tag}")
+    }
+
+    /// Whether an id says, unchecked, that its client can be asked by
+    /// upstreams: only a hint of how to carry a call's answer (which then
+    /// opens the session, checked, as any other).
+    pub fn may_ask(id: &[u8]) -> bool {
+        id.starts_with(ASKABLE.as_bytes())
     }
 
     /// `tenant`'s records, if it has any.
@@ -221,6 +248,7 @@ impl McpSessions {
             expires: claims.e,
             tenant: tenant.into(),
             revision: claims.v,
+            can: claims.c,
         };
         (!self.ended_here(&opened)).then_some(opened)
     }
@@ -318,6 +346,19 @@ mod tests {
     use super::*;
 
     const SECRET: &[u8] = b"a secret of at least thirty-two characters";
+
+    #[test]
+    fn an_id_says_unsealed_whether_its_client_can_be_asked() {
+        let s = sessions(8, 8, 8);
+        for can in [1u8, 5, 15] {
+            let id = s.issue_for("a", "2025-11-25", can);
+            assert!(McpSessions::may_ask(id.as_bytes()), "{id}");
+            assert_eq!(s.open_here(id.as_bytes(), "a").map(|o| o.can), Some(can));
+        }
+        let plain = s.issue("a", "2025-11-25");
+        assert!(!McpSessions::may_ask(plain.as_bytes()));
+        assert_eq!(s.open_here(plain.as_bytes(), "a").map(|o| o.can), Some(0));
+    }
 
     fn sessions(max_records: usize, per_session: usize, per_tenant: usize) -> McpSessions {
         McpSessions::new(

@@ -247,8 +247,13 @@ pub enum UpstreamMessage<'a> {
         method: Cow<'a, str>,
         params: Option<Json<'a>>,
     },
-    /// A request from the server to the client (the gateway serves none).
-    Request { id: Json<'a>, method: Cow<'a, str> },
+    /// A request from the server to the client: answered by the gateway,
+    /// or forwarded to the client whose call it relates to.
+    Request {
+        id: Json<'a>,
+        method: Cow<'a, str>,
+        params: Option<Json<'a>>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -294,7 +299,11 @@ fn upstream_message(env: Members<'_>) -> Result<UpstreamMessage<'_>, Malformed<'
         }
         let method = as_string(method).ok_or(Malformed::bare("method is not a string"))?;
         return Ok(match env.id {
-            Some(id) => UpstreamMessage::Request { id, method },
+            Some(id) => UpstreamMessage::Request {
+                id,
+                method,
+                params: env.params,
+            },
             None => UpstreamMessage::Notification {
                 method,
                 params: env.params,

@@ -72,13 +72,22 @@ pub fn list_method(kind: Kind) -> (&'static str, &'static str) {
     }
 }
 
-/// `initialize`'s params: the offered revision, **no** client capabilities
-/// (so a server never asks the gateway for sampling, elicitation or roots),
-/// and who the client is.
-pub fn initialize_params() -> String {
+/// `initialize`'s params: the offered revision, the client capabilities the
+/// gateway can honour for this upstream, and who the client is. With
+/// `asks`, the upstream's requests during a call can be taken to that
+/// call's client, so the gateway declares what a client may answer
+/// (elicitation in both modes, sampling, roots); a client that cannot
+/// answer one is not asked, and the upstream hears -32601. Without, it
+/// declares none, so such a server never asks.
+pub fn initialize_params(asks: bool) -> String {
+    let capabilities = if asks {
+        json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
+    } else {
+        json!({})
+    };
     json!({
         "protocolVersion": OFFERED_REVISION,
-        "capabilities": {},
+        "capabilities": capabilities,
         "clientInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
     })
     .to_string()

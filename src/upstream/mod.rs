@@ -8,6 +8,7 @@
 //! pins are one state behind one set of locks; the parts that need none of it
 //! (links, dialects, wire text, pending calls, slots) are files of their own.
 
+pub mod asks;
 mod backoff;
 mod call_error;
 mod dialect;

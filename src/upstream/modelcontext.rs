@@ -143,7 +143,10 @@ impl State {
             up,
             link,
             Op::Initialize,
-            &mc::initialize_params(),
+            // A Streamable HTTP upstream's requests during a call come on
+            // that call's own stream, so the gateway can take them to the
+            // call's client; a stdio child's cannot be told apart.
+            &mc::initialize_params(link.as_streamable().is_some()),
             up.handshake_timeout(),
         )
         .await?;

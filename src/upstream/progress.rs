@@ -5,7 +5,9 @@
 //! name another's call. The upstream's `notifications/progress` naming such
 //! a token, and its `notifications/message` on that call's own response
 //! stream, are handed as the link hears them to the call, which is still
-//! waiting for its answer; what names no call in flight is dropped.
+//! waiting for its answer; what names no call in flight is dropped. So is
+//! a request the upstream sends on a call's stream for the call's client to
+//! answer (an [`Ask`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,6 +24,43 @@ pub enum Report {
     Progress(JsonBuf),
     /// `notifications/message`, a log line of the call.
     Message(JsonBuf),
+    /// A request of the upstream's for the call's client to answer.
+    Ask(Ask),
+}
+
+/// The methods an upstream may ask a call's client, through the gateway.
+pub const ASKED: [&str; 4] = [
+    "elicitation/create",
+    "sampling/createMessage",
+    "roots/list",
+    "ping",
+];
+
+/// A request an upstream sent on a call's own stream (one of [`ASKED`]),
+/// for the call's client: its answer goes back through `reply`; one
+/// dropped unanswered (the call ended, the client cannot be asked) is
+/// answered to the upstream as an error.
+#[derive(Debug)]
+pub struct Ask {
+    pub method: Box<str>,
+    pub params: Option<JsonBuf>,
+    pub reply: tokio::sync::oneshot::Sender<AskReply>,
+}
+
+/// What becomes of an [`Ask`].
+#[derive(Debug)]
+pub enum AskReply {
+    /// The client's answer: its `result`, or its `error` object.
+    Answered(Result<JsonBuf, JsonBuf>),
+    /// The gateway's refusal (-32601): the call's client cannot be asked this.
+    Refused(&'static str),
+}
+
+impl Ask {
+    /// Answers the upstream -32601 with `why`.
+    pub fn refuse(self, why: &'static str) {
+        let _ = self.reply.send(AskReply::Refused(why));
+    }
 }
 
 /// What a call's caller is handed of its reports.
@@ -84,6 +123,20 @@ impl Progress {
             }
             None => false,
         }
+    }
+
+    /// Hands an upstream's request to the call registered with `token`;
+    /// the ask back when no call waits under it (or its queue is full).
+    pub fn deliver_ask(&self, token: &str, ask: Ask) -> Result<(), Ask> {
+        let waiting = self.lock();
+        let Some(call) = waiting.get(token) else {
+            return Err(ask);
+        };
+        call.try_send(Report::Ask(ask))
+            .map_err(|e| match e.into_inner() {
+                Report::Ask(ask) => ask,
+                _ => unreachable!("the report sent was an ask"),
+            })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<Report>>> {

@@ -525,7 +525,7 @@ impl Reader {
                     tracing::warn!(upstream = %self.up.name, "notification dropped: too many queued");
                 }
             }
-            Ok(UpstreamMessage::Request { id, method }) => {
+            Ok(UpstreamMessage::Request { id, method, .. }) => {
                 tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request");
                 let (out, outcome) = answer_server_request(self.dialect, id, &method);
                 // The outbox is bounded: a child that asks faster than it

@@ -30,7 +30,7 @@ use super::sse::{EventBuffer, Resume, each_event};
 use super::{CallError, Dialect, Params, Transport, Upstream, encode_request, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
-use crate::jsonrpc::{Json, JsonBuf};
+use crate::jsonrpc::{Json, JsonBuf, codes};
 use crate::modelcontext::{self as mc, method};
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -75,16 +75,24 @@ struct Shared {
 pub struct ServerAnswers {
     slots: Arc<tokio::sync::Semaphore>,
     within: Duration,
+    /// How long a request forwarded to a client waits for its answer.
+    wait: Duration,
     metrics: crate::metrics::Metrics,
 }
 
 impl ServerAnswers {
-    pub fn new(at_once: usize, within: Duration, metrics: crate::metrics::Metrics) -> Self {
+    pub fn new(
+        at_once: usize,
+        within: Duration,
+        wait: Duration,
+        metrics: crate::metrics::Metrics,
+    ) -> Self {
         ServerAnswers {
             slots: Arc::new(tokio::sync::Semaphore::new(
                 at_once.min(tokio::sync::Semaphore::MAX_PERMITS),
             )),
             within,
+            wait,
             metrics,
         }
     }
@@ -378,8 +386,10 @@ impl StreamableLink {
                 }
                 None
             }
-            Ok(UpstreamMessage::Request { id, method }) => {
-                self.answer(answer_server_request(Dialect::ModelContext, id, &method));
+            Ok(UpstreamMessage::Request { id, method, params }) => {
+                if let Err(()) = self.ask_of_call(id_text, id, &method, params) {
+                    self.answer(answer_server_request(Dialect::ModelContext, id, &method));
+                }
                 None
             }
             Ok(UpstreamMessage::Response { id, outcome }) if id.get().as_bytes() == id_text => {
@@ -415,6 +425,93 @@ impl StreamableLink {
         tokens
             .get(&id)
             .is_some_and(|token| self.0.progress.deliver_message(token, params))
+    }
+
+    /// Hands a request heard on the stream of call `id_text` to that call,
+    /// for its client to answer, and answers the upstream when the client
+    /// has (within [`ServerAnswers`]' wait); `Err` when no call of a client
+    /// that can hear it waits there, or it is not a request a client answers.
+    fn ask_of_call(
+        &self,
+        id_text: &[u8],
+        id: Json<'_>,
+        method: &str,
+        params: Option<Json<'_>>,
+    ) -> Result<(), ()> {
+        if !super::progress::ASKED.contains(&method) {
+            return Err(());
+        }
+        let link_id = std::str::from_utf8(id_text)
+            .ok()
+            .and_then(|t| t.parse::<u64>().ok())
+            .ok_or(())?;
+        let token = self
+            .0
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&link_id)
+            .cloned()
+            .ok_or(())?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ())?;
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        let ask = super::progress::Ask {
+            method: method.into(),
+            params: params.map(Json::to_buf),
+            reply,
+        };
+        self.0.progress.deliver_ask(&token, ask).map_err(|_| ())?;
+        let (link, id) = (self.clone(), id.to_buf());
+        runtime.spawn(async move { link.answer_when_asked(id, answered).await });
+        Ok(())
+    }
+
+    /// Waits for what becomes of a forwarded request (at most the wait of
+    /// [`ServerAnswers`]) and POSTs the upstream its answer.
+    async fn answer_when_asked(
+        &self,
+        id: JsonBuf,
+        answered: tokio::sync::oneshot::Receiver<super::progress::AskReply>,
+    ) {
+        use super::progress::AskReply;
+        use crate::jsonrpc::message::{Reply, write_reply};
+        use crate::metrics::ServerRequest;
+        let answers = &self.0.answers;
+        let waiting = &answers.metrics.server_requests_waiting;
+        waiting.inc();
+        let got = tokio::time::timeout(answers.wait, answered).await;
+        waiting.dec();
+        let mut reply = Vec::new();
+        let id = Some(id.as_json());
+        let outcome = match got {
+            Ok(Ok(AskReply::Answered(Ok(result)))) => {
+                write_reply(&mut reply, id, Reply::Result(result.get().as_bytes()));
+                ServerRequest::Forwarded
+            }
+            Ok(Ok(AskReply::Answered(Err(error)))) => {
+                write_reply(&mut reply, id, Reply::RawError(error.get().as_bytes()));
+                ServerRequest::Forwarded
+            }
+            Ok(Ok(AskReply::Refused(why))) => {
+                let error = crate::jsonrpc::ErrorObject::new(codes::METHOD_NOT_FOUND, why);
+                write_reply(&mut reply, id, Reply::Error(&error));
+                ServerRequest::Refused
+            }
+            Ok(Err(_)) | Err(_) => {
+                let error = crate::jsonrpc::ErrorObject::new(
+                    codes::INTERNAL_ERROR,
+                    "the client did not answer in time, or its call ended",
+                );
+                write_reply(&mut reply, id, Reply::Error(&error));
+                ServerRequest::Unanswered
+            }
+        };
+        let sent = tokio::time::timeout(answers.within, self.post_message(reply)).await;
+        let outcome = match sent {
+            Ok(Ok(())) => outcome,
+            Ok(Err(_)) | Err(_) => ServerRequest::Failed,
+        };
+        answers.metrics.server_request(outcome);
     }
 
     /// POSTs the answer to a server's request, within the bounds of [`ServerAnswers`].
@@ -554,7 +651,7 @@ impl StreamableLink {
         tracing::info!(url = %crate::redact::url(&self.0.url), "the upstream ended the session; initialising again");
         write(&self.0.session, None);
         write(&self.0.fast, None);
-        let params = mc::initialize_params();
+        let params = mc::initialize_params(true);
         let params: &RawValue = serde_json::from_str(&params)
             .map_err(|_| CallError::protocol("initialize params are not JSON"))?;
         let result = match self
@@ -951,7 +1048,12 @@ mod tests {
             headers: Default::default(),
             notifications: false,
         };
-        let answers = ServerAnswers::new(4, Duration::from_secs(1), Default::default());
+        let answers = ServerAnswers::new(
+            4,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Default::default(),
+        );
         let (link, mut heard) =
             StreamableLink::new(client, &spec, 1 << 20, answers, Arc::default()).unwrap();
         let scan = |id: &'static [u8]| StreamScan {

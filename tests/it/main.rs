@@ -6,6 +6,7 @@
 )]
 
 mod architecture;
+mod asks;
 pub(crate) mod binary;
 mod browser;
 mod compliance;

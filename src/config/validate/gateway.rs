@@ -97,6 +97,8 @@ pub(super) fn gateway(
         }
     }
     let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
+    let server_request_timeout =
+        Duration::from_millis(raw.server_request_timeout_ms.unwrap_or(300_000).max(1));
     let pins_file = raw.pins_file.map(PathBuf::from);
     let reload_poll = match raw.reload_poll_ms {
         Some(0) => None,
@@ -108,6 +110,7 @@ pub(super) fn gateway(
         listen: listen?,
         admin_listen: admin_listen?,
         shutdown_timeout,
+        server_request_timeout,
         pins_file,
         reload_poll,
         limits: limits?,

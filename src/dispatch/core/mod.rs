@@ -60,6 +60,8 @@ struct Inner {
     sealer: std::sync::OnceLock<crate::seal::Sealer>,
     /// Tenants' limits held across replicas, with a shared store (set once, at start).
     shared: std::sync::OnceLock<crate::store::limits::SharedLimits>,
+    /// Requests of upstreams forwarded to clients, waiting for their answers.
+    asks: crate::upstream::asks::Asks,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -90,11 +92,17 @@ impl Dispatcher {
                 subscriptions: std::sync::OnceLock::new(),
                 sealer: std::sync::OnceLock::new(),
                 shared: std::sync::OnceLock::new(),
+                asks: Default::default(),
                 metrics,
             }),
         };
         d.replace(upstreams, tenants);
         d
+    }
+
+    /// Requests of upstreams forwarded to clients, waiting for their answers.
+    pub fn asks(&self) -> &crate::upstream::asks::Asks {
+        &self.inner.asks
     }
 
     /// Swaps in a new set of upstreams and tenants (a config reload). Requests

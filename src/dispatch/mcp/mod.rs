@@ -33,6 +33,7 @@ use crate::upstream::{CallError, Status, Upstream};
 use face_index::{FaceIndex, FaceTool};
 
 mod answer;
+mod asking;
 mod face_index;
 mod listen;
 mod prompts;
@@ -40,6 +41,7 @@ mod resources;
 mod stateless;
 mod tools;
 
+pub use asking::{Asking, ClientCan};
 pub use listen::*;
 pub use stateless::*;
 use tools::*;
@@ -205,6 +207,9 @@ pub struct Via<'a> {
     /// The level a handshake-era client set with `logging/setLevel` on its
     /// session; `None`: none set (every level), or no session.
     pub log_level: Option<LogLevel>,
+    /// Where the client can be asked by an upstream during its calls (a
+    /// handshake-era client with a stream back to it); `None`: it cannot.
+    pub asks: Option<Asking<'a>>,
 }
 
 /// The protocol's log levels, least severe first (RFC 5424's, as the

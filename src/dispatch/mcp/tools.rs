@@ -1,6 +1,7 @@
 //! Tools through the face: `tools/list` from each catalog's name index,
 //! `tools/call` run as `mcp/executeTool` runs it, and its result rendered once.
 
+use super::asking::Forwards;
 use super::*;
 
 /// A tool's result as the protocol carries it: the upstream's own content
@@ -212,13 +213,19 @@ impl ModelContext<'_> {
         // it asked, and the call's log lines at the level it set (2026-07-28:
         // only when the request names one; the handshake era: its session's,
         // every level if it set none).
+        // A handshake-era client that declared what it answers is also
+        // asked what the upstream asks during the call (see `asking`).
+        let forwards = Forwards::default();
+        let asks = self.core.asks();
         let forward = via.progress.and_then(|out| {
             let (token, asked) = asked_reports(call.params);
             let level = match era {
                 Era::Stateless => asked,
                 Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
             };
-            (token.is_some() || level.is_some()).then_some({
+            let asking = via.asks.filter(|_| era == Era::Handshake);
+            (token.is_some() || level.is_some() || asking.is_some()).then_some({
+                let forwards = &forwards;
                 move |report: Report| {
                     let notification = match report {
                         Report::Progress(report) => token
@@ -226,6 +233,10 @@ impl ModelContext<'_> {
                             .and_then(|token| progress_notification(&report, token)),
                         Report::Message(line) => {
                             level.and_then(|level| message_notification(&line, level))
+                        }
+                        Report::Ask(ask) => {
+                            forwards.ask(asks, &tenant.name, asking, out, ask);
+                            None
                         }
                     };
                     // A client that does not read loses reports, not the call.

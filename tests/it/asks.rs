@@ -1,0 +1,322 @@
+//! Requests of an upstream during a call (elicitation, sampling) reach the
+//! client whose call it is, and only it; its answers go back to the
+//! upstream. The official Python SDK's client, with its elicitation and
+//! sampling callbacks, calls server-everything's tools that ask, over
+//! Streamable HTTP, through the gateway over HTTP and through `mcp-gateway
+//! stdio`. What cannot be attributed to one call, or whose client cannot
+//! answer it, is answered -32601 and counted, never shown to a client.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const ELICIT: &str = "evh__trigger-elicitation-request";
+const SAMPLE: &str = "evh__trigger-sampling-request";
+const ROOTS: &str = "evh__get-roots-list";
+
+fn config(server: &Server, extra: &str) -> String {
+    format!(
+        "gateway: {{id: gw, session_secret: {:?}{extra}}}\nupstreams:\n  evh: {}\ntenants:\n  a: {}\n  b: {}\n",
+        "s".repeat(40),
+        http(&server.url),
+        tenant("ka", &["evh"]),
+        tenant("kb", &["evh"]),
+    )
+}
+
+/// Every text of a result's content, joined.
+fn text_of(answer: &Value) -> String {
+    let content = answer["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content: {answer}"));
+    content
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn answering(name: &str, sample: &str) -> Value {
+    json!({
+        "elicit": {"action": "accept", "content": {"name": name, "check": true, "email": "x@example.com"}},
+        "sample": sample,
+    })
+}
+
+async fn counted(gw: &Gateway, outcome: &str) -> f64 {
+    let text = gw.metrics().await;
+    metric(
+        &text,
+        &format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}"),
+    )
+    .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_requests_reach_the_client_of_the_call_and_its_answers_go_back() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    let steps = json!({
+        "answers": answering("Ada Lovelace", "a sampled answer"),
+        "steps": [
+            {"op": "call", "name": ELICIT, "arguments": {}},
+            {"op": "call", "name": SAMPLE, "arguments": {"prompt": "hello", "maxTokens": 10}},
+            {"op": "asked"},
+        ],
+    });
+    let (version, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(version, "2025-11-25");
+    let elicited = text_of(&answers[0]);
+    assert!(
+        elicited.contains("Ada Lovelace") && elicited.contains("accept"),
+        "{answers:?}"
+    );
+    let sampled = text_of(&answers[1]);
+    assert!(sampled.contains("a sampled answer"), "{answers:?}");
+    let asked = answers[2]["asked"].as_array().unwrap();
+    let methods: Vec<&str> = asked
+        .iter()
+        .map(|a| a["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "sampling/createMessage"],
+        "{asked:?}"
+    );
+    assert_eq!(counted(&gw, "forwarded").await, 2.0);
+    let text = gw.metrics().await;
+    assert_eq!(
+        metric(&text, "mcp_gateway_server_requests_waiting"),
+        Some(0.0)
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_asked_at_once_each_answer_only_their_own() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    let steps = |name: &str| {
+        json!({
+            "answers": {"elicit": {"action": "accept", "content": {"name": name}, "delay": 0.5}},
+            "steps": [{"op": "call", "name": ELICIT, "arguments": {}}, {"op": "asked"}],
+        })
+    };
+    let (a, b) = tokio::join!(
+        sdk_client(&gw, "ka", "legacy", steps("tenant a's user")),
+        sdk_client(&gw, "kb", "legacy", steps("tenant b's user")),
+    );
+    for ((_, answers), own, other) in [
+        (a, "tenant a's user", "tenant b's user"),
+        (b, "tenant b's user", "tenant a's user"),
+    ] {
+        let text = text_of(&answers[0]);
+        assert!(text.contains(own) && !text.contains(other), "{text}");
+        assert_eq!(answers[1]["asked"].as_array().unwrap().len(), 1);
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_the_stdio_mode_is_asked_too() {
+    let server = everything_http(0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(&path, config(&server, "")).unwrap();
+    let steps = json!({
+        "answers": answering("Grace Hopper", "sampled through stdio"),
+        "steps": [
+            {"op": "call", "name": ELICIT, "arguments": {}},
+            {"op": "call", "name": SAMPLE, "arguments": {"prompt": "hi"}},
+        ],
+    });
+    let (_, answers) = sdk_stdio_client("legacy", &path, "a", steps).await;
+    assert!(text_of(&answers[0]).contains("Grace Hopper"), "{answers:?}");
+    assert!(
+        text_of(&answers[1]).contains("sampled through stdio"),
+        "{answers:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_client_cannot_answer_never_reaches_it_and_is_refused_upstream() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    // server-everything asks for roots when its session starts, outside
+    // any call (on its session's own stream): refused.
+    until(|| async { counted(&gw, "refused").await >= 1.0 }).await;
+    let before = counted(&gw, "refused").await;
+    // Declares sampling only: the upstream's elicitation is refused for it.
+    let steps = json!({
+        "answers": {"sample": "unused"},
+        "steps": [{"op": "call", "name": ELICIT, "arguments": {}}, {"op": "asked"}],
+    });
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(answers[1]["asked"], json!([]), "{answers:?}");
+    let refused = format!("{}", answers[0]);
+    assert!(
+        answers[0]["isError"] == true || answers[0].get("error").is_some(),
+        "{refused}"
+    );
+    assert_eq!(counted(&gw, "refused").await, before + 1.0);
+    // A 2026-07-28 client has no such requests: refused as well.
+    let steps = json!({
+        "answers": answering("nobody", "unused"),
+        "steps": [{"op": "call", "name": ELICIT, "arguments": {}}, {"op": "asked"}],
+    });
+    let (version, answers) = sdk_client(&gw, "ka", "auto", steps).await;
+    assert_eq!(version, "2026-07-28");
+    assert_eq!(answers[1]["asked"], json!([]), "{answers:?}");
+    assert_eq!(counted(&gw, "refused").await, before + 2.0);
+    // roots/list that server-everything sends outside any call (on its
+    // session, not the call's stream) belongs to no client: refused.
+    let steps = json!({
+        "answers": {"roots": [{"uri": "file:///work", "name": "work"}]},
+        "steps": [{"op": "call", "name": ROOTS, "arguments": {}}, {"op": "asked"}],
+    });
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(answers[1]["asked"], json!([]), "{answers:?}");
+    assert!(
+        !text_of(&answers[0]).contains("file:///work"),
+        "{answers:?}"
+    );
+    assert!(counted(&gw, "refused").await >= before + 3.0);
+    assert_eq!(counted(&gw, "forwarded").await, 0.0);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_answers_costs_the_call_not_the_gateway() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 500")).await;
+    gw.wait_ready(&["evh"]).await;
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept", "content": {"name": "late"}, "delay": 5}},
+        "steps": [{"op": "call", "name": ELICIT, "arguments": {}}],
+    });
+    let started = std::time::Instant::now();
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert!(
+        answers[0]["isError"] == true || answers[0].get("error").is_some(),
+        "{answers:?}"
+    );
+    assert!(!format!("{}", answers[0]).contains("late"), "{answers:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(counted(&gw, "unanswered").await, 1.0);
+    let text = gw.metrics().await;
+    assert_eq!(
+        metric(&text, "mcp_gateway_server_requests_waiting"),
+        Some(0.0)
+    );
+    gw.stop().await;
+}
+
+/// A handshake-era session opened over plain HTTP by a client that
+/// declares elicitation: its id.
+async fn open_session(gw: &Gateway, key: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": {"name": "raw", "version": "1"},
+        "capabilities": {"elicitation": {}}}});
+    let response = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn post_in(gw: &Gateway, key: &str, session: &str, body: Value) -> reqwest::Response {
+    gw.client
+        .post(&gw.url)
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_session_a_request_went_to_can_answer_it() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    let mine = open_session(&gw, "ka").await;
+    let theirs = open_session(&gw, "kb").await;
+    let same_tenant = open_session(&gw, "ka").await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": ELICIT, "arguments": {}}});
+    let response = post_in(&gw, "ka", &mine, call).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut events = response.bytes_stream();
+    let mut seen = String::new();
+    let request: Value = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the request in time")
+            .expect("the stream open")
+            .unwrap();
+        seen.push_str(std::str::from_utf8(&chunk).unwrap());
+        if let Some(data) = seen.lines().find_map(|l| l.strip_prefix("data: ")) {
+            break serde_json::from_str(data).unwrap();
+        }
+    };
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    let id = request["id"].clone();
+    assert!(
+        id.as_str().is_some_and(|s| s.starts_with("mcp-gateway-")),
+        "{id}"
+    );
+    let answer = |name: &str| json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept", "content": {"name": name}}});
+    // Another tenant's session, another session of the same tenant, an id
+    // never sent: each accepted (202), none delivered.
+    for (key, session) in [("kb", &theirs), ("ka", &same_tenant)] {
+        let r = post_in(&gw, key, session, answer("an intruder")).await;
+        assert_eq!(r.status(), 202);
+    }
+    let r = post_in(
+        &gw,
+        "ka",
+        &mine,
+        json!({"jsonrpc": "2.0", "id": "mcp-gateway-0", "result": {}}),
+    )
+    .await;
+    assert_eq!(r.status(), 202);
+    // Another tenant's key presenting this session: not its session.
+    let r = post_in(&gw, "kb", &mine, answer("an intruder")).await;
+    assert_eq!(r.status(), 404);
+    let r = post_in(&gw, "ka", &mine, answer("the owner")).await;
+    assert_eq!(r.status(), 202);
+    let rest = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = events.next().await {
+            seen.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+        seen
+    })
+    .await
+    .expect("the call's end in time");
+    assert!(rest.contains("the owner"), "{rest}");
+    assert!(!rest.contains("an intruder"), "{rest}");
+    let text = gw.metrics().await;
+    assert_eq!(metric(&text, "mcp_gateway_stray_answers_total"), Some(3.0));
+    gw.stop().await;
+}
