@@ -698,4 +698,19 @@ impl crate::store::bus::Here for Here {
     fn cancel_call(&self, session: &[u8], id: &str) {
         self.calls.cancel(session, id);
     }
+
+    fn answer_ask(&self, session: &[u8], id: &str, outcome: Result<&str, &str>) {
+        // Only text that is one JSON value is taken (the publishing replica
+        // parsed it as such; this one does not trust the channel more).
+        fn raw(t: &str) -> Option<&serde_json::value::RawValue> {
+            serde_json::from_str(t).ok()
+        }
+        let outcome = match outcome {
+            Ok(result) => raw(result).map(|r| Ok(crate::jsonrpc::Json::from(r))),
+            Err(error) => raw(error).map(|e| Err(crate::jsonrpc::Json::from(e))),
+        };
+        if let Some(outcome) = outcome {
+            self.dispatcher.asks().answer(session, id, outcome);
+        }
+    }
 }

@@ -351,8 +351,9 @@ fn cancelled(id: Option<Json<'_>>) -> Reply {
 
 /// A client's answer to a request of an upstream's forwarded to it: handed
 /// to the call waiting for it when the session is the client's (checked)
-/// and the request went out in it; counted and dropped otherwise. 202
-/// either way, as for any response (a 404 when the session is not one).
+/// and the request went out in it; with a shared store, published for the
+/// replica where it waits; counted and dropped otherwise. 202 either way,
+/// as for any response (a 404 when the session is not one).
 async fn client_answer(
     s: &AgentState,
     tenant: &Tenant,
@@ -369,7 +370,22 @@ async fn client_answer(
         return Refusal::SessionNotFound(None).reply();
     }
     if s.dispatcher.asks().answer(session, id.get(), outcome) == Taken::Stray {
-        s.dispatcher.metrics().stray_answers.inc();
+        match sessions.store() {
+            // Not waiting here: the replica where it waits takes it from the store.
+            Some(store) => {
+                let (store, session, id) = (store.clone(), session.to_vec(), id.get().to_owned());
+                let outcome = outcome
+                    .map(|r| r.get().to_owned())
+                    .map_err(|e| e.get().to_owned());
+                tokio::spawn(async move {
+                    let outcome = outcome.as_deref().map_err(|e| &**e);
+                    if let Err(e) = store.announce_answer(&session, &id, outcome).await {
+                        tracing::debug!(error = %e, "a client's answer not shared with the other replicas");
+                    }
+                });
+            }
+            None => s.dispatcher.metrics().stray_answers.inc(),
+        }
     }
     accepted()
 }

@@ -68,6 +68,9 @@ pub trait Here: Clone + Send + Sync + 'static {
     /// Cancels the call `id` (JSON text) of the handshake-era session
     /// `session`, if it runs here.
     fn cancel_call(&self, session: &[u8], id: &str);
+    /// Hands a client's answer (a result or an error object, as JSON text)
+    /// to the request `id` of an upstream's sent in `session`, if it waits here.
+    fn answer_ask(&self, session: &[u8], id: &str, outcome: Result<&str, &str>);
 }
 
 /// One notification on the channel.
@@ -84,6 +87,11 @@ struct Message {
     /// (`upstream` is empty).
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
     cancel: Option<(String, String)>,
+    /// A client's answer to a request an upstream sent it: the session,
+    /// the request's id, whether it is an error, and the result or error
+    /// object as JSON text (`upstream` is empty).
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    answer: Option<(String, String, bool, String)>,
 }
 
 impl Store {
@@ -99,6 +107,7 @@ impl Store {
             upstream: heard.upstream.to_string(),
             changed: heard.changed.clone(),
             cancel: None,
+            answer: None,
         })
         .unwrap_or_default();
         if !heard.shared {
@@ -135,6 +144,7 @@ impl Store {
             upstream: upstream.to_owned(),
             changed: None,
             cancel: None,
+            answer: None,
         })
         .unwrap_or_default();
         let _: i64 = self
@@ -151,6 +161,39 @@ impl Store {
             upstream: String::new(),
             changed: None,
             cancel: Some((String::from_utf8_lossy(session).into_owned(), id.to_owned())),
+            answer: None,
+        })
+        .unwrap_or_default();
+        let _: i64 = self
+            .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
+            .await?;
+        Ok(())
+    }
+
+    /// Tells every replica a client's answer to the request `id` (JSON
+    /// text) of an upstream's sent in `session`: the replica where that
+    /// request waits takes it.
+    pub async fn announce_answer(
+        &self,
+        session: &[u8],
+        id: &str,
+        outcome: Result<&str, &str>,
+    ) -> Result<(), super::StoreError> {
+        let (error, text) = match outcome {
+            Ok(result) => (false, result),
+            Err(error) => (true, error),
+        };
+        let message = serde_json::to_string(&Message {
+            origin: self.replica_id().to_owned(),
+            upstream: String::new(),
+            changed: None,
+            cancel: None,
+            answer: Some((
+                String::from_utf8_lossy(session).into_owned(),
+                id.to_owned(),
+                error,
+                text.to_owned(),
+            )),
         })
         .unwrap_or_default();
         let _: i64 = self
@@ -263,9 +306,13 @@ impl Store {
         if m.origin == self.replica_id() {
             return;
         }
-        match &m.cancel {
-            Some((session, id)) => here.cancel_call(session.as_bytes(), id),
-            None => here.relist_soon(&m.upstream, m.changed.as_deref()),
+        match (&m.cancel, &m.answer) {
+            (Some((session, id)), _) => here.cancel_call(session.as_bytes(), id),
+            (None, Some((session, id, error, text))) => {
+                let outcome = if *error { Err(&**text) } else { Ok(&**text) };
+                here.answer_ask(session.as_bytes(), id, outcome);
+            }
+            (None, None) => here.relist_soon(&m.upstream, m.changed.as_deref()),
         }
     }
 }

@@ -756,3 +756,43 @@ async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
     one.stop().await;
     two.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream() {
+    let redis = Redis::start();
+    let server = everything_http(0);
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  evh: {}\ntenants:\n  a: {}\n",
+        redis.url(),
+        http(&server.url),
+        tenant("ka", &["evh"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["evh"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    // The call (and the request it makes) on the first replica, the
+    // client's answer posted to the second.
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept", "content": {"name": "answered elsewhere"}}},
+        "steps": [{"op": "call", "name": "evh__trigger-elicitation-request", "arguments": {}}],
+    });
+    let args = vec![
+        "legacy".into(),
+        "http".into(),
+        one.url.clone(),
+        "ka".into(),
+        format!("answers={}", two.url),
+    ];
+    let (_, answers) = sdk_client_with(args, steps).await;
+    let text = answers[0]["content"].to_string();
+    assert!(text.contains("answered elsewhere"), "{answers:?}");
+    let forwarded = "mcp_gateway_server_requests_total{outcome=\"forwarded\"}";
+    assert_eq!(metric(&one.metrics().await, forwarded), Some(1.0));
+    assert_eq!(
+        metric(&two.metrics().await, "mcp_gateway_stray_answers_total"),
+        Some(0.0)
+    );
+}
