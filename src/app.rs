@@ -213,6 +213,24 @@ impl Core {
                     max_frame,
                     stop.clone(),
                 ));
+                if let Some(bounds) = spec.per_session {
+                    let template = upstream::per_session::Template {
+                        gateway_id: gateway.id.clone(),
+                        spec: stdio.clone(),
+                        bounds,
+                        timeout: spec.timeout,
+                        max_frame,
+                        wait: gateway.server_request_timeout,
+                    };
+                    let children = upstream::per_session::PerSession::new(
+                        &spec.name,
+                        template,
+                        stop.child_token(),
+                        &self.metrics,
+                    );
+                    up.run_per_session(children.clone());
+                    self.supervisors.spawn(children.run_reaper());
+                }
             }
             TransportSpec::Http(http) => {
                 let client = self.http_client()?;

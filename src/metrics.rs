@@ -51,6 +51,8 @@ pub struct Metrics {
     pub server_requests: IntCounterVec,
     /// Requests of upstreams forwarded to a client, waiting for its answer.
     pub server_requests_waiting: prometheus::IntGauge,
+    /// Children running for client sessions, per upstream (`per_session`).
+    pub session_children: IntGaugeVec,
     /// Answers clients sent to requests they were never sent (or no longer wait), dropped.
     pub stray_answers: prometheus::IntCounter,
     /// Connections the agent listener failed to accept (descriptors exhausted, ...).
@@ -245,6 +247,12 @@ impl Metrics {
                 &r,
                 "server_requests_waiting",
                 "Requests of upstreams forwarded to clients and waiting for their answers.",
+            ),
+            session_children: gauge(
+                &r,
+                "session_children",
+                "Stdio children running for one client session each (upstreams with per_session: true).",
+                &["upstream"],
             ),
             stray_answers: int_counter(
                 &r,

@@ -237,6 +237,17 @@ pub struct UpstreamSpec {
     pub max_queue: usize,
     /// Pin its tool definitions (rug-pull defence); needs `gateway.pins_file`.
     pub pin: bool,
+    /// A stdio child of the Model Context Protocol run once per client
+    /// session (`per_session: true`), so its requests belong to that client.
+    pub per_session: Option<PerSessionSpec>,
+}
+
+/// `per_session: true`: a child per client session, at most `max_children`
+/// at once (default 16), each ended once idle for `idle_timeout` (default 300 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerSessionSpec {
+    pub max_children: usize,
+    pub idle_timeout: Duration,
 }
 
 /// One tenant: who it is, how it authenticates, which upstreams it sees (in listing order).

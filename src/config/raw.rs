@@ -105,6 +105,10 @@ pub struct RawUpstream {
     #[serde(default)]
     pub pin: bool,
     pub protocol: Option<String>,
+    #[serde(default)]
+    pub per_session: bool,
+    pub max_children: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

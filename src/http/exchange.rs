@@ -656,12 +656,19 @@ pub(super) async fn session_request(
     if method == axum::http::Method::DELETE {
         // 200 only for an end that was recorded: otherwise the session would go on.
         return match sessions.end(&opened).await {
-            Ok(()) => Reply {
-                status: StatusCode::OK,
-                body: ReplyBody::Empty,
-                header: None,
+            Ok(()) => {
+                // Its children per session end with it (here; another
+                // replica's end when idle).
+                for up in s.dispatcher.upstreams() {
+                    up.end_session(id.as_bytes());
+                }
+                Reply {
+                    status: StatusCode::OK,
+                    body: ReplyBody::Empty,
+                    header: None,
+                }
+                .into_response()
             }
-            .into_response(),
             Err(refused) => {
                 tracing::warn!(tenant = %tenant.name, "a session's end could not be recorded: the tenant keeps as many session records as it may");
                 Refusal::OverCapacity(None, &record_refused(refused))

@@ -16,6 +16,7 @@ pub mod http;
 pub(crate) mod http_pool;
 mod modelcontext;
 mod pending;
+pub mod per_session;
 pub mod pins;
 pub mod progress;
 mod slots;
@@ -154,6 +155,12 @@ pub struct Upstream {
     /// What one of its listings may take.
     bounds: ListingBounds,
     metrics: Metrics,
+    /// Set on a child that serves one client session: its requests are
+    /// that client's, wait this long for its answers, and are counted in
+    /// these metrics (the gateway's, where the child's own are its own).
+    one_session: std::sync::OnceLock<(Duration, Metrics)>,
+    /// Set when it runs a child per client session (`per_session: true`).
+    per_session: std::sync::OnceLock<Arc<per_session::PerSession>>,
 }
 
 /// Relistings asked for by an upstream's notifications, coalesced: at most one
@@ -268,7 +275,33 @@ impl Upstream {
             progress: Arc::default(),
             bounds: ListingBounds::default(),
             metrics,
+            one_session: std::sync::OnceLock::new(),
+            per_session: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Marks it a child that serves one client session (see `per_session`),
+    /// whose requests wait `wait` for that client's answers.
+    pub fn serve_one_session(&self, wait: Duration, counted: Metrics) {
+        let _ = self.one_session.set((wait, counted));
+    }
+
+    /// How long its requests wait for its one client's answers, and where
+    /// they are counted, when it serves one client session.
+    pub fn serves_one_session(&self) -> Option<&(Duration, Metrics)> {
+        self.one_session.get()
+    }
+
+    /// Ends the child of the client session `scope`, if it runs one.
+    pub fn end_session(&self, scope: &[u8]) {
+        if let Some(children) = self.per_session.get() {
+            children.end(scope);
+        }
+    }
+
+    /// Runs a child per client session for the calls of clients that can be asked.
+    pub fn run_per_session(&self, children: Arc<per_session::PerSession>) {
+        let _ = self.per_session.set(children);
     }
 
     /// Calls started and not yet finished.
@@ -387,12 +420,19 @@ impl Upstream {
     /// Calls the tool with these arguments (the agent's text, as sent): the
     /// result in the gateway's own shape, an object whose `output` is the
     /// tool's output, whatever the upstream's protocol.
+    /// `session`: the scope of the client's session when it can be asked
+    /// (an upstream with a child per session sends the call to that child).
     pub async fn call_tool(
         &self,
         tool: &ToolEntry,
         arguments: Json<'_>,
         reports: Option<&(dyn Fn(progress::Report) + Sync)>,
+        session: Option<&[u8]>,
     ) -> Result<Answer, CallError> {
+        if let (Some(children), Some(scope)) = (self.per_session.get(), session) {
+            let child = children.child(scope)?;
+            return Box::pin(child.call_tool(tool, arguments, reports, None)).await;
+        }
         match &tool.route {
             Route::ById => {
                 // MCP v1.0 has no progress: a caller that asked hears none.

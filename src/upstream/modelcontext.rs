@@ -144,9 +144,12 @@ impl State {
             link,
             Op::Initialize,
             // A Streamable HTTP upstream's requests during a call come on
-            // that call's own stream, so the gateway can take them to the
-            // call's client; a stdio child's cannot be told apart.
-            &mc::initialize_params(link.as_streamable().is_some()),
+            // that call's own stream, and a child per session asks only its
+            // session's client, so the gateway can take them to that client;
+            // a shared stdio child's cannot be told apart.
+            &mc::initialize_params(
+                link.as_streamable().is_some() || up.serves_one_session().is_some(),
+            ),
             up.handshake_timeout(),
         )
         .await?;

@@ -63,6 +63,49 @@ impl Ask {
     }
 }
 
+/// Waits (at most `wait`, counted in `waiting`) for what becomes of a
+/// forwarded [`Ask`]: the answer to send the upstream under its own `id`,
+/// and how to count it.
+pub async fn answer_of(
+    id: &JsonBuf,
+    answered: tokio::sync::oneshot::Receiver<AskReply>,
+    wait: std::time::Duration,
+    waiting: &prometheus::IntGauge,
+) -> (Vec<u8>, crate::metrics::ServerRequest) {
+    use crate::jsonrpc::message::{Reply, write_reply};
+    use crate::jsonrpc::{ErrorObject, codes};
+    use crate::metrics::ServerRequest;
+    waiting.inc();
+    let got = tokio::time::timeout(wait, answered).await;
+    waiting.dec();
+    let mut reply = Vec::new();
+    let id = Some(id.as_json());
+    let outcome = match got {
+        Ok(Ok(AskReply::Answered(Ok(result)))) => {
+            write_reply(&mut reply, id, Reply::Result(result.get().as_bytes()));
+            ServerRequest::Forwarded
+        }
+        Ok(Ok(AskReply::Answered(Err(error)))) => {
+            write_reply(&mut reply, id, Reply::RawError(error.get().as_bytes()));
+            ServerRequest::Forwarded
+        }
+        Ok(Ok(AskReply::Refused(why))) => {
+            let error = ErrorObject::new(codes::METHOD_NOT_FOUND, why);
+            write_reply(&mut reply, id, Reply::Error(&error));
+            ServerRequest::Refused
+        }
+        Ok(Err(_)) | Err(_) => {
+            let error = ErrorObject::new(
+                codes::INTERNAL_ERROR,
+                "the client did not answer in time, or its call ended",
+            );
+            write_reply(&mut reply, id, Reply::Error(&error));
+            ServerRequest::Unanswered
+        }
+    };
+    (reply, outcome)
+}
+
 /// What a call's caller is handed of its reports.
 pub type Heard = mpsc::Receiver<Report>;
 
@@ -137,6 +180,23 @@ impl Progress {
                 Report::Ask(ask) => ask,
                 _ => unreachable!("the report sent was an ask"),
             })
+    }
+
+    /// Hands an upstream's request to any call waiting here (on a child
+    /// that serves one client session, every call is that client's); the
+    /// ask back when none waits (or every queue is full).
+    pub fn deliver_ask_any(&self, mut ask: Ask) -> Result<(), Ask> {
+        let waiting = self.lock();
+        for call in waiting.values() {
+            match call.try_send(Report::Ask(ask)) {
+                Ok(()) => return Ok(()),
+                Err(e) => match e.into_inner() {
+                    Report::Ask(back) => ask = back,
+                    _ => unreachable!("the report sent was an ask"),
+                },
+            }
+        }
+        Err(ask)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<Report>>> {

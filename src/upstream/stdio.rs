@@ -525,8 +525,36 @@ impl Reader {
                     tracing::warn!(upstream = %self.up.name, "notification dropped: too many queued");
                 }
             }
-            Ok(UpstreamMessage::Request { id, method, .. }) => {
+            Ok(UpstreamMessage::Request { id, method, params }) => {
                 tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request");
+                // A child of one client session asks that client, through
+                // one of its calls in flight.
+                if let Some((wait, counted)) = self.up.serves_one_session()
+                    && super::progress::ASKED.contains(&&*method)
+                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                {
+                    let (reply, answered) = tokio::sync::oneshot::channel();
+                    let ask = super::progress::Ask {
+                        method: (&*method).into(),
+                        params: params.map(Json::to_buf),
+                        reply,
+                    };
+                    if self.up.progress().deliver_ask_any(ask).is_ok() {
+                        let (wait, counted) = (*wait, counted.clone());
+                        let (outbox, id) = (self.outbox.clone(), id.to_buf());
+                        runtime.spawn(async move {
+                            let waiting = &counted.server_requests_waiting;
+                            let (out, outcome) =
+                                super::progress::answer_of(&id, answered, wait, waiting).await;
+                            let outcome = match outbox.try_send(Bytes::from(out)) {
+                                Ok(()) => outcome,
+                                Err(_) => crate::metrics::ServerRequest::Failed,
+                            };
+                            counted.server_request(outcome);
+                        });
+                        return;
+                    }
+                }
                 let (out, outcome) = answer_server_request(self.dialect, id, &method);
                 // The outbox is bounded: a child that asks faster than it
                 // reads its answers loses answers, never the gateway's memory.

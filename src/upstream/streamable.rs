@@ -30,7 +30,7 @@ use super::sse::{EventBuffer, Resume, each_event};
 use super::{CallError, Dialect, Params, Transport, Upstream, encode_request, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
-use crate::jsonrpc::{Json, JsonBuf, codes};
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::modelcontext::{self as mc, method};
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -473,39 +473,11 @@ impl StreamableLink {
         id: JsonBuf,
         answered: tokio::sync::oneshot::Receiver<super::progress::AskReply>,
     ) {
-        use super::progress::AskReply;
-        use crate::jsonrpc::message::{Reply, write_reply};
         use crate::metrics::ServerRequest;
         let answers = &self.0.answers;
         let waiting = &answers.metrics.server_requests_waiting;
-        waiting.inc();
-        let got = tokio::time::timeout(answers.wait, answered).await;
-        waiting.dec();
-        let mut reply = Vec::new();
-        let id = Some(id.as_json());
-        let outcome = match got {
-            Ok(Ok(AskReply::Answered(Ok(result)))) => {
-                write_reply(&mut reply, id, Reply::Result(result.get().as_bytes()));
-                ServerRequest::Forwarded
-            }
-            Ok(Ok(AskReply::Answered(Err(error)))) => {
-                write_reply(&mut reply, id, Reply::RawError(error.get().as_bytes()));
-                ServerRequest::Forwarded
-            }
-            Ok(Ok(AskReply::Refused(why))) => {
-                let error = crate::jsonrpc::ErrorObject::new(codes::METHOD_NOT_FOUND, why);
-                write_reply(&mut reply, id, Reply::Error(&error));
-                ServerRequest::Refused
-            }
-            Ok(Err(_)) | Err(_) => {
-                let error = crate::jsonrpc::ErrorObject::new(
-                    codes::INTERNAL_ERROR,
-                    "the client did not answer in time, or its call ended",
-                );
-                write_reply(&mut reply, id, Reply::Error(&error));
-                ServerRequest::Unanswered
-            }
-        };
+        let (reply, outcome) =
+            super::progress::answer_of(&id, answered, answers.wait, waiting).await;
         let sent = tokio::time::timeout(answers.within, self.post_message(reply)).await;
         let outcome = match sent {
             Ok(Ok(())) => outcome,

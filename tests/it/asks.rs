@@ -320,3 +320,137 @@ async fn only_the_session_a_request_went_to_can_answer_it() {
     assert_eq!(metric(&text, "mcp_gateway_stray_answers_total"), Some(3.0));
     gw.stop().await;
 }
+
+/// The Python SDK's server over stdio, a child per client session.
+fn per_session(max_children: u32, idle_timeout_ms: u32) -> String {
+    sdk_stdio().replace(
+        "timeout_ms: 1000}",
+        &format!(
+            "timeout_ms: 20000, per_session: true, max_children: {max_children}, idle_timeout_ms: {idle_timeout_ms}}}"
+        ),
+    )
+}
+
+fn children(text: &str) -> Option<f64> {
+    metric(text, "mcp_gateway_session_children{upstream=\"loc\"}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_child_per_session_asks_only_its_own_client() {
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n  b: {}\n",
+        "s".repeat(40),
+        per_session(4, 60_000),
+        tenant("ka", &["loc"]),
+        tenant("kb", &["loc"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["loc"]).await;
+    let steps = |name: &str| {
+        json!({
+            "answers": {"elicit": {"action": "accept", "content": {"name": name}, "delay": 0.3}},
+            "steps": [
+                {"op": "call", "name": "loc__ask", "arguments": {}},
+                {"op": "call", "name": "loc__pid", "arguments": {}},
+                {"op": "asked"},
+            ],
+        })
+    };
+    let (a, b) = tokio::join!(
+        sdk_client(&gw, "ka", "legacy", steps("Ada")),
+        sdk_client(&gw, "kb", "legacy", steps("Grace")),
+    );
+    let (a, b) = (a.1, b.1);
+    assert_eq!(text_of(&a[0]), "accept: Ada", "{a:?}");
+    assert_eq!(text_of(&b[0]), "accept: Grace", "{b:?}");
+    assert_eq!(a[2]["asked"].as_array().unwrap().len(), 1);
+    // Each session's calls ran on a child of its own.
+    assert_ne!(text_of(&a[1]), text_of(&b[1]));
+    // The SDK's clients end their sessions (DELETE) as they close: so do
+    // their children.
+    until(|| async { children(&gw.metrics().await) == Some(0.0) }).await;
+    // A client that cannot be asked is served by the shared child, whose
+    // request belongs to no one: refused, and the client never asked.
+    let steps = json!([{"op": "call", "name": "loc__ask", "arguments": {}}]);
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert!(
+        answers[0]["isError"] == true || answers[0].get("error").is_some(),
+        "{answers:?}"
+    );
+    assert_eq!(children(&gw.metrics().await), Some(0.0));
+    gw.stop().await;
+}
+
+/// The pid a session's child answers with, through a raw call in `session`.
+async fn pid_in(gw: &Gateway, session: &str) -> i32 {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "loc__pid", "arguments": {}}});
+    let response = post_in(gw, "ka", session, call).await;
+    let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    text_of(&body["result"])
+        .parse()
+        .unwrap_or_else(|_| panic!("{body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_per_session_are_bounded_and_end_with_their_session_or_when_idle() {
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n",
+        "s".repeat(40),
+        per_session(1, 3000),
+        tenant("ka", &["loc"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["loc"]).await;
+    let (one, two) = (open_session(&gw, "ka").await, open_session(&gw, "ka").await);
+    // One child at most: the second session's takes the first's place
+    // (idle), and the first gets a new one when it calls again.
+    let first = pid_in(&gw, &one).await;
+    assert_eq!(pid_in(&gw, &one).await, first);
+    let second = pid_in(&gw, &two).await;
+    assert_ne!(second, first);
+    until(|| async { gone(first) }).await;
+    let again = pid_in(&gw, &one).await;
+    assert!(again != first && again != second);
+    assert_eq!(children(&gw.metrics().await), Some(1.0));
+    // Idle past idle_timeout_ms: ended, its process gone.
+    until(|| async { children(&gw.metrics().await) == Some(0.0) }).await;
+    until(|| async { gone(again) }).await;
+    // A session that ends (DELETE) ends its child at once.
+    let pid = pid_in(&gw, &two).await;
+    let ended = gw
+        .client
+        .delete(&gw.url)
+        .bearer_auth("ka")
+        .header("mcp-session-id", &two)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 200);
+    assert_eq!(children(&gw.metrics().await), Some(0.0));
+    until(|| async { gone(pid) }).await;
+    gw.stop().await;
+}
+
+/// Whether no process has this pid any more.
+fn gone(pid: i32) -> bool {
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_child_per_session_asks_a_client_of_the_stdio_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n",
+        per_session(2, 60_000),
+        tenant("ka", &["loc"]),
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept", "content": {"name": "Katherine"}}},
+        "steps": [{"op": "call", "name": "loc__ask", "arguments": {}}],
+    });
+    let (_, answers) = sdk_stdio_client("legacy", &path, "a", steps).await;
+    assert_eq!(text_of(&answers[0]), "accept: Katherine", "{answers:?}");
+}

@@ -79,12 +79,13 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
 async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() {
     use serde_json::json;
     // With a store, and limits that lease and borrow from it, so that its
-    // series exist too.
+    // series exist too; and an upstream with a child per session.
     let redis = crate::support::Redis::start();
     let yaml = format!(
-        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n",
+        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n",
         redis.url(),
         stdio_upstream("s", &[]),
+        crate::support::sdk_stdio().replace("timeout_ms: 1000}", "per_session: true}"),
     );
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;

@@ -25,8 +25,8 @@ use tenants::*;
 use upstreams::*;
 
 use super::{
-    AuthSettings, Config, GatewaySettings, HttpSpec, Limits, Protocol, Secrets, StdioSpec,
-    TenantSpec, ToolGlobs, TransportSpec, UpstreamSpec,
+    AuthSettings, Config, GatewaySettings, HttpSpec, Limits, PerSessionSpec, Protocol, Secrets,
+    StdioSpec, TenantSpec, ToolGlobs, TransportSpec, UpstreamSpec,
 };
 
 /// One thing wrong with the configuration, and where.
@@ -277,6 +277,52 @@ tenants:
             c.upstream("search").unwrap().timeout,
             Duration::from_secs(30)
         );
+    }
+
+    #[test]
+    fn a_child_per_session_is_for_stdio_children_of_the_model_context_protocol() {
+        let text = r#"
+upstreams:
+  a: {stdio: {command: x}, protocol: modelcontextprotocol, per_session: true, max_children: 2, idle_timeout_ms: 1000}
+  b: {stdio: {command: x}, protocol: modelcontextprotocol}
+tenants:
+  t: {api_keys: [k], upstreams: [a, b]}
+"#;
+        let c = Config::from_yaml(text, &Fake).unwrap();
+        assert_eq!(
+            c.upstream("a").unwrap().per_session,
+            Some(PerSessionSpec {
+                max_children: 2,
+                idle_timeout: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(c.upstream("b").unwrap().per_session, None);
+        let text = r#"
+upstreams:
+  a: {stdio: {command: x}, per_session: true}
+  b: {http: {url: "http://x/mcp"}, protocol: modelcontextprotocol, per_session: true}
+  c: {stdio: {command: x}, protocol: modelcontextprotocol, max_children: 3}
+  d: {stdio: {command: x}, protocol: modelcontextprotocol, per_session: true, max_children: 0, idle_timeout_ms: 0}
+tenants:
+  t: {api_keys: [k], upstreams: [a, b, c, d]}
+"#;
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
+            panic!("accepted")
+        };
+        let text = problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        for at in [
+            "upstreams.a.per_session",
+            "upstreams.b.per_session",
+            "upstreams.c.max_children",
+            "upstreams.d.max_children",
+            "upstreams.d.idle_timeout_ms",
+        ] {
+            assert!(text.contains(at), "{at} missing from:\n{text}");
+        }
     }
 
     #[test]

@@ -97,6 +97,22 @@ pub(super) fn upstream(
             None
         }
     };
+    let per_session = per_session(
+        &at,
+        &raw.per_session,
+        raw.max_children,
+        raw.idle_timeout_ms,
+        p,
+    );
+    if per_session.is_some()
+        && !(matches!(transport, Some(TransportSpec::Stdio(_)))
+            && protocol == Some(Protocol::ModelContext))
+    {
+        p.add(
+            format!("{at}.per_session"),
+            "is for stdio upstreams of the Model Context Protocol (protocol: modelcontextprotocol)",
+        );
+    }
     Some(UpstreamSpec {
         name: name.clone(),
         transport: transport?,
@@ -106,8 +122,48 @@ pub(super) fn upstream(
         max_concurrency: concurrency,
         max_queue,
         pin: raw.pin,
+        per_session,
     })
     .filter(|_| is_name(&name))
+}
+
+/// `per_session` and its bounds (which mean nothing without it).
+fn per_session(
+    at: &str,
+    on: &bool,
+    max_children: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    p: &mut Problems,
+) -> Option<PerSessionSpec> {
+    if !on {
+        for (key, set) in [
+            ("max_children", max_children.is_some()),
+            ("idle_timeout_ms", idle_timeout_ms.is_some()),
+        ] {
+            if set {
+                p.add(format!("{at}.{key}"), "needs per_session: true");
+            }
+        }
+        return None;
+    }
+    let max_children = match max_children {
+        Some(0) => {
+            p.add(format!("{at}.max_children"), "must be greater than 0");
+            0
+        }
+        n => n.map_or(16, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+    };
+    let idle_timeout = match idle_timeout_ms {
+        Some(0) => {
+            p.add(format!("{at}.idle_timeout_ms"), "must be greater than 0");
+            Duration::ZERO
+        }
+        ms => Duration::from_millis(ms.unwrap_or(300_000)),
+    };
+    Some(PerSessionSpec {
+        max_children,
+        idle_timeout,
+    })
 }
 
 /// Headers that frame the request or govern the connection (RFC 9110 7.6.1

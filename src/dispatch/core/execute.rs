@@ -183,7 +183,9 @@ impl Dispatcher {
     /// Calls the tool with this namespaced id for `tenant`: its result, the
     /// output checked against the tool's outputSchema. With `reports`, what
     /// the upstream reports of the call before its answer (progress, log
-    /// lines) is handed to it as it comes, all before the result.
+    /// lines, its requests) is handed to it as it comes, all before the
+    /// result. `session`: the scope of a client session that can be asked
+    /// (an upstream with a child per session runs the call on that child).
     pub async fn call_tool(
         &self,
         tenant: &Tenant,
@@ -191,6 +193,7 @@ impl Dispatcher {
         arguments: Json<'_>,
         audit: &mut Audit,
         reports: Option<&(dyn Fn(Report) + Sync)>,
+        session: Option<&[u8]>,
     ) -> Result<ToolResult, GatewayError> {
         // The audit line's fields cost a copy and a digest: only when it is written.
         if audit.enabled {
@@ -236,7 +239,7 @@ impl Dispatcher {
         }
 
         let answer = up
-            .call_tool(&entry, arguments, reports)
+            .call_tool(&entry, arguments, reports, session)
             .await
             .map_err(|error| GatewayError::Upstream {
                 upstream: up.name.clone(),

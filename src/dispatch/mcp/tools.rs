@@ -247,9 +247,20 @@ impl ModelContext<'_> {
             })
         });
         let reports = forward.as_ref().map(|f| f as &(dyn Fn(Report) + Sync));
+        let session = via
+            .asks
+            .filter(|_| era == Era::Handshake && reports.is_some())
+            .map(|a| a.scope);
         let result = self
             .core
-            .call_tool(tenant, Cow::Borrowed(&*tool.id), arguments, audit, reports)
+            .call_tool(
+                tenant,
+                Cow::Borrowed(&*tool.id),
+                arguments,
+                audit,
+                reports,
+                session,
+            )
             .await;
         Ok((tool, result))
     }
