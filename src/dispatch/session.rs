@@ -396,11 +396,12 @@ impl Session {
                 // The tenant's concurrency slot is held until the answer is out.
                 let _admission = admission;
                 // A call's progress goes out on the session, before its answer.
+                let asking = asking
+                    .as_ref()
+                    .map(|(scope, can)| mcp::Asking { scope, can: *can });
                 let via = Via {
                     progress: reports.then_some(&out),
-                    asks: asking
-                        .as_ref()
-                        .map(|(scope, can)| mcp::Asking { scope, can: *can }),
+                    asks: asking.as_ref(),
                     ..via
                 };
                 let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace, via).await;

@@ -267,7 +267,7 @@ async fn one_message(
         notifies: s.mcp_sessions.is_some(),
         progress,
         log_level: None,
-        asks,
+        asks: asks.as_ref(),
     };
     let (out, _, status) = match &in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,

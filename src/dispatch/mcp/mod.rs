@@ -209,7 +209,7 @@ pub struct Via<'a> {
     pub log_level: Option<LogLevel>,
     /// Where the client can be asked by an upstream during its calls (a
     /// handshake-era client with a stream back to it); `None`: it cannot.
-    pub asks: Option<Asking<'a>>,
+    pub asks: Option<&'a Asking<'a>>,
 }
 
 /// The protocol's log levels, least severe first (RFC 5424's, as the

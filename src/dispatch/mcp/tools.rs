@@ -209,60 +209,87 @@ impl ModelContext<'_> {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
-        // What the client can be told before the result: its progress, when
-        // it asked, and the call's log lines at the level it set (2026-07-28:
-        // only when the request names one; the handshake era: its session's,
-        // every level if it set none).
-        // A handshake-era client that declared what it answers is also
-        // asked what the upstream asks during the call (see `asking`).
+        let id = Cow::Borrowed(&*tool.id);
+        let result = match via.progress {
+            None => {
+                self.core
+                    .call_tool(tenant, id, arguments, audit, None, None)
+                    .await
+            }
+            // Boxed: a call whose client hears nothing before its result
+            // does not carry the state of one that may.
+            Some(out) => {
+                let reported = Reported {
+                    era,
+                    out,
+                    params: call.params,
+                };
+                Box::pin(self.call_reported(tenant, id, arguments, audit, via, reported)).await
+            }
+        };
+        Ok((tool, result))
+    }
+}
+
+/// Where a call's reports can go, and what its request asked for.
+struct Reported<'a> {
+    era: Era,
+    out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+    params: Option<Json<'a>>,
+}
+
+impl ModelContext<'_> {
+    /// A call whose client can be told things before its result: its
+    /// progress, when it asked, and the call's log lines at the level it set
+    /// (2026-07-28: only when the request names one; the handshake era: its
+    /// session's, every level if it set none). A handshake-era client that
+    /// declared what it answers is also asked what the upstream asks during
+    /// the call (see `asking`), and an upstream with a child per session
+    /// runs the call on that client's child.
+    async fn call_reported(
+        &self,
+        tenant: &Tenant,
+        id: Cow<'_, str>,
+        arguments: Json<'_>,
+        audit: &mut Audit,
+        via: Via<'_>,
+        r: Reported<'_>,
+    ) -> Result<ToolResult, GatewayError> {
         let forwards = Forwards::default();
         let asks = self.core.asks();
-        let forward = via.progress.and_then(|out| {
-            let (token, asked) = asked_reports(call.params);
-            let level = match era {
-                Era::Stateless => asked,
-                Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
-            };
-            let asking = via.asks.filter(|_| era == Era::Handshake);
-            (token.is_some() || level.is_some() || asking.is_some()).then_some({
-                let forwards = &forwards;
-                move |report: Report| {
-                    let notification = match report {
-                        Report::Progress(report) => token
-                            .as_ref()
-                            .and_then(|token| progress_notification(&report, token)),
-                        Report::Message(line) => {
-                            level.and_then(|level| message_notification(&line, level))
-                        }
-                        Report::Ask(ask) => {
-                            forwards.ask(asks, &tenant.name, asking, out, ask);
-                            None
-                        }
-                    };
-                    // A client that does not read loses reports, not the call.
-                    if let Some(notification) = notification {
-                        let _ = out.try_send(notification);
+        let (token, asked) = asked_reports(r.params);
+        let level = match r.era {
+            Era::Stateless => asked,
+            Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
+        };
+        let asking = via.asks.filter(|_| r.era == Era::Handshake).copied();
+        let out = r.out;
+        let forward = (token.is_some() || level.is_some() || asking.is_some()).then_some({
+            let forwards = &forwards;
+            move |report: Report| {
+                let notification = match report {
+                    Report::Progress(report) => token
+                        .as_ref()
+                        .and_then(|token| progress_notification(&report, token)),
+                    Report::Message(line) => {
+                        level.and_then(|level| message_notification(&line, level))
                     }
+                    Report::Ask(ask) => {
+                        forwards.ask(asks, &tenant.name, asking, out, ask);
+                        None
+                    }
+                };
+                // A client that does not read loses reports, not the call.
+                if let Some(notification) = notification {
+                    let _ = out.try_send(notification);
                 }
-            })
+            }
         });
         let reports = forward.as_ref().map(|f| f as &(dyn Fn(Report) + Sync));
-        let session = via
-            .asks
-            .filter(|_| era == Era::Handshake && reports.is_some())
-            .map(|a| a.scope);
-        let result = self
-            .core
-            .call_tool(
-                tenant,
-                Cow::Borrowed(&*tool.id),
-                arguments,
-                audit,
-                reports,
-                session,
-            )
-            .await;
-        Ok((tool, result))
+        let session = asking.filter(|_| reports.is_some()).map(|a| a.scope);
+        self.core
+            .call_tool(tenant, id, arguments, audit, reports, session)
+            .await
     }
 }
 
