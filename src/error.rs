@@ -70,6 +70,9 @@ pub enum GatewayError {
     /// A `resources/read` of a uri the tenant does not see (the Model Context Protocol's face).
     #[error("resource not found")]
     ResourceNotFound(String),
+    /// A tool its upstream runs only as a task, which the gateway does not relay.
+    #[error("the tool runs only as a task")]
+    TaskOnly { upstream: Arc<str> },
     /// A 2026-07-28 request whose mirrored headers disagree with its body.
     #[error("header mismatch: {0}")]
     HeaderMismatch(String),
@@ -226,6 +229,13 @@ impl GatewayError {
                     "the tenant has {limit} connections open, its limit; retry on one of them"
                 )),
             ),
+            E::TaskOnly { upstream } => own(
+                codes::INTERNAL_ERROR,
+                "The tool runs only as a task",
+                Some(format!(
+                    "upstream {upstream} runs this tool only as a task, which the gateway does not relay"
+                )),
+            ),
             E::ResourceNotFound(uri) => own(
                 codes::RESOURCE_NOT_FOUND,
                 "Resource not found",
@@ -274,6 +284,7 @@ impl GatewayError {
             E::InvalidOutput { .. } => "upstream_protocol_error",
             E::Revoked => "unauthorized",
             E::ResourceNotFound(_) => "invalid_params",
+            E::TaskOnly { .. } => "task_only",
             E::TooManySessions { .. } | E::TooManyConnections { .. } | E::SessionBusy { .. } => {
                 "over_capacity"
             }

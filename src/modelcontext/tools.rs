@@ -7,6 +7,11 @@ use super::*;
 /// envelope that carries its content blocks as they came.
 pub const ENVELOPE_SCHEMA: &str = r#"{"type":"object","properties":{"content":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"}},"required":["type"]}}},"required":["content"]}"#;
 
+/// What the description of a tool that runs only as a task says, where the
+/// gateway lists it (an MCP v1.0 agent cannot call it).
+pub const TASK_ONLY_NOTE: &str =
+    "(Runs only as a task, which the gateway does not relay: calling it fails.)";
+
 /// A tool mapped onto an MCP v1.0 definition.
 pub struct MappedTool {
     /// `{mcpId, name, description, inputSchema, outputSchema}`.
@@ -42,11 +47,17 @@ pub fn tool(def: &Map<String, Value>) -> Result<MappedTool, LeftOut> {
         Some(Value::Object(schema)) => (Value::Object(schema.clone()), true),
         Some(_) => return Err(bad("outputSchema is not an object")),
     };
-    let description = match def.get("description") {
+    let mut description = match def.get("description") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(d)) => d.clone(),
         Some(_) => return Err(bad("description is not a string")),
     };
+    if crate::protocol::catalog::task_only(&Value::Object(def.clone())) {
+        if !description.is_empty() {
+            description.push(' ');
+        }
+        description.push_str(TASK_ONLY_NOTE);
+    }
     let mut out = Map::new();
     out.insert("mcpId".into(), original_id(Kind::Tool, name).into());
     out.insert("name".into(), name.into());

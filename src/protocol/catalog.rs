@@ -50,6 +50,9 @@ pub struct ToolEntry {
     /// carries that MCP v1.0 has no place for: its `title`, `annotations`,
     /// `icons`, `execution` and `_meta`, as a JSON object, for that face.
     pub kept: Option<Box<str>>,
+    /// The upstream runs it only as a task (`execution.taskSupport:
+    /// "required"`), which the gateway does not relay: a call is refused.
+    pub task_only: bool,
     input: LazyValidator,
     output: LazyValidator,
 }
@@ -436,6 +439,7 @@ fn admit(
             };
             let mut entry = compile_tool(&def, &original, route, print).map_err(drop)?;
             entry.kept = source.as_ref().and_then(kept_members);
+            entry.task_only = source.as_ref().is_some_and(task_only);
             Some(entry)
         }
         _ => None,
@@ -445,12 +449,23 @@ fn admit(
     Ok((namespaced.clone(), json, tool.map(|t| (namespaced, t))))
 }
 
+/// Whether an upstream's own tool definition runs only as a task.
+pub fn task_only(source: &Value) -> bool {
+    source
+        .pointer("/execution/taskSupport")
+        .and_then(Value::as_str)
+        == Some("required")
+}
+
 /// The members of an upstream's own tool definition that MCP v1.0 has no
-/// place for, as a JSON object (`None` when it has none of them).
+/// place for, as a JSON object (`None` when it has none of them); a
+/// task-only tool's own description too (the core's says it is task-only).
 fn kept_members(source: &Value) -> Option<Box<str>> {
+    let description = task_only(source).then_some("description");
     let source = source.as_object()?;
     let kept: Map<String, Value> = ["title", "annotations", "icons", "execution", "_meta"]
         .into_iter()
+        .chain(description)
         .filter_map(|k| source.get(k).map(|v| (k.to_owned(), v.clone())))
         .collect();
     (!kept.is_empty()).then(|| Value::Object(kept).to_string().into_boxed_str())
@@ -472,6 +487,7 @@ fn compile_tool(
         route,
         fingerprint,
         kept: None,
+        task_only: false,
         input: compile("inputSchema")?,
         output: compile("outputSchema")?,
     })

@@ -454,3 +454,47 @@ async fn a_stdio_child_per_session_asks_a_client_of_the_stdio_mode() {
     let (_, answers) = sdk_stdio_client("legacy", &path, "a", steps).await;
     assert_eq!(text_of(&answers[0]), "accept: Katherine", "{answers:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_runs_only_as_a_task_says_so_and_fails_cleanly() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    // MCP v1.0: listed with a description that says so; calling it is
+    // refused with -32603 before it reaches the upstream.
+    let tools = gw.list("ka", "mcp/listTools").await;
+    let task_only = tools
+        .iter()
+        .find(|t| t["name"] == "simulate-research-query")
+        .unwrap_or_else(|| panic!("{tools:?}"));
+    let description = task_only["description"].as_str().unwrap();
+    assert!(
+        description.ends_with(
+            "(Runs only as a task, which the gateway does not relay: calling it fails.)"
+        ),
+        "{description}"
+    );
+    let id = task_only["mcpId"].as_str().unwrap();
+    let r = gw.execute("ka", id, json!({"topic": "x"})).await;
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    // The official face lists the upstream's own description and execution.
+    let steps = json!([{"op": "tools"}, {"op": "call", "name": "evh__simulate-research-query", "arguments": {"topic": "x"}}]);
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    let listed = answers[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "evh__simulate-research-query")
+        .unwrap()
+        .clone();
+    assert_eq!(listed["execution"]["taskSupport"], "required", "{listed}");
+    assert!(
+        !listed["description"]
+            .as_str()
+            .unwrap()
+            .contains("Runs only as a task"),
+        "{listed}"
+    );
+    assert_eq!(answers[1]["error"]["code"], -32603, "{answers:?}");
+    gw.stop().await;
+}

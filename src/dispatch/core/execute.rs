@@ -231,6 +231,11 @@ impl Dispatcher {
                 &id,
             )));
         }
+        if entry.task_only {
+            return Err(GatewayError::TaskOnly {
+                upstream: up.name.clone(),
+            });
+        }
         if !up.capabilities().is_some_and(|c| c.can_execute()) {
             return Err(GatewayError::CapabilityMissing {
                 upstream: up.name.clone(),

@@ -311,9 +311,11 @@ pub(super) fn render_tool(
     if let Some(title) = kept.get("title").or_else(|| def.get("name")) {
         tool.insert("title".into(), title.clone());
     }
+    // A task-only tool's own description was kept: the core's notes that it is.
+    let description = kept.get("description").or_else(|| def.get("description"));
     tool.insert(
         "description".into(),
-        def.get("description").cloned().unwrap_or_default(),
+        description.cloned().unwrap_or_default(),
     );
     // The protocol's input schemas have an object root (arguments are an
     // object); one without says so by wrapping, which accepts the same objects.
