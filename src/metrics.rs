@@ -240,7 +240,7 @@ impl Metrics {
             server_requests: counter(
                 &r,
                 "server_requests_total",
-                "Requests from upstreams to the gateway, by outcome: answered (ping, by the gateway), forwarded (to the client whose call it relates to, and its answer delivered), unanswered (the client did not answer within gateway.server_request_timeout_ms, or its call ended first: the upstream is answered with an error), refused (-32601: no client it can be attributed to, or one that cannot be asked), dropped (over gateway.limits.max_server_requests), failed (the answer could not be delivered in time).",
+                "Requests from upstreams to the gateway, by outcome: answered (ping, by the gateway), forwarded (to the client whose call it relates to, and its answer delivered), unanswered (the client did not answer within gateway.server_request_timeout_ms, or its call ended first: the upstream is answered with an error), withdrawn (the upstream cancelled it first: the client is told), refused (-32601: no client it can be attributed to, or one that cannot be asked), dropped (over gateway.limits.max_server_requests), failed (the answer could not be delivered in time).",
                 &["outcome"],
             ),
             server_requests_waiting: int_gauge(
@@ -368,6 +368,8 @@ pub enum ServerRequest {
     Forwarded,
     /// Forwarded, and not answered in time (or the call ended first).
     Unanswered,
+    /// Forwarded, and cancelled by the upstream before the client answered.
+    Withdrawn,
     /// Answered -32601: a request the gateway does not serve.
     Refused,
     /// Over the bound of requests being answered at once: not answered.
@@ -377,10 +379,11 @@ pub enum ServerRequest {
 }
 
 impl ServerRequest {
-    pub const ALL: [ServerRequest; 6] = [
+    pub const ALL: [ServerRequest; 7] = [
         ServerRequest::Answered,
         ServerRequest::Forwarded,
         ServerRequest::Unanswered,
+        ServerRequest::Withdrawn,
         ServerRequest::Refused,
         ServerRequest::Dropped,
         ServerRequest::Failed,
@@ -391,6 +394,7 @@ impl ServerRequest {
             ServerRequest::Answered => "answered",
             ServerRequest::Forwarded => "forwarded",
             ServerRequest::Unanswered => "unanswered",
+            ServerRequest::Withdrawn => "withdrawn",
             ServerRequest::Refused => "refused",
             ServerRequest::Dropped => "dropped",
             ServerRequest::Failed => "failed",

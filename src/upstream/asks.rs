@@ -134,6 +134,13 @@ impl Asks {
     }
 }
 
+impl Forwarded {
+    /// The id the client was sent (JSON text).
+    pub fn id(&self) -> &str {
+        &self.key.1
+    }
+}
+
 impl Drop for Forwarded {
     fn drop(&mut self) {
         if let Some((_, waiting)) = self.asks.0.waiting.remove(&self.key) {
@@ -153,6 +160,7 @@ mod tests {
             .map(JsonBuf::from)
             .ok();
         let ask = Ask {
+            id: JsonBuf::from(raw("7")),
             method: method.into(),
             params,
             reply,

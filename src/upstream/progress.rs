@@ -26,6 +26,9 @@ pub enum Report {
     Message(JsonBuf),
     /// A request of the upstream's for the call's client to answer.
     Ask(Ask),
+    /// The upstream cancelled its request with this id (JSON text): a call
+    /// that forwarded it tells its client so.
+    Withdrawn(JsonBuf),
 }
 
 /// The methods an upstream may ask a call's client, through the gateway.
@@ -42,6 +45,8 @@ pub const ASKED: [&str; 4] = [
 /// answered to the upstream as an error.
 #[derive(Debug)]
 pub struct Ask {
+    /// The upstream's own id for it.
+    pub id: JsonBuf,
     pub method: Box<str>,
     pub params: Option<JsonBuf>,
     pub reply: tokio::sync::oneshot::Sender<AskReply>,
@@ -65,19 +70,27 @@ impl Ask {
 
 /// Waits (at most `wait`, counted in `waiting`) for what becomes of a
 /// forwarded [`Ask`]: the answer to send the upstream under its own `id`,
-/// and how to count it.
+/// and how to count it; nothing to send (`Withdrawn`) once the upstream
+/// withdrew it (`withdrawn`).
 pub async fn answer_of(
     id: &JsonBuf,
     answered: tokio::sync::oneshot::Receiver<AskReply>,
     wait: std::time::Duration,
     waiting: &prometheus::IntGauge,
+    withdrawn: &tokio_util::sync::CancellationToken,
 ) -> (Vec<u8>, crate::metrics::ServerRequest) {
     use crate::jsonrpc::message::{Reply, write_reply};
     use crate::jsonrpc::{ErrorObject, codes};
     use crate::metrics::ServerRequest;
     waiting.inc();
-    let got = tokio::time::timeout(wait, answered).await;
-    waiting.dec();
+    let got = {
+        // Decremented however the wait ends (a withdrawn request's is dropped).
+        let _waiting = scopeguard(|| waiting.dec());
+        tokio::select! {
+            got = tokio::time::timeout(wait, answered) => got,
+            () = withdrawn.cancelled() => return (Vec::new(), ServerRequest::Withdrawn),
+        }
+    };
     let mut reply = Vec::new();
     let id = Some(id.as_json());
     let outcome = match got {
@@ -114,11 +127,27 @@ pub type Heard = mpsc::Receiver<Report>;
 /// never the gateway's memory.
 const QUEUED: usize = 64;
 
+/// Runs `f` when dropped.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
 /// The upstream's calls waiting for progress, by the token text they were sent with.
 #[derive(Default)]
 pub struct Progress {
     next: AtomicU64,
     waiting: Mutex<HashMap<Box<str>, mpsc::Sender<Report>>>,
+    /// Requests of the upstream's forwarded to clients, by the upstream's
+    /// id (JSON text): cancelled when the upstream withdraws one.
+    asked: Mutex<HashMap<Box<str>, tokio_util::sync::CancellationToken>>,
 }
 
 /// A call's place in the table, left when dropped.
@@ -197,6 +226,48 @@ impl Progress {
             }
         }
         Err(ask)
+    }
+
+    /// Enters a forwarded request the upstream may withdraw: the token its
+    /// waiter ends on. [`Self::answered`] leaves it.
+    pub fn asked(&self, id: &JsonBuf) -> tokio_util::sync::CancellationToken {
+        let token = tokio_util::sync::CancellationToken::new();
+        self.asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.get().into(), token.clone());
+        token
+    }
+
+    /// The forwarded request `id` has had its answer (or was withdrawn).
+    pub fn answered(&self, id: &JsonBuf) {
+        self.asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id.get());
+    }
+
+    /// An upstream's `notifications/cancelled`: when it names a request
+    /// forwarded to a client, that request's wait ends (unanswered) and the
+    /// call that forwarded it is told; whether it named one.
+    pub fn withdraw(&self, params: Json<'_>) -> bool {
+        let Some([Some(id)]) = crate::jsonrpc::scan::members_of(params, ["requestId"]) else {
+            return false;
+        };
+        let token = self
+            .asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id.get());
+        let Some(token) = token else {
+            return false;
+        };
+        token.cancel();
+        // The call that forwarded it knows it by this id; the others ignore it.
+        for call in self.lock().values() {
+            let _ = call.try_send(Report::Withdrawn(id.to_buf()));
+        }
+        true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<Report>>> {

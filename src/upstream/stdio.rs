@@ -517,6 +517,12 @@ impl Reader {
                     }
                     return;
                 }
+                // The child withdrawing a request it forwarded to a client.
+                if method == "notifications/cancelled"
+                    && params.is_some_and(|p| self.up.progress().withdraw(p))
+                {
+                    return;
+                }
                 if self
                     .events
                     .try_send((method.into_owned(), params.map(Json::to_buf)))
@@ -535,20 +541,30 @@ impl Reader {
                 {
                     let (reply, answered) = tokio::sync::oneshot::channel();
                     let ask = super::progress::Ask {
+                        id: id.to_buf(),
                         method: (&*method).into(),
                         params: params.map(Json::to_buf),
                         reply,
                     };
                     if self.up.progress().deliver_ask_any(ask).is_ok() {
                         let (wait, counted) = (*wait, counted.clone());
-                        let (outbox, id) = (self.outbox.clone(), id.to_buf());
+                        let (outbox, id, up) = (self.outbox.clone(), id.to_buf(), self.up.clone());
+                        let withdrawn = up.progress().asked(&id);
                         runtime.spawn(async move {
+                            use crate::metrics::ServerRequest;
                             let waiting = &counted.server_requests_waiting;
-                            let (out, outcome) =
-                                super::progress::answer_of(&id, answered, wait, waiting).await;
-                            let outcome = match outbox.try_send(Bytes::from(out)) {
-                                Ok(()) => outcome,
-                                Err(_) => crate::metrics::ServerRequest::Failed,
+                            let (out, outcome) = super::progress::answer_of(
+                                &id, answered, wait, waiting, &withdrawn,
+                            )
+                            .await;
+                            up.progress().answered(&id);
+                            let outcome = if outcome == ServerRequest::Withdrawn {
+                                outcome
+                            } else {
+                                match outbox.try_send(Bytes::from(out)) {
+                                    Ok(()) => outcome,
+                                    Err(_) => ServerRequest::Failed,
+                                }
                             };
                             counted.server_request(outcome);
                         });

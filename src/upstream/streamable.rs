@@ -376,6 +376,11 @@ impl StreamableLink {
             {
                 None
             }
+            // The upstream withdrawing a request it forwarded to a client.
+            Ok(UpstreamMessage::Notification {
+                method,
+                params: Some(params),
+            }) if method == "notifications/cancelled" && self.0.progress.withdraw(params) => None,
             Ok(UpstreamMessage::Notification { method, params }) => {
                 let event = (method.to_string(), params.map(Json::to_buf));
                 // Queued for the supervisor, which relists (coalesced) as
@@ -456,13 +461,15 @@ impl StreamableLink {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ())?;
         let (reply, answered) = tokio::sync::oneshot::channel();
         let ask = super::progress::Ask {
+            id: id.to_buf(),
             method: method.into(),
             params: params.map(Json::to_buf),
             reply,
         };
         self.0.progress.deliver_ask(&token, ask).map_err(|_| ())?;
         let (link, id) = (self.clone(), id.to_buf());
-        runtime.spawn(async move { link.answer_when_asked(id, answered).await });
+        let withdrawn = self.0.progress.asked(&id);
+        runtime.spawn(async move { link.answer_when_asked(id, answered, withdrawn).await });
         Ok(())
     }
 
@@ -472,12 +479,18 @@ impl StreamableLink {
         &self,
         id: JsonBuf,
         answered: tokio::sync::oneshot::Receiver<super::progress::AskReply>,
+        withdrawn: CancellationToken,
     ) {
         use crate::metrics::ServerRequest;
         let answers = &self.0.answers;
         let waiting = &answers.metrics.server_requests_waiting;
         let (reply, outcome) =
-            super::progress::answer_of(&id, answered, answers.wait, waiting).await;
+            super::progress::answer_of(&id, answered, answers.wait, waiting, &withdrawn).await;
+        self.0.progress.answered(&id);
+        if outcome == ServerRequest::Withdrawn {
+            answers.metrics.server_request(outcome);
+            return;
+        }
         let sent = tokio::time::timeout(answers.within, self.post_message(reply)).await;
         let outcome = match sent {
             Ok(Ok(())) => outcome,

@@ -498,3 +498,44 @@ async fn a_tool_that_runs_only_as_a_task_says_so_and_fails_cleanly() {
     assert_eq!(answers[1]["error"]["code"], -32603, "{answers:?}");
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_upstream_withdraws_is_withdrawn_from_its_client() {
+    let server = sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
+        "s".repeat(40),
+        http(&server.url),
+        tenant("ka", &["web"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["web"]).await;
+    // The client would answer after 2 s; the server gives up after 0.5 s
+    // and cancels its request. The client is told, so it never answers.
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept", "content": {"name": "too late"}, "delay": 2}},
+        "steps": [
+            {"op": "call", "name": "web__ask_briefly", "arguments": {}},
+            {"op": "sleep", "s": 2.5},
+            {"op": "asked"},
+        ],
+    });
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert!(text_of(&answers[0]).starts_with("gave up"), "{answers:?}");
+    assert_eq!(answers[2]["asked"].as_array().unwrap().len(), 1);
+    let text = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &text,
+            "mcp_gateway_server_requests_total{outcome=\"withdrawn\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(metric(&text, "mcp_gateway_stray_answers_total"), Some(0.0));
+    assert_eq!(
+        metric(&text, "mcp_gateway_server_requests_waiting"),
+        Some(0.0)
+    );
+    gw.stop().await;
+}

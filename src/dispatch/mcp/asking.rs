@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use crate::jsonrpc::Json;
+use crate::jsonrpc::{Json, JsonBuf};
 use crate::upstream::asks::{Asks, Forwarded};
 use crate::upstream::progress::Ask;
 
@@ -117,9 +117,10 @@ pub struct Asking<'a> {
     pub can: ClientCan,
 }
 
-/// The requests one call forwarded to its client, left when the call ends.
+/// The requests one call forwarded to its client (each with the upstream's
+/// own id, JSON text), left when the call ends.
 #[derive(Default)]
-pub(super) struct Forwards(Mutex<Vec<Forwarded>>);
+pub(super) struct Forwards(Mutex<Vec<(JsonBuf, Forwarded)>>);
 
 impl Forwards {
     /// Forwards `ask` to the call's client on `out` when it can answer it;
@@ -139,6 +140,7 @@ impl Forwards {
         if !asking.can.answers(&ask.method, params) {
             return ask.refuse("the client of this call did not declare that capability");
         }
+        let upstream_id = ask.id.clone();
         match asks.forward(asking.scope, tenant, ask) {
             Ok((message, forwarded)) => {
                 // A client that does not read its stream is not asked: the
@@ -147,11 +149,29 @@ impl Forwards {
                     self.0
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .push(forwarded);
+                        .push((upstream_id, forwarded));
                 }
             }
             Err(ask) => ask.refuse("too many requests wait for this tenant's clients"),
         }
+    }
+}
+
+impl Forwards {
+    /// The upstream withdrew its request `upstream_id`: when this call
+    /// forwarded it, it waits no more, and the `notifications/cancelled` to
+    /// send its client (naming the id the client was sent).
+    pub(super) fn withdrawn(&self, upstream_id: &JsonBuf) -> Option<Vec<u8>> {
+        let mut forwarded = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = forwarded.iter().position(|(id, _)| id == upstream_id)?;
+        let (_, gone) = forwarded.remove(at);
+        let mut message = Vec::with_capacity(128);
+        message.extend_from_slice(
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#,
+        );
+        message.extend_from_slice(gone.id().as_bytes());
+        message.extend_from_slice(br#","reason":"the server withdrew its request"}}"#);
+        Some(message)
     }
 }
 

@@ -278,6 +278,7 @@ impl ModelContext<'_> {
                         forwards.ask(asks, &tenant.name, asking, out, ask);
                         None
                     }
+                    Report::Withdrawn(id) => forwards.withdrawn(&id),
                 };
                 // A client that does not read loses reports, not the call.
                 if let Some(notification) = notification {
