@@ -539,3 +539,62 @@ async fn a_request_the_upstream_withdraws_is_withdrawn_from_its_client() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_elicitation_and_its_prerequisite_error_reach_the_client() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept"}},
+        "steps": [
+            {"op": "call", "name": "evh__trigger-url-elicitation",
+             "arguments": {"url": "https://example.com/consent", "message": "Open it"}},
+            {"op": "asked"},
+            {"op": "call", "name": "evh__trigger-url-elicitation",
+             "arguments": {"url": "https://example.com/consent", "message": "Open it", "errorPath": true}},
+        ],
+    });
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert!(
+        text_of(&answers[0]).contains("User completed the URL elicitation flow"),
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers[1]["asked"],
+        json!([{"method": "elicitation/create", "message": "Open it", "mode": "url",
+                "url": "https://example.com/consent"}])
+    );
+    // The upstream's -32042 (a URL elicitation required first) reaches the
+    // client as the upstream wrote it, data and all.
+    assert_eq!(answers[2]["error"]["code"], -32042, "{answers:?}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_request_leaves_nothing_waiting() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    let session = open_session(&gw, "ka").await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": ELICIT, "arguments": {}}});
+    let response = post_in(&gw, "ka", &session, call).await;
+    let mut events = response.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("elicitation/create") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the request in time")
+            .expect("the stream open")
+            .unwrap();
+        seen.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let waiting = |text: &str| metric(text, "mcp_gateway_server_requests_waiting");
+    assert_eq!(waiting(&gw.metrics().await), Some(1.0));
+    // The client goes away: its call ends, and the upstream is answered.
+    drop(events);
+    until(|| async { waiting(&gw.metrics().await) == Some(0.0) }).await;
+    until(|| async { counted(&gw, "unanswered").await == 1.0 }).await;
+    gw.stop().await;
+}
