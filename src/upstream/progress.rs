@@ -86,9 +86,12 @@ pub async fn answer_of(
     let got = {
         // Decremented however the wait ends (a withdrawn request's is dropped).
         let _waiting = scopeguard(|| waiting.dec());
+        // A withdrawal first: the call it came in may end right after it
+        // (dropping the reply), and the upstream must then get no answer.
         tokio::select! {
-            got = tokio::time::timeout(wait, answered) => got,
+            biased;
             () = withdrawn.cancelled() => return (Vec::new(), ServerRequest::Withdrawn),
+            got = tokio::time::timeout(wait, answered) => got,
         }
     };
     let mut reply = Vec::new();
