@@ -338,4 +338,41 @@ mod tests {
         }
         assert_eq!(kept, QUEUED);
     }
+
+    #[test]
+    fn an_ask_reaches_its_call_and_a_withdrawal_ends_its_wait() {
+        let table = Progress::default();
+        let (call, mut heard) = table.register();
+        let (reply, _answered) = tokio::sync::oneshot::channel();
+        let ask = Ask {
+            id: JsonBuf::from(json("3")),
+            method: "elicitation/create".into(),
+            params: None,
+            reply,
+        };
+        assert!(table.deliver_ask(&call.token, ask).is_ok());
+        let Ok(Report::Ask(ask)) = heard.try_recv() else {
+            panic!("no ask")
+        };
+        let waiting = table.asked(&ask.id);
+        // A cancellation naming another request, or none: nothing withdrawn.
+        assert!(!table.withdraw(Json::from(&*json(r#"{"requestId":4}"#))));
+        assert!(!table.withdraw(Json::from(&*json(r#"{"reason":"x"}"#))));
+        assert!(!waiting.is_cancelled());
+        assert!(table.withdraw(Json::from(&*json(r#"{"requestId":3,"reason":"x"}"#))));
+        assert!(waiting.is_cancelled());
+        assert!(matches!(heard.try_recv(), Ok(Report::Withdrawn(id)) if id.get() == "3"));
+        // Once withdrawn, the same id names nothing.
+        assert!(!table.withdraw(Json::from(&*json(r#"{"requestId":3}"#))));
+        // With no call waiting, an ask is handed back (and refused by the link).
+        drop(call);
+        let (reply, _) = tokio::sync::oneshot::channel();
+        let again = Ask {
+            id: JsonBuf::from(json("5")),
+            method: "roots/list".into(),
+            params: None,
+            reply,
+        };
+        assert!(table.deliver_ask_any(again).is_err());
+    }
 }

@@ -223,4 +223,36 @@ mod tests {
             ClientCan(0)
         );
     }
+
+    #[tokio::test]
+    async fn a_withdrawn_request_is_withdrawn_from_the_client_under_its_own_id() {
+        let asks = Asks::default();
+        let forwards = Forwards::default();
+        let (out, mut sent) = mpsc::channel(4);
+        let (reply, _answered) = tokio::sync::oneshot::channel();
+        let ask = Ask {
+            id: JsonBuf::from(params("12")),
+            method: "elicitation/create".into(),
+            params: Some(JsonBuf::from(params(
+                r#"{"message":"m","requestedSchema":{}}"#,
+            ))),
+            reply,
+        };
+        let asking = Asking {
+            scope: b"session",
+            can: ClientCan(ClientCan::ELICIT_FORM),
+        };
+        forwards.ask(&asks, &"t".into(), Some(asking), &out, ask);
+        let request: serde_json::Value =
+            serde_json::from_slice(&sent.recv().await.unwrap()).unwrap();
+        let given = request["id"].clone();
+        assert!(asks.waits(b"session", &given.to_string()));
+        // Another request's withdrawal is not this call's.
+        assert!(forwards.withdrawn(&JsonBuf::from(params("13"))).is_none());
+        let cancelled = forwards.withdrawn(&JsonBuf::from(params("12"))).unwrap();
+        let cancelled: serde_json::Value = serde_json::from_slice(&cancelled).unwrap();
+        assert_eq!(cancelled["method"], "notifications/cancelled");
+        assert_eq!(cancelled["params"]["requestId"], given);
+        assert!(!asks.waits(b"session", &given.to_string()));
+    }
 }
