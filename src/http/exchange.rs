@@ -240,14 +240,12 @@ async fn one_message(
                             && !s.calls.cancel(session, id.get())
                             && let Some(store) = sessions.store()
                         {
-                            // Not here: the replica running it hears it through the store.
-                            let (store, session, id) =
-                                (store.clone(), session.to_vec(), id.get().to_owned());
-                            tokio::spawn(async move {
-                                if let Err(e) = store.announce_cancel(&session, &id).await {
-                                    tracing::debug!(error = %e, "a cancellation not shared with the other replicas");
-                                }
-                            });
+                            // Not here: the replica running it hears it through
+                            // the store; while that is down, the client is told.
+                            if let Err(e) = store.announce_cancel(session, id.get()).await {
+                                tracing::debug!(error = %e, "a cancellation not shared with the other replicas");
+                                return Exchange::Reply(store_unavailable("cancellation"));
+                            }
                         }
                     }
                     _ => {}
@@ -371,23 +369,31 @@ async fn client_answer(
     }
     if s.dispatcher.asks().answer(session, id.get(), outcome) == Taken::Stray {
         match sessions.store() {
-            // Not waiting here: the replica where it waits takes it from the store.
+            // Not waiting here: the replica where it waits takes it from the
+            // store; while that is down, the client is told.
             Some(store) => {
-                let (store, session, id) = (store.clone(), session.to_vec(), id.get().to_owned());
-                let outcome = outcome
-                    .map(|r| r.get().to_owned())
-                    .map_err(|e| e.get().to_owned());
-                tokio::spawn(async move {
-                    let outcome = outcome.as_deref().map_err(|e| &**e);
-                    if let Err(e) = store.announce_answer(&session, &id, outcome).await {
-                        tracing::debug!(error = %e, "a client's answer not shared with the other replicas");
-                    }
-                });
+                let outcome = outcome.map(Json::get).map_err(Json::get);
+                if let Err(e) = store.announce_answer(session, id.get(), outcome).await {
+                    tracing::debug!(error = %e, "a client's answer not shared with the other replicas");
+                    return store_unavailable("answer");
+                }
             }
             None => s.dispatcher.metrics().stray_answers.inc(),
         }
     }
     accepted()
+}
+
+/// 503 and `Retry-After` for a message that must reach another replica
+/// through the shared store while the store cannot be reached.
+fn store_unavailable(what: &str) -> Reply {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorObject::new(codes::INTERNAL_ERROR, "Store unavailable").with_data(format!(
+            "this {what} must reach the replica holding the request through the gateway's shared store, which cannot be reached now; retry shortly"
+        )),
+    )
+    .with_header(header::RETRY_AFTER, HeaderValue::from(1))
 }
 
 fn accepted() -> Reply {

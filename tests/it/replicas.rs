@@ -797,3 +797,51 @@ async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream(
         Some(0.0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_refused() {
+    let mut redis = Redis::start();
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 200}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+        redis.url(),
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = send(&gw, reqwest::Method::POST, None, Some(init)).await;
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let answer = json!({"jsonrpc": "2.0", "id": "mcp-gateway-0", "result": {}});
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": "elsewhere"}});
+    // With the store up, what does not wait here is published: 202.
+    for body in [&answer, &cancel] {
+        let r = send(
+            &gw,
+            reqwest::Method::POST,
+            Some(&session),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(r.status(), 202);
+    }
+    redis.kill();
+    // Down: it cannot reach the replica holding the request, and says so.
+    for body in [&answer, &cancel] {
+        let started = Instant::now();
+        let r = send(
+            &gw,
+            reqwest::Method::POST,
+            Some(&session),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(r.status(), 503, "{body}");
+        assert_eq!(r.headers()["retry-after"], "1");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("shared store"), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
