@@ -139,35 +139,27 @@ impl Store {
 
     /// Tells every replica to relist `upstream` (its pins were approved).
     pub async fn announce_relisting(&self, upstream: &str) -> Result<(), super::StoreError> {
-        let message = serde_json::to_string(&Message {
+        self.announce(Message {
             origin: self.replica_id().to_owned(),
             upstream: upstream.to_owned(),
             changed: None,
             cancel: None,
             answer: None,
         })
-        .unwrap_or_default();
-        let _: i64 = self
-            .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
-            .await?;
-        Ok(())
+        .await
     }
 
     /// Tells every replica that a client cancelled its call `id` (JSON
     /// text) of `session`: the one running it ends it.
     pub async fn announce_cancel(&self, session: &[u8], id: &str) -> Result<(), super::StoreError> {
-        let message = serde_json::to_string(&Message {
+        self.announce(Message {
             origin: self.replica_id().to_owned(),
             upstream: String::new(),
             changed: None,
             cancel: Some((String::from_utf8_lossy(session).into_owned(), id.to_owned())),
             answer: None,
         })
-        .unwrap_or_default();
-        let _: i64 = self
-            .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
-            .await?;
-        Ok(())
+        .await
     }
 
     /// Tells every replica a client's answer to the request `id` (JSON
@@ -183,7 +175,7 @@ impl Store {
             Ok(result) => (false, result),
             Err(error) => (true, error),
         };
-        let message = serde_json::to_string(&Message {
+        self.announce(Message {
             origin: self.replica_id().to_owned(),
             upstream: String::new(),
             changed: None,
@@ -195,7 +187,13 @@ impl Store {
                 text.to_owned(),
             )),
         })
-        .unwrap_or_default();
+        .await
+    }
+
+    /// Publishes `message` on the change channel for every replica (this
+    /// one ignores its own).
+    async fn announce(&self, message: Message) -> Result<(), super::StoreError> {
+        let message = serde_json::to_string(&message).unwrap_or_default();
         let _: i64 = self
             .query(redis::cmd("PUBLISH").arg(self.channel()).arg(message))
             .await?;

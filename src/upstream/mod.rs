@@ -74,7 +74,7 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// Runs `f` when dropped.
-fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+pub(crate) fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
     struct Guard<F: FnOnce()>(Option<F>);
     impl<F: FnOnce()> Drop for Guard<F> {
         fn drop(&mut self) {

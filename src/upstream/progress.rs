@@ -85,7 +85,7 @@ pub async fn answer_of(
     waiting.inc();
     let got = {
         // Decremented however the wait ends (a withdrawn request's is dropped).
-        let _waiting = scopeguard(|| waiting.dec());
+        let _waiting = super::scopeguard(|| waiting.dec());
         // A withdrawal first: the call it came in may end right after it
         // (dropping the reply), and the upstream must then get no answer.
         tokio::select! {
@@ -129,19 +129,6 @@ pub type Heard = mpsc::Receiver<Report>;
 /// this, an upstream reporting faster than the caller reads loses reports,
 /// never the gateway's memory.
 const QUEUED: usize = 64;
-
-/// Runs `f` when dropped.
-fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
-    }
-    Guard(Some(f))
-}
 
 /// The upstream's calls waiting for progress, by the token text they were sent with.
 #[derive(Default)]
