@@ -20,7 +20,10 @@ use tokio::sync::mpsc;
 use super::{Answer, DemoServer};
 use crate::jsonrpc::{ErrorObject, Incoming, Reply, classify, codes, write_error, write_reply};
 
-/// Binds `addr` and serves until the process ends; returns the bound address.
+/// Binds `addr` and serves until the process ends or the returned task is
+/// aborted; returns the bound address. Connections are served inside the task,
+/// so aborting it closes every open keep-alive connection as well: the server
+/// is gone, not merely no longer accepting.
 pub async fn start(
     server: Arc<DemoServer>,
     addr: SocketAddr,
@@ -29,7 +32,24 @@ pub async fn start(
     let bound = listener.local_addr()?;
     let app = Router::new().route("/mcp", post(mcp)).with_state(server);
     let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                        connections.spawn(async move {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await;
+                        });
+                    }
+                    // Out of descriptors and the like: pause rather than spin.
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
     });
     Ok((bound, task))
 }
