@@ -70,9 +70,22 @@ pub enum GatewayError {
     /// A `resources/read` of a uri the tenant does not see (the Model Context Protocol's face).
     #[error("resource not found")]
     ResourceNotFound(String),
-    /// A tool its upstream runs only as a task, which the gateway does not relay.
+    /// A tool its upstream runs only as a task, called by an MCP v1.0 agent (which cannot ask for one).
     #[error("the tool runs only as a task")]
     TaskOnly { upstream: Arc<str> },
+    /// A task id that names no task of this tenant's (unknown, another
+    /// tenant's, altered or forged: all read the same).
+    #[error("task not found")]
+    TaskNotFound,
+    /// A call asked to run as a task, of a tool that does not run as one.
+    #[error("tool {0} does not run as a task")]
+    TaskUnsupported(String),
+    /// A call not asked to run as a task, of a tool that runs only as one.
+    #[error("tool {0} runs only as a task")]
+    TaskRequired(String),
+    /// A 2026-07-28 request that needs the tasks extension its client did not declare.
+    #[error("the client did not declare the tasks extension")]
+    TasksExtensionMissing,
     /// A 2026-07-28 request whose mirrored headers disagree with its body.
     #[error("header mismatch: {0}")]
     HeaderMismatch(String),
@@ -233,8 +246,34 @@ impl GatewayError {
                 codes::INTERNAL_ERROR,
                 "The tool runs only as a task",
                 Some(format!(
-                    "upstream {upstream} runs this tool only as a task, which the gateway does not relay"
+                    "upstream {upstream} runs this tool only as a task, which MCP v1.0 cannot ask for"
                 )),
+            ),
+            E::TaskNotFound => own(
+                codes::INVALID_PARAMS,
+                "Failed to retrieve task: Task not found",
+                None,
+            ),
+            E::TaskUnsupported(id) => own(
+                codes::METHOD_NOT_FOUND,
+                "Method not found",
+                Some(format!("tool {id} does not run as a task")),
+            ),
+            E::TaskRequired(id) => own(
+                codes::METHOD_NOT_FOUND,
+                "Method not found",
+                Some(format!(
+                    "tool {id} runs only as a task: call it with params.task"
+                )),
+            ),
+            E::TasksExtensionMissing => WireError::Written(
+                codes::MISSING_CAPABILITY,
+                serde_json::json!({
+                    "code": codes::MISSING_CAPABILITY,
+                    "message": "Missing required client capability",
+                    "data": {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}},
+                })
+                .to_string(),
             ),
             E::ResourceNotFound(uri) => own(
                 codes::RESOURCE_NOT_FOUND,
@@ -285,6 +324,9 @@ impl GatewayError {
             E::Revoked => "unauthorized",
             E::ResourceNotFound(_) => "invalid_params",
             E::TaskOnly { .. } => "task_only",
+            E::TaskNotFound => "invalid_params",
+            E::TaskUnsupported(_) | E::TaskRequired(_) => "method_not_found",
+            E::TasksExtensionMissing => "invalid_request",
             E::TooManySessions { .. } | E::TooManyConnections { .. } | E::SessionBusy { .. } => {
                 "over_capacity"
             }

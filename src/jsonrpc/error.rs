@@ -35,6 +35,8 @@ pub mod codes {
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// 2026-07-28: the HTTP headers do not match the body they mirror.
     pub const HEADER_MISMATCH: i64 = -32020;
+    /// 2026-07-28: the request needs a client capability it did not declare.
+    pub const MISSING_CAPABILITY: i64 = -32021;
     /// 2026-07-28: the request's protocol version is not served.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }

@@ -53,6 +53,10 @@ pub mod method {
     pub const READ_RESOURCE: &str = "resources/read";
     pub const SUBSCRIBE: &str = "resources/subscribe";
     pub const COMPLETE: &str = "completion/complete";
+    pub const TASKS_GET: &str = "tasks/get";
+    pub const TASKS_RESULT: &str = "tasks/result";
+    pub const TASKS_LIST: &str = "tasks/list";
+    pub const TASKS_CANCEL: &str = "tasks/cancel";
     pub const LIST_PROMPTS: &str = "prompts/list";
     pub const GET_PROMPT: &str = "prompts/get";
     pub const CANCELLED: &str = "notifications/cancelled";
@@ -104,6 +108,46 @@ pub struct Handshake {
     pub subscribe: bool,
     /// The server answers `completion/complete`.
     pub completions: bool,
+    /// What the server declared of tasks (the 2025-11-25 revision's).
+    pub tasks: TaskCaps,
+}
+
+/// What a server declared of the 2025-11-25 revision's tasks: whether it
+/// runs `tools/call` as a task, and answers `tasks/list` and `tasks/cancel`
+/// (`tasks/get` and `tasks/result` come with any task it creates).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskCaps {
+    pub tool_calls: bool,
+    pub list: bool,
+    pub cancel: bool,
+}
+
+impl TaskCaps {
+    fn of(tasks: Option<&Value>) -> TaskCaps {
+        let has = |pointer: &str| {
+            tasks
+                .and_then(|t| t.pointer(pointer))
+                .is_some_and(Value::is_object)
+        };
+        TaskCaps {
+            tool_calls: has("/requests/tools/call"),
+            list: has("/list"),
+            cancel: has("/cancel"),
+        }
+    }
+
+    /// As bits, to be kept in an atomic.
+    pub fn bits(self) -> u8 {
+        u8::from(self.tool_calls) | u8::from(self.list) << 1 | u8::from(self.cancel) << 2
+    }
+
+    pub fn from_bits(bits: u8) -> TaskCaps {
+        TaskCaps {
+            tool_calls: bits & 1 != 0,
+            list: bits & 2 != 0,
+            cancel: bits & 4 != 0,
+        }
+    }
 }
 
 /// Reads an `initialize` result.
@@ -139,6 +183,7 @@ pub fn read_initialize(result: &str) -> Result<Handshake, String> {
         },
         subscribe,
         completions: has("completions"),
+        tasks: TaskCaps::of(init.capabilities.get("tasks")),
     })
 }
 
@@ -314,6 +359,26 @@ mod tests {
         assert!(h.capabilities.list_tools_provider && h.capabilities.can_execute());
         assert!(h.capabilities.list_resources_provider && !h.capabilities.list_prompts_provider);
         assert!(h.subscribe);
+        assert_eq!(h.tasks, TaskCaps::default());
+        let tasks = read_initialize(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}}"#,
+        )
+        .unwrap()
+        .tasks;
+        assert!(tasks.tool_calls && tasks.list && tasks.cancel);
+        assert_eq!(TaskCaps::from_bits(tasks.bits()), tasks);
+        let listed_only = read_initialize(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tasks":{"list":{},"requests":{"tools":{}}}}}"#,
+        )
+        .unwrap()
+        .tasks;
+        assert_eq!(
+            TaskCaps::from_bits(listed_only.bits()),
+            TaskCaps {
+                list: true,
+                ..TaskCaps::default()
+            }
+        );
         assert!(read_initialize(r#"{"protocolVersion":"2099-01-01","capabilities":{}}"#).is_err());
         assert!(read_initialize(r#"{"capabilities":{}}"#).is_err());
     }

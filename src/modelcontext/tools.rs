@@ -8,9 +8,9 @@ use super::*;
 pub const ENVELOPE_SCHEMA: &str = r#"{"type":"object","properties":{"content":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string"}},"required":["type"]}}},"required":["content"]}"#;
 
 /// What the description of a tool that runs only as a task says, where the
-/// gateway lists it (an MCP v1.0 agent cannot call it).
+/// gateway lists it to MCP v1.0 agents (which have no way to ask for a task).
 pub const TASK_ONLY_NOTE: &str =
-    "(Runs only as a task, which the gateway does not relay: calling it fails.)";
+    "(Runs only as a task, which MCP v1.0 cannot ask for: calling it fails.)";
 
 /// A tool mapped onto an MCP v1.0 definition.
 pub struct MappedTool {

@@ -51,8 +51,11 @@ pub struct ToolEntry {
     /// `icons`, `execution` and `_meta`, as a JSON object, for that face.
     pub kept: Option<Box<str>>,
     /// The upstream runs it only as a task (`execution.taskSupport:
-    /// "required"`), which the gateway does not relay: a call is refused.
+    /// "required"`): a call that does not ask for one is refused.
     pub task_only: bool,
+    /// The upstream runs it as a task when asked (`execution.taskSupport`
+    /// "optional" or "required").
+    pub as_task: bool,
     input: LazyValidator,
     output: LazyValidator,
 }
@@ -440,6 +443,7 @@ fn admit(
             let mut entry = compile_tool(&def, &original, route, print).map_err(drop)?;
             entry.kept = source.as_ref().and_then(kept_members);
             entry.task_only = source.as_ref().is_some_and(task_only);
+            entry.as_task = source.as_ref().is_some_and(as_task);
             Some(entry)
         }
         _ => None,
@@ -455,6 +459,16 @@ pub fn task_only(source: &Value) -> bool {
         .pointer("/execution/taskSupport")
         .and_then(Value::as_str)
         == Some("required")
+}
+
+/// Whether an upstream's own tool definition runs as a task when asked.
+pub fn as_task(source: &Value) -> bool {
+    matches!(
+        source
+            .pointer("/execution/taskSupport")
+            .and_then(Value::as_str),
+        Some("optional" | "required")
+    )
 }
 
 /// The members of an upstream's own tool definition that MCP v1.0 has no
@@ -488,6 +502,7 @@ fn compile_tool(
         fingerprint,
         kept: None,
         task_only: false,
+        as_task: false,
         input: compile("inputSchema")?,
         output: compile("outputSchema")?,
     })

@@ -20,6 +20,28 @@ pub enum Op {
     ListTemplates,
     Subscribe,
     Complete,
+    /// One of the 2025-11-25 revision's task requests.
+    Task(TaskOp),
+}
+
+/// The requests about a task an upstream created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskOp {
+    Get,
+    Result,
+    List,
+    Cancel,
+}
+
+impl TaskOp {
+    pub fn method(self) -> &'static str {
+        match self {
+            TaskOp::Get => mc::TASKS_GET,
+            TaskOp::Result => mc::TASKS_RESULT,
+            TaskOp::List => mc::TASKS_LIST,
+            TaskOp::Cancel => mc::TASKS_CANCEL,
+        }
+    }
 }
 
 /// The protocol an upstream speaks on the wire.
@@ -61,6 +83,7 @@ impl Dialect {
             (Dialect::ModelContext, Op::ListTemplates) => mc::LIST_TEMPLATES,
             (Dialect::ModelContext, Op::Subscribe) => mc::SUBSCRIBE,
             (Dialect::ModelContext, Op::Complete) => mc::COMPLETE,
+            (Dialect::ModelContext, Op::Task(op)) => op.method(),
         }
     }
 

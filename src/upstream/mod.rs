@@ -27,7 +27,7 @@ mod v1;
 mod wire;
 
 pub use call_error::CallError;
-pub use dialect::{Dialect, Op};
+pub use dialect::{Dialect, Op, TaskOp};
 use slots::Slots;
 pub use wire::Params;
 use wire::empty_object;
@@ -537,6 +537,45 @@ impl Upstream {
     /// Context Protocol that declared `completions`).
     pub fn completes(&self) -> bool {
         self.dialect == Dialect::ModelContext && self.mc.completes()
+    }
+
+    /// What it declared of the 2025-11-25 revision's tasks (none for MCP v1.0).
+    pub fn tasks(&self) -> crate::modelcontext::TaskCaps {
+        match self.dialect {
+            Dialect::ModelContext => self.mc.tasks(),
+            Dialect::V1 => crate::modelcontext::TaskCaps::default(),
+        }
+    }
+
+    /// `tools/call` of a tool the upstream runs as a task, with the
+    /// client's `task` params (its requested `ttl`): the upstream's
+    /// `CreateTaskResult` as it gave it. Tasks outlive the session that
+    /// created them, so they run on the upstream's own link, never on a
+    /// session's child.
+    pub async fn create_task(
+        &self,
+        tool: &ToolEntry,
+        arguments: Json<'_>,
+        task: Json<'_>,
+    ) -> Result<JsonBuf, CallError> {
+        let Route::ByName { name, .. } = &tool.route else {
+            return Err(CallError::protocol("MCP v1.0 has no tasks"));
+        };
+        let name = serde_json::to_string(name).unwrap_or_default();
+        let params = format!(
+            r#"{{"name":{name},"arguments":{},"task":{}}}"#,
+            arguments.get(),
+            task.get()
+        );
+        let params: Box<RawValue> = serde_json::from_str(&params)
+            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+        self.call(Op::CallTool, Params::Json((&*params).into()))
+            .await
+    }
+
+    /// One of the task requests (`tasks/get`, ...) with these params.
+    pub async fn task_request(&self, op: TaskOp, params: Json<'_>) -> Result<JsonBuf, CallError> {
+        self.call(Op::Task(op), Params::Json(params)).await
     }
 
     /// `completion/complete` with these params (the upstream's own names

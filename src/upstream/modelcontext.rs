@@ -43,6 +43,8 @@ pub(super) struct State {
     subscribe: AtomicBool,
     /// The server answers `completion/complete`.
     completions: AtomicBool,
+    /// What it declared of tasks ([`mc::TaskCaps`] as bits).
+    tasks: std::sync::atomic::AtomicU8,
     /// Resource contents by uri, as last read (failed reads are not kept).
     resources: Mutex<HashMap<String, Result<ResourceText, LeftOut>>>,
     /// Uris subscribed to on the current connection.
@@ -159,6 +161,7 @@ impl State {
         self.subscribe.store(handshake.subscribe, Ordering::Release);
         self.completions
             .store(handshake.completions, Ordering::Release);
+        self.tasks.store(handshake.tasks.bits(), Ordering::Release);
         // A new connection holds no subscriptions.
         lock(&self.subscribed).clear();
         tracing::info!(upstream = %up.name, revision = %handshake.revision, "Model Context Protocol handshake done");
@@ -470,6 +473,11 @@ impl State {
     /// Whether the server answers `completion/complete`.
     pub(super) fn completes(&self) -> bool {
         self.completions.load(Ordering::Acquire)
+    }
+
+    /// What the server declared of tasks.
+    pub(super) fn tasks(&self) -> mc::TaskCaps {
+        mc::TaskCaps::from_bits(self.tasks.load(Ordering::Acquire))
     }
 
     /// The prompts as the server last listed them.

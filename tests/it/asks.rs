@@ -473,9 +473,8 @@ async fn a_tool_that_runs_only_as_a_task_says_so_and_fails_cleanly() {
         .unwrap_or_else(|| panic!("{tools:?}"));
     let description = task_only["description"].as_str().unwrap();
     assert!(
-        description.ends_with(
-            "(Runs only as a task, which the gateway does not relay: calling it fails.)"
-        ),
+        description
+            .ends_with("(Runs only as a task, which MCP v1.0 cannot ask for: calling it fails.)"),
         "{description}"
     );
     let id = task_only["mcpId"].as_str().unwrap();
@@ -499,7 +498,8 @@ async fn a_tool_that_runs_only_as_a_task_says_so_and_fails_cleanly() {
             .contains("Runs only as a task"),
         "{listed}"
     );
-    assert_eq!(answers[1]["error"]["code"], -32603, "{answers:?}");
+    // Called without asking for a task: -32601, as the revision says.
+    assert_eq!(answers[1]["error"]["code"], -32601, "{answers:?}");
     gw.stop().await;
 }
 

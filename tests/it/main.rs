@@ -34,3 +34,4 @@ mod stdio_mode;
 mod stdio_upstream;
 mod support;
 mod surface;
+mod tasks;

@@ -65,6 +65,14 @@ impl Audit {
         }
     }
 
+    /// Notes the task a request is about: its tool and upstream.
+    pub fn task(&mut self, tool: &str, upstream: &str) {
+        if self.enabled {
+            self.tool = Some(truncated(tool, MAX_AUDITED_ID).to_owned());
+            self.upstream = Some(upstream.into());
+        }
+    }
+
     pub fn log<T>(
         &self,
         tenant: &Tenant,
@@ -195,42 +203,7 @@ impl Dispatcher {
         reports: Option<&(dyn Fn(Report) + Sync)>,
         session: Option<&[u8]>,
     ) -> Result<ToolResult, GatewayError> {
-        // The audit line's fields cost a copy and a digest: only when it is written.
-        if audit.enabled {
-            audit.tool = Some(truncated(&id, MAX_AUDITED_ID).to_owned());
-            audit.args_hmac = Some(args_digest(arguments.get().as_bytes()));
-        }
-        let up = self.resolve(tenant, &id)?;
-        if audit.enabled {
-            audit.upstream = Some(up.name.clone());
-        }
-        let entry = self.tool_entry(&up, &id).await?;
-        if !tenant.may_use(&id) {
-            if let Some(scope) = tenant.missing_scope(&id) {
-                return Err(GatewayError::ScopeMissing {
-                    id: id.into_owned(),
-                    scope,
-                });
-            }
-            return Err(GatewayError::ToolDenied(id.into_owned()));
-        }
-        let args = Instance::parse(arguments.get())
-            // serde_json bounds nesting (128 levels): deeper arguments are refused here.
-            .map_err(|e| {
-                GatewayError::InvalidParams(format!("params.arguments cannot be read: {e}"))
-            })?;
-        // It compiled when the catalog was built; compiling is deterministic.
-        let input = entry.input().map_err(|e| GatewayError::Upstream {
-            upstream: up.name.clone(),
-            error: CallError::protocol(format!("the tool's inputSchema does not compile: {e}")),
-        })?;
-        if let Err(e) = input.validate(&args) {
-            return Err(GatewayError::InvalidArguments(schema::explain(
-                &e,
-                "arguments",
-                &id,
-            )));
-        }
+        let (up, entry) = self.checked_tool(tenant, &id, arguments, audit).await?;
         if entry.task_only {
             return Err(GatewayError::TaskOnly {
                 upstream: up.name.clone(),
@@ -251,6 +224,56 @@ impl Dispatcher {
                 error,
             })?;
         check_output(&up, &entry, &id, answer)
+    }
+
+    /// The checks of a call before its upstream hears of it, whether it
+    /// runs now or as a task: the tool the tenant may use by this id, and
+    /// arguments its input schema takes. Fills in the audit line's tool,
+    /// upstream and argument digest.
+    pub(super) async fn checked_tool(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        arguments: Json<'_>,
+        audit: &mut Audit,
+    ) -> Result<(Arc<Upstream>, Arc<ToolEntry>), GatewayError> {
+        // The audit line's fields cost a copy and a digest: only when it is written.
+        if audit.enabled {
+            audit.tool = Some(truncated(id, MAX_AUDITED_ID).to_owned());
+            audit.args_hmac = Some(args_digest(arguments.get().as_bytes()));
+        }
+        let up = self.resolve(tenant, id)?;
+        if audit.enabled {
+            audit.upstream = Some(up.name.clone());
+        }
+        let entry = self.tool_entry(&up, id).await?;
+        if !tenant.may_use(id) {
+            if let Some(scope) = tenant.missing_scope(id) {
+                return Err(GatewayError::ScopeMissing {
+                    id: id.to_owned(),
+                    scope,
+                });
+            }
+            return Err(GatewayError::ToolDenied(id.to_owned()));
+        }
+        let args = Instance::parse(arguments.get())
+            // serde_json bounds nesting (128 levels): deeper arguments are refused here.
+            .map_err(|e| {
+                GatewayError::InvalidParams(format!("params.arguments cannot be read: {e}"))
+            })?;
+        // It compiled when the catalog was built; compiling is deterministic.
+        let input = entry.input().map_err(|e| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error: CallError::protocol(format!("the tool's inputSchema does not compile: {e}")),
+        })?;
+        if let Err(e) = input.validate(&args) {
+            return Err(GatewayError::InvalidArguments(schema::explain(
+                &e,
+                "arguments",
+                id,
+            )));
+        }
+        Ok((up, entry))
     }
 
     /// The upstream a namespaced id names, if this tenant sees it. Anything

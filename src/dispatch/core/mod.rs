@@ -9,6 +9,7 @@
 mod execute;
 mod links;
 mod own;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
 pub use execute::Audit;
+pub use tasks::RELATED_TASK_META;
 
 /// Change notifications a slow session may fall behind by before it misses some.
 const CHANGES_BACKLOG: usize = 256;
@@ -62,6 +64,8 @@ struct Inner {
     shared: std::sync::OnceLock<crate::store::limits::SharedLimits>,
     /// Requests of upstreams forwarded to clients, waiting for their answers.
     asks: crate::upstream::asks::Asks,
+    /// The tasks each tenant created through this replica.
+    tasks: tasks::TaskBook,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -93,6 +97,7 @@ impl Dispatcher {
                 sealer: std::sync::OnceLock::new(),
                 shared: std::sync::OnceLock::new(),
                 asks: Default::default(),
+                tasks: Default::default(),
                 metrics,
             }),
         };

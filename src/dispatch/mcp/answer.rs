@@ -15,10 +15,10 @@ impl ModelContext<'_> {
     ) -> (Answer, Era) {
         let started = std::time::Instant::now();
         let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
-        let named = if method == "resources/read" {
-            uri
-        } else {
-            name
+        let named = match method {
+            "resources/read" => uri,
+            "tasks/get" | "tasks/cancel" => members(params, ["taskId"])[0],
+            _ => name,
         };
         let call = Call {
             params,
@@ -105,6 +105,14 @@ impl ModelContext<'_> {
         if completes {
             capabilities.insert("completions".into(), json!({}));
         }
+        let tasks = self
+            .core
+            .upstreams_of(tenant)
+            .iter()
+            .any(|u| u.status() == Status::Ready && u.tasks().tool_calls);
+        if tasks {
+            offer_tasks(&mut capabilities, era);
+        }
         capabilities
     }
 
@@ -120,6 +128,9 @@ impl ModelContext<'_> {
         match method {
             "tools/call" => return self.call_named(tenant, call, era, via, started).await,
             "tools/list" => return Ok(self.list_tools(tenant, era).await),
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+                return self.answer_task(tenant, method, call.params, era).await;
+            }
             _ => {}
         }
         let params = call.params;

@@ -47,6 +47,10 @@ pub struct FaceTool {
     pub loose_output: bool,
     /// The arguments its input schema mirrors into `Mcp-Param-*` headers.
     pub mirrors: Vec<Mirror>,
+    /// Its upstream runs it as a task when asked (`execution.taskSupport`
+    /// optional or required), and only then if `task_only`.
+    pub as_task: bool,
+    pub task_only: bool,
 }
 
 /// The definitions of one kind in a catalog, each with its namespaced id

@@ -39,11 +39,13 @@ mod listen;
 mod prompts;
 mod resources;
 mod stateless;
+mod tasks;
 mod tools;
 
 pub use asking::{Asking, ClientCan};
 pub use listen::*;
 pub use stateless::*;
+use tasks::*;
 use tools::*;
 
 /// Where a definition's namespaced mcpId travels in `_meta` (outside the
@@ -70,7 +72,7 @@ pub const SUBSCRIPTION_META: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The protocol's methods that the face answers or knows (a closed set, also
 /// the `method` label of its metrics).
-const METHODS: [&str; 16] = [
+const METHODS: [&str; 20] = [
     "initialize",
     "ping",
     "tools/list",
@@ -87,20 +89,33 @@ const METHODS: [&str; 16] = [
     "subscriptions/listen",
     "completion/complete",
     "notifications/cancelled",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
 ];
 
 /// Methods that exist only in the stateless era.
 const STATELESS_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
 /// Methods the stateless era removed.
-const HANDSHAKE_ONLY: [&str; 5] = [
+const HANDSHAKE_ONLY: [&str; 7] = [
     "initialize",
     "ping",
     "logging/setLevel",
     "resources/subscribe",
     "resources/unsubscribe",
+    // The tasks extension has neither (a task's result comes with `tasks/get`).
+    "tasks/result",
+    "tasks/list",
 ];
-/// Requests whose name (or uri) the `Mcp-Name` header mirrors.
-const NAMED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+/// Requests whose name (or uri, or task id) the `Mcp-Name` header mirrors.
+const NAMED: [&str; 5] = [
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "tasks/get",
+    "tasks/cancel",
+];
 /// Results that carry `ttlMs` and `cacheScope` in the stateless era.
 const CACHEABLE: [&str; 6] = [
     "server/discover",

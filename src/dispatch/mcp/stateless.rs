@@ -130,7 +130,10 @@ pub(super) fn stateless_result(method: &str, result: Out) -> Out {
         },
         Out::Value(mut result) => {
             if let Value::Object(m) = &mut result {
-                m.insert("resultType".into(), "complete".into());
+                // A task the call became says so; every other result is complete.
+                if m.get("resultType").and_then(Value::as_str) != Some("task") {
+                    m.insert("resultType".into(), "complete".into());
+                }
                 let meta = m.entry("_meta").or_insert_with(|| json!({}));
                 if let Value::Object(meta) = meta {
                     meta.insert(SERVER_INFO_META.into(), server_info());

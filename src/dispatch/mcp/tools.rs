@@ -90,8 +90,9 @@ impl ModelContext<'_> {
             let Some(name) = self.name_of(Kind::Tool, id) else {
                 continue;
             };
+            let entry = catalog.tool(id);
             // The listing shows no envelope schema for a tool whose blocks pass through.
-            let passthrough = catalog.tool(id).is_some_and(|t| t.produces_blocks());
+            let passthrough = entry.is_some_and(|t| t.produces_blocks());
             let Ok(def) = serde_json::from_str::<Map<String, Value>>(&listing.json[range.clone()])
             else {
                 continue;
@@ -102,7 +103,7 @@ impl ModelContext<'_> {
             // The stateless era takes an output schema of any root; the
             // handshake era's only an object's.
             let loose_output = output.is_some() && !object_output;
-            let kept = catalog.tool(id).and_then(|t| t.kept.as_deref());
+            let kept = entry.and_then(|t| t.kept.as_deref());
             let id: Arc<str> = id.as_str().into();
             let handshake = render_tool(&name, &def, kept, &id, output.filter(|_| object_output));
             let stateless = loose_output.then(|| render_tool(&name, &def, kept, &id, output));
@@ -117,6 +118,8 @@ impl ModelContext<'_> {
                     id,
                     structured: object_output,
                     loose_output,
+                    as_task: entry.is_some_and(|e| e.as_task),
+                    task_only: entry.is_some_and(|e| e.task_only),
                 }),
             );
         }
@@ -134,7 +137,16 @@ impl ModelContext<'_> {
     ) -> Built {
         let mut audit = Audit::new(crate::dispatch::PROTOCOL_MCP);
         let (tool, result) = match self.run_named(tenant, call, era, via, &mut audit).await {
-            Ok(ran) => ran,
+            Ok(Ran::Called(tool, result)) => (tool, result),
+            Ok(Ran::Task(created)) => {
+                if audit.enabled() {
+                    let outcome = created
+                        .as_ref()
+                        .map_or_else(GatewayError::outcome, |_| "task_created");
+                    audit.log_outcome(tenant, outcome, started.elapsed());
+                }
+                return created.map(|created| task_created(created, era));
+            }
             Err(refused) => {
                 if audit.enabled() {
                     let name = call.name.and_then(string_of);
@@ -178,15 +190,16 @@ impl ModelContext<'_> {
     }
 
     /// The checks of a `tools/call` that come before the tool runs (its
-    /// name, its arguments' shape, the mirrored headers), then the call.
-    pub(super) async fn run_named(
+    /// name, its arguments' shape, the mirrored headers), then the call, or
+    /// the task that runs it.
+    async fn run_named(
         &self,
         tenant: &Tenant,
         call: Call<'_>,
         era: Era,
         via: Via<'_>,
         audit: &mut Audit,
-    ) -> Result<(Arc<FaceTool>, Result<ToolResult, GatewayError>), GatewayError> {
+    ) -> Result<Ran, GatewayError> {
         let name = call
             .name
             .and_then(string_of)
@@ -209,6 +222,15 @@ impl ModelContext<'_> {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
+        if (tool.as_task || call.params.is_some_and(|p| p.get().contains("\"task\"")))
+            && let Some(task) = task_asked(&tool, call, era)?
+        {
+            let created = self
+                .core
+                .create_task(tenant, &tool.id, arguments, task, audit)
+                .await;
+            return Ok(Ran::Task(created));
+        }
         let id = Cow::Borrowed(&*tool.id);
         let result = match via.progress {
             None => {
@@ -227,8 +249,16 @@ impl ModelContext<'_> {
                 Box::pin(self.call_reported(tenant, id, arguments, audit, via, reported)).await
             }
         };
-        Ok((tool, result))
+        Ok(Ran::Called(tool, result))
     }
+}
+
+/// What a `tools/call` came to once its checks passed.
+enum Ran {
+    /// The tool ran: its result.
+    Called(Arc<FaceTool>, Result<ToolResult, GatewayError>),
+    /// It runs as a task: the task created (its `CreateTaskResult`).
+    Task(Result<Value, GatewayError>),
 }
 
 /// Where a call's reports can go, and what its request asked for.

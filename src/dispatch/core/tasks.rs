@@ -1,0 +1,427 @@
+//! Tasks, as the 2025-11-25 revision defines them: a tool call an upstream
+//! runs as a task, then `tasks/get`, `tasks/result`, `tasks/list` and
+//! `tasks/cancel` about it.
+//!
+//! The client never sees the upstream's own task id. It is handed
+//! `{tag}.{upstream}.{id}.{tool}` (each part but the tag base64url), the tag
+//! an HMAC (`crate::seal`) binding the tenant, the upstream, the upstream's
+//! id and the tool: any replica with the same secret routes a request about
+//! the task to its upstream with no table, and an id of another tenant's, or
+//! an altered or forged one, reads exactly like one that does not exist.
+//! Upstreams shared by tenants list every tenant's tasks, so each replica
+//! remembers (bounded, per tenant) the tasks it created, and `tasks/list`
+//! shows a tenant only those.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use dashmap::DashMap;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::Dispatcher;
+use super::execute::Audit;
+use crate::error::GatewayError;
+use crate::jsonrpc::{Json, JsonBuf};
+use crate::protocol::mcpid;
+use crate::tenant::Tenant;
+use crate::upstream::{CallError, TaskOp, Upstream};
+
+/// What the seal of a task id is for.
+const PURPOSE: &str = "task";
+/// Tasks a replica remembers per tenant for `tasks/list`; past it the oldest is forgotten.
+pub const REMEMBERED_PER_TENANT: usize = 1024;
+/// Pages of an upstream's `tasks/list` followed at most.
+const MAX_LIST_PAGES: usize = 50;
+/// Where a task's result names the task it belongs to.
+pub const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+/// A task as the gateway knows it from the id it handed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRef {
+    pub upstream: String,
+    /// The upstream's own task id.
+    pub id: String,
+    /// The tool's id on its upstream (the catalog's original id).
+    pub tool: String,
+}
+
+fn seal(sealer: &crate::seal::Sealer, tenant: &str, task: &TaskRef) -> String {
+    let tag = sealer.tag(PURPOSE, &[tenant, &task.upstream, &task.id, &task.tool]);
+    format!(
+        "{tag}.{}.{}.{}",
+        B64.encode(&task.upstream),
+        B64.encode(&task.id),
+        B64.encode(&task.tool)
+    )
+}
+
+fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<TaskRef> {
+    let mut parts = sealed.split('.');
+    let (tag, upstream, id, tool) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let text = |part: &str| String::from_utf8(B64.decode(part).ok()?).ok();
+    let task = TaskRef {
+        upstream: text(upstream)?,
+        id: text(id)?,
+        tool: text(tool)?,
+    };
+    sealer
+        .verify(
+            PURPOSE,
+            &[tenant, &task.upstream, &task.id, &task.tool],
+            tag,
+        )
+        .then_some(task)
+}
+
+/// The tasks each tenant created through this replica, newest last.
+#[derive(Default)]
+pub struct TaskBook {
+    by_tenant: DashMap<Arc<str>, Mutex<VecDeque<Remembered>>>,
+}
+
+/// A task the book remembers: its upstream, the upstream's id, its tool.
+struct Remembered {
+    upstream: Arc<str>,
+    id: String,
+    tool: String,
+}
+
+impl TaskBook {
+    fn remember(&self, tenant: &Arc<str>, upstream: &Arc<str>, task: &TaskRef) {
+        let entry = self.by_tenant.entry(tenant.clone()).or_default();
+        let mut tasks = entry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if tasks.len() >= REMEMBERED_PER_TENANT {
+            tasks.pop_front();
+        }
+        tasks.push_back(Remembered {
+            upstream: upstream.clone(),
+            id: task.id.clone(),
+            tool: task.tool.clone(),
+        });
+    }
+
+    /// A tenant's remembered tasks, by upstream: each one's tool by its id.
+    fn of(&self, tenant: &str) -> HashMap<Arc<str>, HashMap<String, String>> {
+        let mut by_upstream: HashMap<Arc<str>, HashMap<String, String>> = HashMap::new();
+        if let Some(tasks) = self.by_tenant.get(tenant) {
+            let tasks = tasks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for task in tasks.iter() {
+                by_upstream
+                    .entry(task.upstream.clone())
+                    .or_default()
+                    .insert(task.id.clone(), task.tool.clone());
+            }
+        }
+        by_upstream
+    }
+
+    /// Forgets a tenant's tasks on `upstream` that are not in `alive` (its
+    /// upstream no longer lists them: they expired).
+    fn keep_only(&self, tenant: &str, upstream: &str, alive: &HashSet<String>) {
+        if let Some(tasks) = self.by_tenant.get(tenant) {
+            let mut tasks = tasks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            tasks.retain(|t| &*t.upstream != upstream || alive.contains(&t.id));
+        }
+    }
+}
+
+/// The `taskId` of a task object (a `Task`, or what `tasks/get` answers).
+fn task_id(task: &Value) -> Option<&str> {
+    task.get("taskId").and_then(Value::as_str)
+}
+
+impl Dispatcher {
+    fn task_book(&self) -> &TaskBook {
+        &self.inner.tasks
+    }
+
+    /// `tools/call` as a task: the checks of any call (the tenant's policy
+    /// and scopes, the arguments against the tool's schema), then the
+    /// upstream creates the task; its `CreateTaskResult` with the sealed id.
+    /// The tenant's limits were taken when the request was admitted.
+    pub async fn create_task(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        arguments: Json<'_>,
+        task: Json<'_>,
+        audit: &mut Audit,
+    ) -> Result<Value, GatewayError> {
+        let (up, entry) = self.checked_tool(tenant, id, arguments, audit).await?;
+        if !entry.as_task || !up.tasks().tool_calls {
+            return Err(GatewayError::TaskUnsupported(id.to_owned()));
+        }
+        let created = up
+            .create_task(&entry, arguments, task)
+            .await
+            .map_err(|error| GatewayError::Upstream {
+                upstream: up.name.clone(),
+                error,
+            })?;
+        let mut created: Value = serde_json::from_str(created.get()).unwrap_or(Value::Null);
+        let own = created
+            .get("task")
+            .and_then(task_id)
+            .map(str::to_owned)
+            .ok_or_else(|| GatewayError::Upstream {
+                upstream: up.name.clone(),
+                error: CallError::protocol("its answer to a task-augmented call holds no task id"),
+            })?;
+        let task = TaskRef {
+            upstream: up.name.to_string(),
+            id: own,
+            tool: entry.original_id.clone(),
+        };
+        created["task"]["taskId"] = seal(self.sealer(), &tenant.name, &task).into();
+        self.task_book().remember(&tenant.name, &up.name, &task);
+        Ok(created)
+    }
+
+    /// The task a sealed id names for `tenant`, and its upstream: one the
+    /// tenant no longer sees, another tenant's, or a forged id is not found.
+    fn task_of(
+        &self,
+        tenant: &Tenant,
+        sealed: &str,
+    ) -> Result<(Arc<Upstream>, TaskRef), GatewayError> {
+        let task = open(self.sealer(), &tenant.name, sealed).ok_or(GatewayError::TaskNotFound)?;
+        if !tenant.sees(&task.upstream) {
+            return Err(GatewayError::TaskNotFound);
+        }
+        let up = self
+            .upstream(&task.upstream)
+            .ok_or(GatewayError::TaskNotFound)?;
+        Ok((up, task))
+    }
+
+    /// `tasks/get`, `tasks/result` or `tasks/cancel` of the task a sealed id
+    /// names: the upstream's answer as a value, with the task's id the sealed
+    /// one wherever the upstream named its own (the task object's `taskId`,
+    /// the result's related-task `_meta`, the text of an error).
+    pub async fn task_request(
+        &self,
+        tenant: &Tenant,
+        op: TaskOp,
+        sealed: &str,
+    ) -> Result<(Value, TaskRef), GatewayError> {
+        let (up, task) = self.task_of(tenant, sealed)?;
+        let params = serde_json::json!({ "taskId": task.id }).to_string();
+        let params: Box<RawValue> =
+            serde_json::from_str(&params).unwrap_or_else(|_| unreachable!("written as JSON"));
+        let answer = up
+            .task_request(op, (&*params).into())
+            .await
+            .map_err(|error| GatewayError::Upstream {
+                upstream: up.name.clone(),
+                error: match error {
+                    CallError::Remote(raw) => CallError::Remote(sealed_in(&raw, &task.id, sealed)),
+                    error => error,
+                },
+            })?;
+        let mut answer: Value = serde_json::from_str(answer.get()).unwrap_or(Value::Null);
+        if answer.get("taskId").is_some() {
+            answer["taskId"] = sealed.into();
+        }
+        if let Some(related) = answer
+            .get_mut("_meta")
+            .and_then(|m| m.get_mut(RELATED_TASK_META))
+            .filter(|r| r.is_object())
+        {
+            related["taskId"] = sealed.into();
+        }
+        if op == TaskOp::Result
+            && let Some(content) = answer.get_mut("content")
+        {
+            // Links in the result become uris the gateway serves, as in a call's.
+            self.rewrite_links(tenant, &up, content);
+        }
+        Ok((answer, task))
+    }
+
+    /// `tasks/list`: the tenant's tasks (those it created through this
+    /// replica) as their upstreams list them now, with sealed ids, in one
+    /// page. An upstream that is down or does not list tasks shows none.
+    pub async fn list_tasks(&self, tenant: &Tenant) -> Value {
+        let mut listed = Vec::new();
+        for (upstream, ids) in self.task_book().of(&tenant.name) {
+            let Some(up) = self
+                .upstream(&upstream)
+                .filter(|u| tenant.sees(&u.name) && u.tasks().list)
+            else {
+                continue;
+            };
+            let Some(tasks) = drain_tasks(&up).await else {
+                continue;
+            };
+            let mut alive = HashSet::new();
+            for mut task in tasks {
+                // The tool is not in a listed task: the id's seal binds the
+                // one remembered when the task was created.
+                let Some((own, tool)) = task_id(&task)
+                    .and_then(|id| ids.get_key_value(id))
+                    .map(|(id, tool)| (id.clone(), tool.clone()))
+                else {
+                    continue;
+                };
+                let task_ref = TaskRef {
+                    upstream: upstream.to_string(),
+                    id: own.clone(),
+                    tool,
+                };
+                task["taskId"] = seal(self.sealer(), &tenant.name, &task_ref).into();
+                alive.insert(own);
+                listed.push(task);
+            }
+            self.task_book().keep_only(&tenant.name, &upstream, &alive);
+        }
+        serde_json::json!({ "tasks": listed })
+    }
+
+    /// The namespaced id of the tool a task runs.
+    pub fn task_tool(&self, task: &TaskRef) -> String {
+        mcpid::namespace(self.gateway_id(), &task.upstream, &task.tool)
+    }
+}
+
+/// An upstream's whole `tasks/list`, across its pages (bounded); `None`
+/// when it cannot be had.
+async fn drain_tasks(up: &Upstream) -> Option<Vec<Value>> {
+    let mut tasks = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = match &cursor {
+            Some(c) => serde_json::json!({ "cursor": c }),
+            None => serde_json::json!({}),
+        }
+        .to_string();
+        let params: Box<RawValue> = serde_json::from_str(&params).ok()?;
+        let page = up
+            .task_request(TaskOp::List, (&*params).into())
+            .await
+            .ok()?;
+        let mut page: Value = serde_json::from_str(page.get()).ok()?;
+        if let Some(Value::Array(listed)) = page.get_mut("tasks").map(Value::take) {
+            tasks.extend(listed);
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Some(tasks)
+}
+
+/// An upstream's error text with its own task id replaced by the sealed one.
+fn sealed_in(raw: &JsonBuf, own: &str, sealed: &str) -> JsonBuf {
+    if own.is_empty() || !raw.get().contains(own) {
+        return raw.clone();
+    }
+    let own_json = serde_json::to_string(own).unwrap_or_default();
+    let inner = &own_json[1..own_json.len() - 1];
+    let replaced = raw.get().replace(inner, sealed);
+    match serde_json::from_str::<&RawValue>(&replaced) {
+        Ok(v) => Json::from(v).to_buf(),
+        Err(_) => raw.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::KeyDigest;
+    use crate::seal::Sealer;
+
+    #[test]
+    fn a_task_id_opens_only_for_its_tenant_and_unaltered() {
+        let sealer = Sealer::new(&KeyDigest::of(b"secret"));
+        let task = TaskRef {
+            upstream: "every.thing".into(),
+            id: "0f3a.b/c".into(),
+            tool: "mcp://tool/simulate-research-query".into(),
+        };
+        let sealed = seal(&sealer, "acme", &task);
+        assert_eq!(open(&sealer, "acme", &sealed), Some(task.clone()));
+        // Another replica with the same secret opens it too.
+        let replica = Sealer::new(&KeyDigest::of(b"secret"));
+        assert_eq!(open(&replica, "acme", &sealed), Some(task.clone()));
+        assert_eq!(open(&sealer, "globex", &sealed), None);
+        assert_eq!(
+            open(&Sealer::new(&KeyDigest::of(b"other")), "acme", &sealed),
+            None
+        );
+        // Any part changed, swapped or added: not a task.
+        let parts: Vec<&str> = sealed.split('.').collect();
+        let other = seal(
+            &sealer,
+            "acme",
+            &TaskRef {
+                id: "another".into(),
+                ..task.clone()
+            },
+        );
+        let other_parts: Vec<&str> = other.split('.').collect();
+        for i in 0..4 {
+            let mut mixed = parts.clone();
+            mixed[i] = other_parts[i];
+            if mixed != parts {
+                assert_eq!(open(&sealer, "acme", &mixed.join(".")), None, "{i}");
+            }
+        }
+        assert_eq!(open(&sealer, "acme", &format!("{sealed}.x")), None);
+        assert_eq!(open(&sealer, "acme", "not-a-task"), None);
+        assert_eq!(open(&sealer, "acme", ""), None);
+    }
+
+    #[test]
+    fn the_book_is_bounded_per_tenant_and_forgets_what_expired() {
+        let book = TaskBook::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let up: Arc<str> = "up".into();
+        let task = |id: &str| TaskRef {
+            upstream: "up".into(),
+            id: id.into(),
+            tool: "t".into(),
+        };
+        for i in 0..REMEMBERED_PER_TENANT + 5 {
+            book.remember(&a, &up, &task(&i.to_string()));
+        }
+        book.remember(&b, &up, &task("b-1"));
+        let of_a = book.of("a");
+        assert_eq!(of_a[&up].len(), REMEMBERED_PER_TENANT);
+        assert!(!of_a[&up].contains_key("0") && of_a[&up].contains_key("5"));
+        assert_eq!(book.of("b")[&up].len(), 1);
+        book.keep_only("a", "up", &HashSet::from(["7".to_owned()]));
+        assert_eq!(
+            book.of("a")[&up],
+            HashMap::from([("7".to_owned(), "t".to_owned())])
+        );
+        assert_eq!(book.of("b")[&up].len(), 1);
+    }
+
+    #[test]
+    fn an_upstream_error_names_the_sealed_id() {
+        let raw: &RawValue =
+            serde_json::from_str(r#"{"code":-32602,"message":"Task not found: abc123"}"#).unwrap();
+        let sealed = sealed_in(&Json::from(raw).to_buf(), "abc123", "T.x.y.z");
+        assert_eq!(
+            sealed.get(),
+            r#"{"code":-32602,"message":"Task not found: T.x.y.z"}"#
+        );
+    }
+}
