@@ -191,11 +191,12 @@ async fn one_message(
         };
     }
     // A call that may report, or whose client can be asked by the upstream
-    // while it runs, is answered as a stream once something comes first.
+    // while it runs (a task's too, while it waits for input), is answered as
+    // a stream once something comes first.
     if progress.is_none()
         && let Incoming::Request { method, params, .. } = &message
         && (mcp::may_report(method, *params)
-            || (method == "tools/call"
+            || (matches!(&**method, "tools/call" | "tasks/result")
                 && s.mcp_sessions.is_some()
                 && mirrored.session.is_some_and(McpSessions::may_ask)))
     {

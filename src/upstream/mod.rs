@@ -470,13 +470,46 @@ impl Upstream {
         arguments: Json<'_>,
         heard: &(dyn Fn(progress::Report) + Sync),
     ) -> Result<JsonBuf, CallError> {
-        let (registered, mut reports) = self.progress.register();
+        let (registered, reports) = self.progress.register();
         let params = Params::CallTool {
             name,
             arguments,
             progress: Some(&registered.token),
         };
-        let call = self.call(Op::CallTool, params);
+        Self::hearing(self.call(Op::CallTool, params), reports, heard).await
+    }
+
+    /// `tasks/result` of the upstream's task `task`, with `heard` taking
+    /// what the upstream asks on its stream while the task waits for input
+    /// (see [`Self::call_reporting`]); without, a plain request.
+    pub async fn task_result(
+        &self,
+        task: &str,
+        heard: Option<&(dyn Fn(progress::Report) + Sync)>,
+    ) -> Result<JsonBuf, CallError> {
+        let op = Op::Task(TaskOp::Result);
+        let Some(heard) = heard else {
+            let params = Params::TaskResult {
+                task,
+                progress: None,
+            };
+            return self.call(op, params).await;
+        };
+        let (registered, reports) = self.progress.register();
+        let params = Params::TaskResult {
+            task,
+            progress: Some(&registered.token),
+        };
+        Self::hearing(self.call(op, params), reports, heard).await
+    }
+
+    /// Awaits `call`, handing `heard` each report as it comes, all of them
+    /// before the answer is returned.
+    async fn hearing(
+        call: impl std::future::Future<Output = Result<JsonBuf, CallError>>,
+        mut reports: tokio::sync::mpsc::Receiver<progress::Report>,
+        heard: &(dyn Fn(progress::Report) + Sync),
+    ) -> Result<JsonBuf, CallError> {
         tokio::pin!(call);
         let answer = loop {
             tokio::select! {

@@ -882,13 +882,7 @@ impl StreamableLink {
             id: (!initialize).then_some(id),
         };
         // A call that reports: its log lines are told apart by its id.
-        let _token = match params {
-            Params::CallTool {
-                progress: Some(token),
-                ..
-            } => Some(TokenOf::new(self, id, token)),
-            _ => None,
-        };
+        let _token = params.token().map(|token| TokenOf::new(self, id, token));
         let stale = read(&self.0.session);
         let first = self
             .exchange_any(method_name, params, id, started, deadline)

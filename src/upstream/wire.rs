@@ -24,6 +24,22 @@ pub enum Params<'a> {
         arguments: Json<'a>,
         progress: Option<&'a str>,
     },
+    /// `{"taskId": <id>}`: a `tasks/result`, with `_meta.progressToken` when
+    /// the gateway hears what the upstream asks while the client waits.
+    TaskResult {
+        task: &'a str,
+        progress: Option<&'a str>,
+    },
+}
+
+impl Params<'_> {
+    /// The progress token of the gateway's own the params carry, if any.
+    pub(crate) fn token(&self) -> Option<&str> {
+        match self {
+            Params::CallTool { progress, .. } | Params::TaskResult { progress, .. } => *progress,
+            Params::Json(_) | Params::Execute { .. } => None,
+        }
+    }
 }
 
 impl<'a> From<&'a RawValue> for Params<'a> {
@@ -48,6 +64,9 @@ impl Params<'_> {
                 arguments,
                 progress,
             } => name.len() + arguments.get().len() + 26 + progress.map_or(0, |t| t.len() + 30),
+            Params::TaskResult { task, progress } => {
+                task.len() + 16 + progress.map_or(0, |t| t.len() + 30)
+            }
         }
     }
 
@@ -71,11 +90,13 @@ impl Params<'_> {
                 write_json_string(out, name);
                 out.extend_from_slice(br#","arguments":"#);
                 out.extend_from_slice(arguments.get().as_bytes());
-                if let Some(token) = progress {
-                    out.extend_from_slice(br#","_meta":{"progressToken":"#);
-                    out.extend_from_slice(token.as_bytes());
-                    out.push(b'}');
-                }
+                write_token(out, *progress);
+                out.push(b'}');
+            }
+            Params::TaskResult { task, progress } => {
+                out.extend_from_slice(br#"{"taskId":"#);
+                write_json_string(out, task);
+                write_token(out, *progress);
                 out.push(b'}');
             }
         }
@@ -86,6 +107,15 @@ impl Params<'_> {
         let mut out = Vec::with_capacity(self.len_hint());
         self.write(&mut out);
         String::from_utf8(out).unwrap_or_else(|_| unreachable!("JSON text is UTF-8"))
+    }
+}
+
+/// `,"_meta":{"progressToken":<token>}` when there is a token (its JSON text).
+fn write_token(out: &mut Vec<u8>, token: Option<&str>) {
+    if let Some(token) = token {
+        out.extend_from_slice(br#","_meta":{"progressToken":"#);
+        out.extend_from_slice(token.as_bytes());
+        out.push(b'}');
     }
 }
 

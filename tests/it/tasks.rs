@@ -153,6 +153,54 @@ async fn a_task_runs_through_the_gateway_for_the_typescript_sdks_client() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_waiting_for_input_asks_the_client_that_waits_for_its_result() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&http(&server.url))).await;
+    gw.wait_ready(&["ev"]).await;
+    // An ambiguous topic: at its third stage the task asks (elicitation)
+    // for a clarification, which its upstream sends while a `tasks/result`
+    // is open; the client's answer ends up in the report.
+    let steps = json!({
+        "elicit": {"action": "accept", "content": {"interpretation": "historical"}},
+        "steps": [
+            {"op": "tools"},
+            {"op": "task", "name": RESEARCH, "arguments": {"topic": "tides", "ambiguous": true}},
+        ],
+    });
+    let answers = ts_client(&gw, "ka", steps).await;
+    let ran = &answers[2];
+    assert!(
+        ran["statuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "input_required"),
+        "{ran}"
+    );
+    let text = ran["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("After receiving clarification (\"historical\")"),
+        "{ran}"
+    );
+    let elicited = answers[3]["elicited"].as_array().unwrap();
+    assert_eq!(elicited.len(), 1, "{}", answers[3]);
+    assert!(
+        elicited[0].as_str().unwrap().contains("tides"),
+        "{}",
+        answers[3]
+    );
+    until(|| async { counted(&gw, "forwarded").await == 1.0 }).await;
+    gw.stop().await;
+}
+
+async fn counted(gw: &Gateway, outcome: &str) -> f64 {
+    let series = format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}");
+    metric(&gw.metrics().await, &series).unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_ids_are_sealed_to_their_tenant_and_listed_per_tenant() {
     // One stdio child shared by both tenants: the upstream lists every
     // task it runs, whoever created it.

@@ -26,6 +26,7 @@ use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::mcpid;
 use crate::tenant::Tenant;
+use crate::upstream::progress::Report;
 use crate::upstream::{CallError, TaskOp, Upstream};
 
 /// What the seal of a task id is for.
@@ -211,26 +212,34 @@ impl Dispatcher {
     /// names: the upstream's answer as a value, with the task's id the sealed
     /// one wherever the upstream named its own (the task object's `taskId`,
     /// the result's related-task `_meta`, the text of an error).
+    ///
+    /// `heard`: for `tasks/result`, what the upstream asks on its stream
+    /// while the task waits for input (its `input_required` status), handed
+    /// over as a call's reports are.
     pub async fn task_request(
         &self,
         tenant: &Tenant,
         op: TaskOp,
         sealed: &str,
+        heard: Option<&(dyn Fn(Report) + Sync)>,
     ) -> Result<(Value, TaskRef), GatewayError> {
         let (up, task) = self.task_of(tenant, sealed)?;
-        let params = serde_json::json!({ "taskId": task.id }).to_string();
-        let params: Box<RawValue> =
-            serde_json::from_str(&params).unwrap_or_else(|_| unreachable!("written as JSON"));
-        let answer = up
-            .task_request(op, (&*params).into())
-            .await
-            .map_err(|error| GatewayError::Upstream {
-                upstream: up.name.clone(),
-                error: match error {
-                    CallError::Remote(raw) => CallError::Remote(sealed_in(&raw, &task.id, sealed)),
-                    error => error,
-                },
-            })?;
+        let answer = match op {
+            TaskOp::Result => up.task_result(&task.id, heard).await,
+            op => {
+                let params = serde_json::json!({ "taskId": task.id }).to_string();
+                let params: Box<RawValue> = serde_json::from_str(&params)
+                    .unwrap_or_else(|_| unreachable!("written as JSON"));
+                up.task_request(op, (&*params).into()).await
+            }
+        };
+        let answer = answer.map_err(|error| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error: match error {
+                CallError::Remote(raw) => CallError::Remote(sealed_in(&raw, &task.id, sealed)),
+                error => error,
+            },
+        })?;
         let mut answer: Value = serde_json::from_str(answer.get()).unwrap_or(Value::Null);
         if answer.get("taskId").is_some() {
             answer["taskId"] = sealed.into();

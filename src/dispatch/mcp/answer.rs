@@ -129,7 +129,9 @@ impl ModelContext<'_> {
             "tools/call" => return self.call_named(tenant, call, era, via, started).await,
             "tools/list" => return Ok(self.list_tools(tenant, era).await),
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
-                return self.answer_task(tenant, method, call.params, era).await;
+                return self
+                    .answer_task(tenant, method, call.params, era, via)
+                    .await;
             }
             _ => {}
         }

@@ -110,6 +110,7 @@ impl ModelContext<'_> {
         method: &str,
         params: Option<Json<'_>>,
         era: Era,
+        via: Via<'_>,
     ) -> Built {
         let op = match method {
             "tasks/get" => TaskOp::Get,
@@ -125,13 +126,13 @@ impl ModelContext<'_> {
             .and_then(string_of)
             .ok_or_else(|| invalid("params must be an object {\"taskId\": string}"))?;
         match (era, op) {
-            (Era::Handshake, TaskOp::Result) => self.task_result(tenant, &id).await,
+            (Era::Handshake, TaskOp::Result) => self.task_result(tenant, &id, params, via).await,
             (Era::Handshake, op) => {
-                let (answer, _) = self.core.task_request(tenant, op, &id).await?;
+                let (answer, _) = self.core.task_request(tenant, op, &id, None).await?;
                 Ok(Out::Value(answer))
             }
             (Era::Stateless, TaskOp::Cancel) => {
-                self.core.task_request(tenant, op, &id).await?;
+                self.core.task_request(tenant, op, &id, None).await?;
                 Ok(Out::Value(json!({})))
             }
             (Era::Stateless, _) => self.stateless_get(tenant, &id).await,
@@ -140,10 +141,37 @@ impl ModelContext<'_> {
 
     /// `tasks/result`: what the task's call would have answered, its
     /// outcome audited (the task's final outcome, as the gateway hands it
-    /// out).
-    async fn task_result(&self, tenant: &Tenant, id: &str) -> Built {
+    /// out). While the task waits for input (`input_required`), what its
+    /// upstream asks reaches a client that can be asked, as during a call.
+    async fn task_result(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        params: Option<Json<'_>>,
+        via: Via<'_>,
+    ) -> Built {
         let started = std::time::Instant::now();
-        let answered = self.core.task_request(tenant, TaskOp::Result, id).await;
+        let answered = match via.progress.filter(|_| via.asks.is_some()) {
+            Some(out) => {
+                let forwarder = Forwarder::new(
+                    self.core.asks(),
+                    &tenant.name,
+                    Era::Handshake,
+                    out,
+                    params,
+                    &via,
+                );
+                let forward = |report| forwarder.hear(report);
+                self.core
+                    .task_request(tenant, TaskOp::Result, id, Some(&forward))
+                    .await
+            }
+            None => {
+                self.core
+                    .task_request(tenant, TaskOp::Result, id, None)
+                    .await
+            }
+        };
         let mut audit = Audit::new(crate::dispatch::PROTOCOL_MCP);
         if audit.enabled() {
             let outcome = match &answered {
@@ -167,14 +195,21 @@ impl ModelContext<'_> {
     /// result (`completed`, a tool's own error included) or the JSON-RPC
     /// error its call ended with (`failed`).
     async fn stateless_get(&self, tenant: &Tenant, id: &str) -> Built {
-        let (task, _) = self.core.task_request(tenant, TaskOp::Get, id).await?;
+        let (task, _) = self
+            .core
+            .task_request(tenant, TaskOp::Get, id, None)
+            .await?;
         let mut out = stateless_task(&task);
         let done = matches!(
             task.get("status").and_then(Value::as_str),
             Some("completed" | "failed")
         );
         if done {
-            match self.core.task_request(tenant, TaskOp::Result, id).await {
+            match self
+                .core
+                .task_request(tenant, TaskOp::Result, id, None)
+                .await
+            {
                 Ok((mut result, _)) => {
                     if let Some(Value::Object(meta)) = result.get_mut("_meta") {
                         meta.remove(crate::dispatch::core::RELATED_TASK_META);

@@ -285,42 +285,86 @@ impl ModelContext<'_> {
         via: Via<'_>,
         r: Reported<'_>,
     ) -> Result<ToolResult, GatewayError> {
-        let forwards = Forwards::default();
-        let asks = self.core.asks();
-        let (token, asked) = asked_reports(r.params);
-        let level = match r.era {
-            Era::Stateless => asked,
-            Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
-        };
-        let asking = via.asks.filter(|_| r.era == Era::Handshake).copied();
-        let out = r.out;
-        let forward = (token.is_some() || level.is_some() || asking.is_some()).then_some({
-            let forwards = &forwards;
-            move |report: Report| {
-                let notification = match report {
-                    Report::Progress(report) => token
-                        .as_ref()
-                        .and_then(|token| progress_notification(&report, token)),
-                    Report::Message(line) => {
-                        level.and_then(|level| message_notification(&line, level))
-                    }
-                    Report::Ask(ask) => {
-                        forwards.ask(asks, &tenant.name, asking, out, ask);
-                        None
-                    }
-                    Report::Withdrawn(id) => forwards.withdrawn(&id),
-                };
-                // A client that does not read loses reports, not the call.
-                if let Some(notification) = notification {
-                    let _ = out.try_send(notification);
-                }
-            }
-        });
+        let forwarder =
+            Forwarder::new(self.core.asks(), &tenant.name, r.era, r.out, r.params, &via);
+        let forward = forwarder
+            .wanted()
+            .then_some(|report| forwarder.hear(report));
         let reports = forward.as_ref().map(|f| f as &(dyn Fn(Report) + Sync));
-        let session = asking.filter(|_| reports.is_some()).map(|a| a.scope);
+        let session = forwarder
+            .asking
+            .filter(|_| reports.is_some())
+            .map(|a| a.scope);
         self.core
             .call_tool(tenant, id, arguments, audit, reports, session)
             .await
+    }
+}
+
+/// Where what an upstream reports during a request goes: the client's
+/// progress token (the reports carry it back), the level of log lines it
+/// hears, and whether it can be asked what the upstream asks.
+pub(super) struct Forwarder<'a> {
+    token: Option<Value>,
+    level: Option<LogLevel>,
+    asking: Option<Asking<'a>>,
+    out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+    forwards: Forwards,
+    asks: &'a crate::upstream::asks::Asks,
+    tenant: &'a Arc<str>,
+}
+
+impl<'a> Forwarder<'a> {
+    /// For a request of `era` with these `params`, whose reports go to `out`.
+    pub(super) fn new(
+        asks: &'a crate::upstream::asks::Asks,
+        tenant: &'a Arc<str>,
+        era: Era,
+        out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+        params: Option<Json<'_>>,
+        via: &Via<'a>,
+    ) -> Self {
+        let (token, asked) = asked_reports(params);
+        let level = match era {
+            Era::Stateless => asked,
+            Era::Handshake => Some(via.log_level.unwrap_or(LogLevel::Debug)),
+        };
+        Forwarder {
+            token,
+            level,
+            asking: via.asks.filter(|_| era == Era::Handshake).copied(),
+            out,
+            forwards: Forwards::default(),
+            asks,
+            tenant,
+        }
+    }
+
+    /// Whether the client hears anything at all.
+    pub(super) fn wanted(&self) -> bool {
+        self.token.is_some() || self.level.is_some() || self.asking.is_some()
+    }
+
+    pub(super) fn hear(&self, report: Report) {
+        let notification = match report {
+            Report::Progress(report) => self
+                .token
+                .as_ref()
+                .and_then(|token| progress_notification(&report, token)),
+            Report::Message(line) => self
+                .level
+                .and_then(|level| message_notification(&line, level)),
+            Report::Ask(ask) => {
+                self.forwards
+                    .ask(self.asks, self.tenant, self.asking, self.out, ask);
+                None
+            }
+            Report::Withdrawn(id) => self.forwards.withdrawn(&id),
+        };
+        // A client that does not read loses reports, not the call.
+        if let Some(notification) = notification {
+            let _ = self.out.try_send(notification);
+        }
     }
 }
 
