@@ -568,6 +568,7 @@ pub fn start_on(
     let admin_addr = admin.local_addr()?;
     let limits = config.gateway.limits.clone();
     let core = Arc::new(Core::start(&config)?);
+    let traces = start_traces(&config, &core.metrics).map_err(std::io::Error::other)?;
     let dispatcher = core.dispatcher.clone();
     let draining = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
@@ -672,6 +673,9 @@ pub fn start_on(
         draining.store(true, Ordering::Relaxed);
         let _ = agent_task.await;
         core.stop().await;
+        if let Some(traces) = traces {
+            traces.shutdown(TRACES_FLUSH).await;
+        }
         admin_stop.cancel();
         let _ = admin_task.await;
         store_stop.cancel();
@@ -687,6 +691,30 @@ pub fn start_on(
         shutdown,
         task,
     })
+}
+
+/// How long the spans still queued at shutdown may take to be exported.
+pub const TRACES_FLUSH: Duration = Duration::from_secs(2);
+
+/// Starts exporting traces when the environment or `telemetry.traces`
+/// names a collector; a setting that cannot be used stops the start.
+pub fn start_traces(
+    config: &Config,
+    metrics: &crate::metrics::Metrics,
+) -> Result<Option<crate::telemetry::traces::Traces>, String> {
+    use crate::telemetry::traces;
+    let settings = traces::settings(&config.traces, |k| std::env::var(k).ok())
+        .map_err(|why| format!("traces: {why}"))?;
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    let started = traces::start(&settings, metrics.trace_spans_dropped.clone())?;
+    tracing::info!(
+        protocol = ?settings.protocol,
+        service = %settings.service_name,
+        "exporting traces"
+    );
+    Ok(Some(started))
 }
 
 /// This replica as the store's change channel acts on it: its upstreams

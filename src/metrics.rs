@@ -55,6 +55,8 @@ pub struct Metrics {
     pub session_children: IntGaugeVec,
     /// Answers clients sent to requests they were never sent (or no longer wait), dropped.
     pub stray_answers: prometheus::IntCounter,
+    /// Spans that never reached the collector (queue full, export failed).
+    pub trace_spans_dropped: prometheus::IntCounter,
     /// Connections the agent listener failed to accept (descriptors exhausted, ...).
     pub accept_errors: IntCounterVec,
     /// 1 while the shared store answers (0 without one).
@@ -258,6 +260,11 @@ impl Metrics {
                 &r,
                 "stray_answers_total",
                 "Answers from clients to requests the gateway did not send them or no longer waits for; dropped (202).",
+            ),
+            trace_spans_dropped: int_counter(
+                &r,
+                "trace_spans_dropped_total",
+                "Spans that never reached the trace collector: its queue was full, or it refused or did not take their batch in time.",
             ),
             accept_errors: counter(
                 &r,

@@ -64,6 +64,13 @@ pub async fn run(mut config: Config, tenant: &str) -> Result<(), String> {
     // its limits and pins are its own (the pins file).
     config.gateway.store = None;
     let core = Core::start(&config).map_err(|e| format!("cannot start: {e}"))?;
+    let traces = match crate::app::start_traces(&config, &core.metrics) {
+        Ok(traces) => traces,
+        Err(why) => {
+            core.stop().await;
+            return Err(why);
+        }
+    };
     let keys = core.keys().load_full();
     let Some(tenant) = keys.tenants().iter().find(|t| &*t.name == tenant).cloned() else {
         core.stop().await;
@@ -114,5 +121,8 @@ pub async fn run(mut config: Config, tenant: &str) -> Result<(), String> {
     session.finish().await;
     let _ = writer.await;
     core.stop().await;
+    if let Some(traces) = traces {
+        traces.shutdown(crate::app::TRACES_FLUSH).await;
+    }
     result
 }

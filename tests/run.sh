@@ -6,7 +6,8 @@
 #
 # What it installs, each only when missing:
 # - Debian packages (as root, or it says what to install): python3 with venv,
-#   Node.js with npm, chromium (the browser tests), redis-server (the replicas' store);
+#   Node.js with npm, chromium (the browser tests), redis-server (the replicas' store),
+#   libpython3.11 (the traces tests' collector links it);
 # - pinned from PyPI and npm (tests/fixtures/mcp-servers.txt): the official
 #   Model Context Protocol SDKs and reference servers, the OpenID Connect
 #   provider and the Node it runs on, under target/ (never in git);
@@ -23,6 +24,8 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(n
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
+# The traces tests' collector (rotel, from PyPI) links Python's shared runtime.
+ls /usr/lib/*/libpython3.11.so.1.0 /lib/*/libpython3.11.so.1.0 >/dev/null 2>&1 || missing+=(libpython3.11)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update

@@ -327,6 +327,8 @@ pub struct Config {
     pub auth: AuthSettings,
     pub upstreams: Vec<UpstreamSpec>,
     pub tenants: Vec<TenantSpec>,
+    /// `telemetry.traces`: where spans go (the `OTEL_*` environment overrides it).
+    pub traces: crate::telemetry::traces::TracesFile,
     /// The files it was read from (the config file, key files): a change to
     /// any of them is a reason to reload.
     pub sources: Vec<PathBuf>,

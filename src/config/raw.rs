@@ -13,6 +13,25 @@ pub struct RawConfig {
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default)]
     pub tenants: BTreeMap<String, RawTenant>,
+    pub telemetry: Option<RawTelemetry>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub traces: Option<RawTraces>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTraces {
+    pub endpoint: Option<String>,
+    pub protocol: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub service_name: Option<String>,
+    pub sampler: Option<String>,
+    pub sampler_arg: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -90,21 +90,43 @@ pub async fn respond_classified(
             let mcp = via.http.is_some_and(|h| h.say_modelcontext())
                 || super::mcp::speaks(&method, params);
             dispatcher.metrics().by_protocol[usize::from(mcp)].inc();
-            let result = if mcp {
-                let (result, era) = ModelContext::new(dispatcher)
-                    .request(tenant, &method, params, via)
-                    .await;
-                if era == Era::Stateless
-                    && let Err(e) = &result
-                {
-                    status.standing = super::mcp::stateless_standing(e.code());
+            let run = async {
+                if mcp {
+                    let (result, era) = ModelContext::new(dispatcher)
+                        .request(tenant, &method, params, via)
+                        .await;
+                    let standing = match (era, &result) {
+                        (Era::Stateless, Err(e)) => Some(super::mcp::stateless_standing(e.code())),
+                        _ => None,
+                    };
+                    (result, standing)
+                } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
+                    (Err(GatewayError::InitializeId), None)
+                } else {
+                    (
+                        V1::new(dispatcher).request(tenant, &method, params).await,
+                        None,
+                    )
                 }
-                result
-            } else if Method::parse(&method) == Method::Initialize && id.get() != "1" {
-                Err(GatewayError::InitializeId)
-            } else {
-                V1::new(dispatcher).request(tenant, &method, params).await
             };
+            let (result, standing) = match request_context(tenant, &method, id, params, &via) {
+                None => run.await,
+                // Boxed: a request with no context to carry does not carry
+                // the state of one that has.
+                Some(cx) => {
+                    use opentelemetry::trace::FutureExt as _;
+                    let answered = Box::pin(run.with_context(cx.clone())).await;
+                    let error = answered.0.as_ref().err().map(|e| match e.code() {
+                        Some(code) => code.to_string(),
+                        None => e.outcome().to_owned(),
+                    });
+                    crate::telemetry::traces::end(&cx, error.as_deref());
+                    answered
+                }
+            };
+            if let Some(standing) = standing {
+                status.standing = standing;
+            }
             if let Err(GatewayError::ScopeMissing { scope, .. }) = &result {
                 status.missing_scope = Some(scope.clone());
             }
@@ -174,6 +196,43 @@ pub async fn respond_classified(
         Incoming::Ignored => (None, None),
     };
     (out, line, status)
+}
+
+/// The trace context a request runs in: a span of the gateway's (when
+/// traces are exported) child of what the request carried in
+/// `params._meta` or its HTTP headers; `None` when there is neither a
+/// collector nor a context to carry on.
+fn request_context(
+    tenant: &Tenant,
+    method: &str,
+    id: Json<'_>,
+    params: Option<Json<'_>>,
+    via: &Via<'_>,
+) -> Option<opentelemetry::Context> {
+    use crate::telemetry::traces;
+    let headers = via.http.and_then(|h| h.all);
+    let parent = traces::incoming(super::mcp::trace_meta(params), |name| {
+        let value = headers?.values(name).into_iter().next()?;
+        std::str::from_utf8(value).ok()
+    })?;
+    if !traces::enabled() {
+        return Some(parent);
+    }
+    let target = super::mcp::target_of(params);
+    let version = super::mcp::meta_version(params);
+    let http = via.http.as_ref();
+    fn header(v: Option<&[u8]>) -> Option<&str> {
+        v.and_then(|v| std::str::from_utf8(v).ok())
+    }
+    let span = traces::ServerSpan {
+        method,
+        target: target.as_deref(),
+        protocol_version: header(http.and_then(|h| h.protocol_version)).or(version.as_deref()),
+        session: header(http.and_then(|h| h.session)),
+        request_id: id.get(),
+        tenant: &tenant.name,
+    };
+    Some(traces::server(parent, &span))
 }
 
 /// Writes a gateway error as its wire form.

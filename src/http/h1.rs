@@ -421,6 +421,10 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
             || name.eq_ignore_ascii_case(b"upgrade")
             // Checked against gateway.allowed_origins on hyper's path.
             || name.eq_ignore_ascii_case(b"origin")
+            // Trace context, read from hyper's header map.
+            || name.eq_ignore_ascii_case(b"traceparent")
+            || name.eq_ignore_ascii_case(b"tracestate")
+            || name.eq_ignore_ascii_case(b"baggage")
         {
             return Parsed::Other;
         }

@@ -59,6 +59,9 @@ pub(super) fn audit_line(out: &mut String, line: &AuditLine<'_>) {
         out.push_str(",\"subject\":");
         string(out, subject);
     }
+    if let Some((trace, span)) = super::traces::ids() {
+        super::traces::add_ids(out, &trace, &span);
+    }
     out.push_str(",\"target\":\"mcp_gateway::audit\"");
     spans(out);
     out.push_str("}\n");

@@ -32,6 +32,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 mod audit;
 mod json;
 mod scope;
+pub mod traces;
 pub mod writer;
 
 pub use audit::*;

@@ -94,10 +94,12 @@ where
         mut writer: Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> fmt::Result {
+        // A line written while a recording span is current names it.
+        let ids = super::traces::ids();
         Scope::with_current(|scope| {
-            let Some(scope) = scope else {
+            if scope.is_none() && ids.is_none() {
                 return self.0.format_event(ctx, writer, event);
-            };
+            }
             let mut line = String::new();
             self.0.format_event(ctx, Writer::new(&mut line), event)?;
             // `{...}` and its newline: the spans go before the `}`.
@@ -105,7 +107,12 @@ where
                 return writer.write_str(&line);
             };
             let tail = line.split_off(close);
-            add_scope(&mut line, 0, scope);
+            if let Some(scope) = scope {
+                add_scope(&mut line, 0, scope);
+            }
+            if let Some((trace, span)) = &ids {
+                super::traces::add_ids(&mut line, trace, span);
+            }
             line.push_str(&tail);
             writer.write_str(&line)
         })

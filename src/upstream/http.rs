@@ -107,6 +107,7 @@ impl HttpLink {
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
+            .headers(trace_headers())
             .body(body)
             .send()
             .await
@@ -434,6 +435,17 @@ async fn notification_session(up: &Upstream, link: &HttpLink) -> Result<(), Call
     }
     drop(tx);
     Ok(())
+}
+
+/// The current trace context's headers (none outside a trace).
+pub(super) fn trace_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, value) in crate::telemetry::traces::headers() {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    headers
 }
 
 #[cfg(test)]

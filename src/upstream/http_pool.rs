@@ -179,9 +179,13 @@ impl Pool {
                 (fresh, false)
             }
         };
+        // A call in a trace carries its context in headers of its own,
+        // before the length.
+        let traced = traced_head(&self.head);
+        let own_head: &[u8] = traced.as_deref().unwrap_or(&self.head);
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
-        let room = self.head.len() + 24;
+        let room = own_head.len() + 24;
         let request = &mut conn.write;
         request.clear();
         request.reserve(room + len_hint);
@@ -189,9 +193,9 @@ impl Pool {
         encode(request);
         let mut digits = [0; 20];
         let length = super::decimal((request.len() - room) as u64, &mut digits);
-        let start = room - self.head.len() - length.len() - 4;
-        let (head, rest) = request[start..room].split_at_mut(self.head.len());
-        head.copy_from_slice(&self.head);
+        let start = room - own_head.len() - length.len() - 4;
+        let (head, rest) = request[start..room].split_at_mut(own_head.len());
+        head.copy_from_slice(own_head);
         rest[..length.len()].copy_from_slice(length);
         rest[length.len()..].copy_from_slice(b"\r\n\r\n");
         let read = {
@@ -697,6 +701,29 @@ pub(crate) fn read_answer(wire: &[u8], step: usize, max_bytes: usize) -> (ReadAn
         (a.status.as_u16(), body, a.keep_alive)
     });
     (read.map_err(|e| e.to_string()), buf.len() + io.0.len())
+}
+
+/// `head` (which ends with `Content-Length: `) with the current trace
+/// context's headers before the length; `None` when there is none.
+fn traced_head(head: &[u8]) -> Option<Vec<u8>> {
+    const LENGTH: &[u8] = b"Content-Length: ";
+    let headers = crate::telemetry::traces::headers();
+    if headers.is_empty() {
+        return None;
+    }
+    let mut traced = head[..head.len() - LENGTH.len()].to_vec();
+    for (name, value) in headers {
+        // Values the propagators wrote: no line breaks, but never trusted to.
+        if value.bytes().any(|b| b.is_ascii_control()) {
+            continue;
+        }
+        traced.extend_from_slice(name.as_bytes());
+        traced.extend_from_slice(b": ");
+        traced.extend_from_slice(value.as_bytes());
+        traced.extend_from_slice(b"\r\n");
+    }
+    traced.extend_from_slice(LENGTH);
+    Some(traced)
 }
 
 #[cfg(test)]

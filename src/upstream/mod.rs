@@ -654,6 +654,21 @@ impl Upstream {
         });
         // One clock read for the call's duration and its deadline.
         let deadline = tokio::time::Instant::from_std(started) + self.timeout;
+        // The request's trace context goes out in its `_meta` (and an HTTP
+        // link's headers, read from the context the call runs in).
+        let traced = crate::telemetry::traces::client(method, params.name(), &self.name);
+        let meta = traced
+            .as_ref()
+            .map(crate::telemetry::traces::meta_members)
+            .filter(|m| !m.is_empty());
+        let inner = params;
+        let params = match &meta {
+            Some(meta) => Params::Traced {
+                params: &inner,
+                meta,
+            },
+            None => inner,
+        };
         let result = async {
             let _slot = match &self.slots {
                 Some(slots) => Some(slots.enter(deadline).await?),
@@ -675,8 +690,18 @@ impl Upstream {
             tokio::time::timeout_at(deadline, link.request(method, params))
                 .await
                 .unwrap_or(Err(CallError::Timeout))
-        }
-        .await;
+        };
+        let result = match traced {
+            None => result.await,
+            // Boxed: a call with no context to carry does not carry the
+            // state of one that has.
+            Some(cx) => {
+                use opentelemetry::trace::FutureExt as _;
+                let result = Box::pin(result.with_context(cx.clone())).await;
+                crate::telemetry::traces::end(&cx, result.as_ref().err().map(CallError::outcome));
+                result
+            }
+        };
         if let Err(CallError::Unavailable(_)) = &result {
             self.suspect.notify_one();
         }

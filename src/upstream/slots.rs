@@ -28,8 +28,12 @@ impl Slots {
         let _waiting = scopeguard(|| {
             self.waiting.fetch_sub(1, Relaxed);
         });
+        crate::telemetry::traces::event("queued for the upstream's concurrency limit");
         match tokio::time::timeout_at(deadline, self.running.clone().acquire_owned()).await {
-            Ok(Ok(slot)) => Ok(slot),
+            Ok(Ok(slot)) => {
+                crate::telemetry::traces::event("out of the upstream's queue");
+                Ok(slot)
+            }
             Ok(Err(_)) => Err(CallError::unavailable("shutting down")),
             Err(_) => Err(CallError::Timeout),
         }

@@ -531,7 +531,7 @@ impl StreamableLink {
         if let Some(revision) = read(&self.0.revision) {
             req = req.header(REVISION, revision);
         }
-        req
+        req.headers(super::http::trace_headers())
     }
 
     /// POSTs `body` through reqwest with the session's headers.

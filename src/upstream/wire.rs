@@ -30,13 +30,30 @@ pub enum Params<'a> {
         task: &'a str,
         progress: Option<&'a str>,
     },
+    /// Any of the others with members added to its `_meta` (trace context:
+    /// `"traceparent":"..."`, as JSON text without braces).
+    Traced {
+        params: &'a Params<'a>,
+        meta: &'a str,
+    },
 }
 
 impl Params<'_> {
+    /// The tool (or prompt) the params name, if any.
+    pub(crate) fn name(&self) -> Option<&str> {
+        match self {
+            Params::CallTool { name, .. } => Some(name),
+            Params::Execute { tool, .. } => Some(tool),
+            Params::Traced { params, .. } => params.name(),
+            Params::Json(_) | Params::TaskResult { .. } => None,
+        }
+    }
+
     /// The progress token of the gateway's own the params carry, if any.
     pub(crate) fn token(&self) -> Option<&str> {
         match self {
             Params::CallTool { progress, .. } | Params::TaskResult { progress, .. } => *progress,
+            Params::Traced { params, .. } => params.token(),
             Params::Json(_) | Params::Execute { .. } => None,
         }
     }
@@ -67,18 +84,29 @@ impl Params<'_> {
             Params::TaskResult { task, progress } => {
                 task.len() + 16 + progress.map_or(0, |t| t.len() + 30)
             }
+            Params::Traced { params, meta } => params.len_hint() + meta.len() + 12,
         }
     }
 
     /// Appends the params' JSON text.
     pub fn write(&self, out: &mut Vec<u8>) {
+        self.write_with(out, None);
+    }
+
+    /// Appends the params' JSON text, with `extra` members in its `_meta`.
+    fn write_with(&self, out: &mut Vec<u8>, extra: Option<&str>) {
         match self {
-            Params::Json(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Params::Traced { params, meta } => params.write_with(out, Some(meta)),
+            Params::Json(raw) => match extra {
+                None => out.extend_from_slice(raw.get().as_bytes()),
+                Some(extra) => write_json_with_meta(out, raw.get(), extra),
+            },
             Params::Execute { tool, arguments } => {
                 out.extend_from_slice(br#"{"id":"#);
                 write_json_string(out, tool);
                 out.extend_from_slice(br#","arguments":"#);
                 out.extend_from_slice(arguments.get().as_bytes());
+                write_meta(out, None, extra);
                 out.push(b'}');
             }
             Params::CallTool {
@@ -90,13 +118,13 @@ impl Params<'_> {
                 write_json_string(out, name);
                 out.extend_from_slice(br#","arguments":"#);
                 out.extend_from_slice(arguments.get().as_bytes());
-                write_token(out, *progress);
+                write_meta(out, *progress, extra);
                 out.push(b'}');
             }
             Params::TaskResult { task, progress } => {
                 out.extend_from_slice(br#"{"taskId":"#);
                 write_json_string(out, task);
-                write_token(out, *progress);
+                write_meta(out, *progress, extra);
                 out.push(b'}');
             }
         }
@@ -110,12 +138,62 @@ impl Params<'_> {
     }
 }
 
-/// `,"_meta":{"progressToken":<token>}` when there is a token (its JSON text).
-fn write_token(out: &mut Vec<u8>, token: Option<&str>) {
+/// `,"_meta":{"progressToken":<token>,<extra>}` with what there is (the
+/// token's JSON text, members as JSON text); nothing when there is neither.
+fn write_meta(out: &mut Vec<u8>, token: Option<&str>, extra: Option<&str>) {
+    if token.is_none() && extra.is_none() {
+        return;
+    }
+    out.extend_from_slice(br#","_meta":{"#);
     if let Some(token) = token {
-        out.extend_from_slice(br#","_meta":{"progressToken":"#);
+        out.extend_from_slice(br#""progressToken":"#);
         out.extend_from_slice(token.as_bytes());
-        out.push(b'}');
+        if extra.is_some() {
+            out.push(b',');
+        }
+    }
+    if let Some(extra) = extra {
+        out.extend_from_slice(extra.as_bytes());
+    }
+    out.push(b'}');
+}
+
+/// Params given as JSON text, with `extra` members in their `_meta`: added
+/// before the closing brace when the params have no `_meta`; merged into it
+/// (the added members replacing theirs) when they do. Params that are not
+/// an object are written as they are.
+fn write_json_with_meta(out: &mut Vec<u8>, params: &str, extra: &str) {
+    let trimmed = params.trim_end();
+    if !trimmed.starts_with('{') || !trimmed.ends_with('}') {
+        out.extend_from_slice(params.as_bytes());
+        return;
+    }
+    if !params.contains("\"_meta\"") {
+        out.extend_from_slice(&trimmed.as_bytes()[..trimmed.len() - 1]);
+        let empty = trimmed[1..trimmed.len() - 1].trim().is_empty();
+        out.extend_from_slice(if empty {
+            b"\"_meta\":{"
+        } else {
+            b",\"_meta\":{"
+        });
+        out.extend_from_slice(extra.as_bytes());
+        out.extend_from_slice(b"}}");
+        return;
+    }
+    type Object = serde_json::Map<String, serde_json::Value>;
+    let merged = serde_json::from_str::<Object>(params)
+        .ok()
+        .and_then(|mut p| {
+            let added: Object = serde_json::from_str(&format!("{{{extra}}}")).ok()?;
+            match p.entry("_meta").or_insert_with(|| Object::new().into()) {
+                serde_json::Value::Object(meta) => meta.extend(added),
+                other => *other = added.into(),
+            }
+            serde_json::to_vec(&p).ok()
+        });
+    match merged {
+        Some(merged) => out.extend_from_slice(&merged),
+        None => out.extend_from_slice(params.as_bytes()),
     }
 }
 
@@ -181,6 +259,61 @@ pub(super) fn empty_object() -> &'static RawValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trace_context_joins_whatever_meta_the_params_have() {
+        let meta = r#""traceparent":"00-a-b-01""#;
+        let traced = |params: Params<'_>| -> serde_json::Value {
+            let text = Params::Traced {
+                params: &params,
+                meta,
+            }
+            .to_text();
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        };
+        let raw = |t: &'static str| -> Json<'static> {
+            let v: &'static RawValue = serde_json::from_str(t).unwrap();
+            v.into()
+        };
+        let args = raw(r#"{"x":1}"#);
+        assert_eq!(
+            traced(Params::CallTool {
+                name: "t",
+                arguments: args,
+                progress: Some("\"p\"")
+            }),
+            serde_json::json!({"name": "t", "arguments": {"x": 1}, "_meta": {"progressToken": "p", "traceparent": "00-a-b-01"}})
+        );
+        assert_eq!(
+            traced(Params::Execute {
+                tool: "mcp://a/t",
+                arguments: args
+            }),
+            serde_json::json!({"id": "mcp://a/t", "arguments": {"x": 1}, "_meta": {"traceparent": "00-a-b-01"}})
+        );
+        assert_eq!(
+            traced(Params::Json(raw(" { } "))),
+            serde_json::json!({"_meta": {"traceparent": "00-a-b-01"}})
+        );
+        assert_eq!(
+            traced(Params::Json(raw(r#"{"uri":"a"}"#))),
+            serde_json::json!({"uri": "a", "_meta": {"traceparent": "00-a-b-01"}})
+        );
+        // The client's own context is replaced; the rest of its `_meta` kept.
+        assert_eq!(
+            traced(Params::Json(raw(
+                r#"{"_meta":{"traceparent":"00-old","k":1},"ref":{}}"#
+            ))),
+            serde_json::json!({"_meta": {"traceparent": "00-a-b-01", "k": 1}, "ref": {}})
+        );
+        // Not an object: as it is.
+        let text = Params::Traced {
+            params: &Params::Json(raw("[1]")),
+            meta,
+        }
+        .to_text();
+        assert_eq!(text, "[1]");
+    }
 
     #[test]
     fn ids_are_written_in_decimal() {

@@ -35,3 +35,4 @@ mod stdio_upstream;
 mod support;
 mod surface;
 mod tasks;
+mod traces;

@@ -156,16 +156,56 @@ pub(super) fn validate(
             );
         }
     }
+    let traces = traces(
+        raw.telemetry.and_then(|t| t.traces).unwrap_or_default(),
+        secrets,
+        &mut p,
+    );
     match (gateway, p.0.is_empty()) {
         (Some(gateway), true) => Ok(Config {
             gateway,
             auth,
             upstreams,
             tenants,
+            traces,
             sources: Vec::new(),
         }),
         _ => Err(p.0),
     }
+}
+
+/// `telemetry.traces`: checked as the environment's variables would be
+/// (the environment, read when the gateway starts, overrides it). Header
+/// values may be `env:VAR` or `file:PATH`, as they usually hold a credential.
+fn traces(
+    raw: super::raw::RawTraces,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> crate::telemetry::traces::TracesFile {
+    let mut headers = Vec::new();
+    for (name, value) in raw.headers {
+        let at = format!("telemetry.traces.headers.{name}");
+        let value = if value.starts_with("env:") || value.starts_with("file:") {
+            secret_text(&value, secrets, &at, p)
+        } else {
+            Some(value)
+        };
+        if let Some(value) = value {
+            headers.push((name, value));
+        }
+    }
+    let file = crate::telemetry::traces::TracesFile {
+        endpoint: raw.endpoint,
+        protocol: raw.protocol,
+        headers,
+        service_name: raw.service_name,
+        sampler: raw.sampler,
+        sampler_arg: raw.sampler_arg,
+    };
+    if let Err(why) = crate::telemetry::traces::settings(&file, |_| None) {
+        p.add("telemetry.traces", why);
+    }
+    file
 }
 
 /// Resolves one `api_keys` entry. The problem text never contains the key itself.

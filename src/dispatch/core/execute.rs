@@ -246,6 +246,7 @@ impl Dispatcher {
         if audit.enabled {
             audit.upstream = Some(up.name.clone());
         }
+        crate::telemetry::traces::record("mcp_gateway.upstream", &up.name);
         let entry = self.tool_entry(&up, id).await?;
         if !tenant.may_use(id) {
             if let Some(scope) = tenant.missing_scope(id) {
@@ -267,12 +268,14 @@ impl Dispatcher {
             error: CallError::protocol(format!("the tool's inputSchema does not compile: {e}")),
         })?;
         if let Err(e) = input.validate(&args) {
+            crate::telemetry::traces::event("arguments refused by the tool's input schema");
             return Err(GatewayError::InvalidArguments(schema::explain(
                 &e,
                 "arguments",
                 id,
             )));
         }
+        crate::telemetry::traces::event("arguments validated");
         Ok((up, entry))
     }
 

@@ -160,6 +160,30 @@ pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
     meta
 }
 
+/// What a request's `params._meta` carries of trace context
+/// (`traceparent`, `tracestate`, `baggage`), read only when its text
+/// names a `traceparent` at all.
+pub fn trace_meta(params: Option<Json<'_>>) -> [Option<Cow<'_, str>>; 3] {
+    if !params.is_some_and(|p| p.get().contains("traceparent")) {
+        return [None, None, None];
+    }
+    members(meta_of(params), ["traceparent", "tracestate", "baggage"])
+        .map(|v| v.and_then(string_of))
+}
+
+/// What a request names (a tool's or prompt's name, an MCP v1.0 tool's
+/// id), for the span that answers it.
+pub fn target_of(params: Option<Json<'_>>) -> Option<Cow<'_, str>> {
+    let [name, id] = members(params, ["name", "id"]);
+    name.or(id).and_then(string_of)
+}
+
+/// The protocol version a request's `_meta` names (the 2026-07-28 revision's).
+pub fn meta_version(params: Option<Json<'_>>) -> Option<Cow<'_, str>> {
+    let [version] = members(meta_of(params), [VERSION_META]);
+    version.and_then(string_of)
+}
+
 /// The members named `keys` of an object (`None` for those absent or when
 /// it is not an object), read by serde where the fast scan declines (a key
 /// with an escape, a member named twice: the last counts).

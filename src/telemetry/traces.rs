@@ -1,0 +1,757 @@
+//! Traces: OpenTelemetry spans, exported over OTLP (gRPC or HTTP/protobuf)
+//! when the config file (`telemetry.traces`) or the standard `OTEL_*`
+//! environment variables name an endpoint; nothing otherwise.
+//!
+//! A SERVER span per request a face answers, a CLIENT span per request to an
+//! upstream, its child; the context comes in from `params._meta`
+//! (`traceparent`, `tracestate`, `baggage`) or else the HTTP headers, and
+//! goes out in every upstream request's `params._meta` (and an HTTP
+//! upstream's `traceparent` header). The request's future carries its
+//! context ([`opentelemetry::trace::FutureExt`]), so the upstream call finds
+//! its parent where it runs. With tracing off, an incoming context still
+//! flows to upstreams unchanged; with nothing to carry, nothing is done.
+//!
+//! Spans leave through a bounded queue to one exporting task: a span that
+//! finds the queue full, or whose batch the collector refuses or does not
+//! take in time, is dropped and counted; no call ever waits for the collector.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use opentelemetry::propagation::{
+    Extractor, Injector, TextMapCompositePropagator, TextMapPropagator,
+};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use opentelemetry_sdk::trace::{
+    Sampler, SdkTracer, SdkTracerProvider, SpanData, SpanExporter as _,
+};
+
+/// Spans waiting for the exporter at most; past it they are dropped.
+const QUEUE: usize = 2048;
+/// Spans sent to the collector in one export at most.
+const BATCH: usize = 512;
+/// How long spans wait to fill a batch.
+const DELAY: Duration = Duration::from_millis(500);
+/// The default for `OTEL_EXPORTER_OTLP_TIMEOUT`.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The keys of `params._meta` (SEP-414's, unprefixed) and HTTP headers that carry context.
+const KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
+
+/// What the config file says (`telemetry.traces`); the environment overrides it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TracesFile {
+    /// The collector: a base URL (`http://collector:4318`) as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` takes it.
+    pub endpoint: Option<String>,
+    /// `grpc` or `http/protobuf`.
+    pub protocol: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub service_name: Option<String>,
+    pub sampler: Option<String>,
+    pub sampler_arg: Option<String>,
+}
+
+/// The OTLP protocols the exporter speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+/// Where and how spans are exported, once the environment and the file are read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracesSettings {
+    /// The full URL spans are sent to (HTTP: ending in `/v1/traces`).
+    pub endpoint: String,
+    pub protocol: Protocol,
+    pub headers: Vec<(String, String)>,
+    pub service_name: String,
+    pub resource: Vec<(String, String)>,
+    pub sampler: SamplerSpec,
+    pub timeout: Duration,
+}
+
+/// A sampler as `OTEL_TRACES_SAMPLER` names them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SamplerSpec {
+    AlwaysOn,
+    AlwaysOff,
+    Ratio(f64),
+    ParentBased(Root),
+}
+
+/// The root sampler of a parent-based one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Root {
+    AlwaysOn,
+    AlwaysOff,
+    Ratio(f64),
+}
+
+impl SamplerSpec {
+    fn parse(name: &str, arg: Option<&str>) -> Result<SamplerSpec, String> {
+        let ratio = || -> Result<f64, String> {
+            match arg {
+                None => Ok(1.0),
+                Some(a) => a
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| {
+                        format!("the sampler's argument {a:?} is not a ratio from 0 to 1")
+                    }),
+            }
+        };
+        Ok(match name.trim() {
+            "always_on" => SamplerSpec::AlwaysOn,
+            "always_off" => SamplerSpec::AlwaysOff,
+            "traceidratio" => SamplerSpec::Ratio(ratio()?),
+            "parentbased_always_on" => SamplerSpec::ParentBased(Root::AlwaysOn),
+            "parentbased_always_off" => SamplerSpec::ParentBased(Root::AlwaysOff),
+            "parentbased_traceidratio" => SamplerSpec::ParentBased(Root::Ratio(ratio()?)),
+            other => return Err(format!("unknown sampler {other:?}")),
+        })
+    }
+
+    fn sampler(self) -> Sampler {
+        let root = |r: Root| match r {
+            Root::AlwaysOn => Sampler::AlwaysOn,
+            Root::AlwaysOff => Sampler::AlwaysOff,
+            Root::Ratio(r) => Sampler::TraceIdRatioBased(r),
+        };
+        match self {
+            SamplerSpec::AlwaysOn => Sampler::AlwaysOn,
+            SamplerSpec::AlwaysOff => Sampler::AlwaysOff,
+            SamplerSpec::Ratio(r) => Sampler::TraceIdRatioBased(r),
+            SamplerSpec::ParentBased(r) => Sampler::ParentBased(Box::new(root(r))),
+        }
+    }
+}
+
+/// `k=v,k2=v2` (values percent-encoded), as `OTEL_EXPORTER_OTLP_HEADERS`
+/// and `OTEL_RESOURCE_ATTRIBUTES` write them.
+fn pairs(text: &str) -> Vec<(String, String)> {
+    text.split(',')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let v = percent_encoding::percent_decode_str(v.trim())
+                .decode_utf8()
+                .ok()?;
+            Some((k.trim().to_owned(), v.into_owned())).filter(|(k, _)| !k.is_empty())
+        })
+        .collect()
+}
+
+/// The settings the environment (`env`) and the file give; `None` when
+/// nothing names an endpoint or `OTEL_TRACES_EXPORTER` is `none`. The
+/// environment wins over the file, key by key.
+pub fn settings(
+    file: &TracesFile,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<TracesSettings>, String> {
+    let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    if let Some(exporter) = env("OTEL_TRACES_EXPORTER") {
+        match exporter.trim() {
+            "none" => return Ok(None),
+            "otlp" => {}
+            other => {
+                return Err(format!(
+                    "OTEL_TRACES_EXPORTER={other:?}: only otlp and none are supported"
+                ));
+            }
+        }
+    }
+    let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .or_else(|| file.protocol.clone());
+    let protocol = match protocol.as_deref().map(str::trim) {
+        None | Some("http/protobuf") => Protocol::HttpProtobuf,
+        Some("grpc") => Protocol::Grpc,
+        Some(other) => {
+            return Err(format!(
+                "the OTLP protocol {other:?} is not supported (grpc, http/protobuf)"
+            ));
+        }
+    };
+    // A signal's own endpoint is used as it is; a base gets the signal's path over HTTP.
+    let base = |url: String| match protocol {
+        Protocol::Grpc => url,
+        Protocol::HttpProtobuf => format!("{}/v1/traces", url.trim_end_matches('/')),
+    };
+    let endpoint = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT").map(base))
+        .or_else(|| file.endpoint.clone().map(base));
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+        return Err("the OTLP endpoint must be an http:// or https:// URL".into());
+    }
+    let mut headers = file.headers.clone();
+    for var in [
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    ] {
+        for (k, v) in env(var).as_deref().map(pairs).unwrap_or_default() {
+            headers.retain(|(have, _)| !have.eq_ignore_ascii_case(&k));
+            headers.push((k, v));
+        }
+    }
+    let sampler = env("OTEL_TRACES_SAMPLER").or_else(|| file.sampler.clone());
+    let arg = env("OTEL_TRACES_SAMPLER_ARG").or_else(|| file.sampler_arg.clone());
+    let sampler = match sampler {
+        Some(name) => SamplerSpec::parse(&name, arg.as_deref())?,
+        None => SamplerSpec::ParentBased(Root::AlwaysOn),
+    };
+    let timeout = env("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_TIMEOUT"))
+        .and_then(|ms| ms.trim().parse::<u64>().ok())
+        .map_or(EXPORT_TIMEOUT, Duration::from_millis);
+    Ok(Some(TracesSettings {
+        endpoint,
+        protocol,
+        headers,
+        service_name: env("OTEL_SERVICE_NAME")
+            .or_else(|| file.service_name.clone())
+            .unwrap_or_else(|| "mcp-gateway".into()),
+        resource: env("OTEL_RESOURCE_ATTRIBUTES")
+            .as_deref()
+            .map(pairs)
+            .unwrap_or_default(),
+        sampler,
+        timeout,
+    }))
+}
+
+/// The gateway's tracer, once traces are exported.
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+
+/// Whether spans are made (an exporter is configured).
+pub fn enabled() -> bool {
+    TRACER.get().is_some()
+}
+
+/// Whether any request has brought a context to carry on (so far).
+static CARRIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether an upstream request may have a context to carry: until a
+/// request brings one or spans are made, there is nothing to look up.
+fn active() -> bool {
+    enabled() || CARRIED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A running exporter; flushed and stopped by [`Traces::shutdown`].
+pub struct Traces {
+    provider: SdkTracerProvider,
+    flush: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Traces {
+    /// Exports what is queued (within `within`), then stops.
+    pub async fn shutdown(self, within: Duration) {
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        if self.flush.send(done).await.is_ok() {
+            let _ = tokio::time::timeout(within, flushed).await;
+        }
+        let _ = self.provider.shutdown();
+    }
+}
+
+/// Starts exporting with `settings` (within a Tokio runtime); `dropped`
+/// counts the spans that never reached the collector.
+pub fn start(settings: &TracesSettings, dropped: prometheus::IntCounter) -> Result<Traces, String> {
+    use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _};
+    let mut exporter = match settings.protocol {
+        Protocol::Grpc => {
+            let mut headers = axum::http::HeaderMap::new();
+            for (k, v) in &settings.headers {
+                let name = axum::http::HeaderName::from_bytes(k.to_ascii_lowercase().as_bytes())
+                    .map_err(|_| format!("the OTLP header name {k:?} is not valid"))?;
+                let value = axum::http::HeaderValue::from_str(v)
+                    .map_err(|_| format!("the value of OTLP header {k:?} is not valid"))?;
+                headers.insert(name, value);
+            }
+            let metadata =
+                opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers);
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(&settings.endpoint)
+                .with_timeout(settings.timeout)
+                .with_metadata(metadata)
+                .build()
+        }
+        Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_endpoint(&settings.endpoint)
+            .with_timeout(settings.timeout)
+            .with_headers(settings.headers.iter().cloned().collect::<HashMap<_, _>>())
+            .build(),
+    }
+    .map_err(|e| format!("the OTLP exporter cannot be built: {e}"))?;
+    let resource = opentelemetry_sdk::Resource::builder_empty()
+        .with_attributes(
+            settings
+                .resource
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        )
+        .with_service_name(settings.service_name.clone())
+        .build();
+    exporter.set_resource(&resource);
+    let (spans, queued) = tokio::sync::mpsc::channel(QUEUE);
+    let (flush, flushes) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(export(exporter, queued, flushes, dropped.clone()));
+    let provider = SdkTracerProvider::builder()
+        .with_resource(resource)
+        .with_sampler(settings.sampler.sampler())
+        .with_span_processor(Queue { spans, dropped })
+        .build();
+    let _ = TRACER.set(provider.tracer("mcp-gateway"));
+    Ok(Traces { provider, flush })
+}
+
+/// Hands ended spans to the exporting task, never waiting.
+#[derive(Debug)]
+struct Queue {
+    spans: tokio::sync::mpsc::Sender<SpanData>,
+    dropped: prometheus::IntCounter,
+}
+
+impl opentelemetry_sdk::trace::SpanProcessor for Queue {
+    fn on_start(&self, _: &mut opentelemetry_sdk::trace::Span, _: &Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        if self.spans.try_send(span).is_err() {
+            self.dropped.inc();
+        }
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, _: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+}
+
+/// The exporting task: batches of at most [`BATCH`] spans, sent when full
+/// or [`DELAY`] after the first, one export at a time; a failed export's
+/// spans are dropped and counted.
+async fn export(
+    exporter: opentelemetry_otlp::SpanExporter,
+    mut queued: tokio::sync::mpsc::Receiver<SpanData>,
+    mut flushes: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
+    dropped: prometheus::IntCounter,
+) {
+    let send = |batch: Vec<SpanData>| {
+        let n = batch.len() as u64;
+        let sent = exporter.export(batch);
+        let dropped = &dropped;
+        async move {
+            if !matches!(
+                tokio::time::timeout(EXPORT_TIMEOUT * 2, sent).await,
+                Ok(Ok(()))
+            ) {
+                dropped.inc_by(n);
+            }
+        }
+    };
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        tokio::select! {
+            span = queued.recv() => {
+                let Some(span) = span else { break };
+                batch.push(span);
+                let deadline = tokio::time::Instant::now() + DELAY;
+                while batch.len() < BATCH {
+                    match tokio::time::timeout_at(deadline, queued.recv()).await {
+                        Ok(Some(span)) => batch.push(span),
+                        _ => break,
+                    }
+                }
+                send(std::mem::take(&mut batch)).await;
+            }
+            done = flushes.recv() => {
+                while let Ok(span) = queued.try_recv() {
+                    batch.push(span);
+                }
+                if !batch.is_empty() {
+                    send(std::mem::take(&mut batch)).await;
+                }
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// A request's context as it came: from `params._meta` when that carries a
+/// `traceparent`, else from the HTTP headers.
+struct Carried<'a> {
+    meta: [Option<Cow<'a, str>>; 3],
+}
+
+impl Extractor for Carried<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        let at = KEYS.iter().position(|k| *k == key)?;
+        self.meta[at].as_deref()
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        KEYS.iter()
+            .zip(&self.meta)
+            .filter(|(_, v)| v.is_some())
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+fn propagator() -> &'static TextMapCompositePropagator {
+    static P: OnceLock<TextMapCompositePropagator> = OnceLock::new();
+    P.get_or_init(|| {
+        TextMapCompositePropagator::new(vec![
+            Box::new(TraceContextPropagator::new()),
+            Box::new(BaggagePropagator::new()),
+        ])
+    })
+}
+
+/// The context a request brings: `meta` is its `params._meta` members
+/// named in [`KEYS`], `header` reads an HTTP header. `None` when it brings
+/// none (and tracing is off, so there is nothing to do either).
+pub fn incoming<'a>(
+    meta: [Option<Cow<'a, str>>; 3],
+    header: impl Fn(&str) -> Option<&'a str>,
+) -> Option<Context> {
+    let carried = if meta[0].is_some() {
+        Carried { meta }
+    } else {
+        Carried {
+            meta: KEYS.map(|k| header(k).map(Cow::Borrowed)),
+        }
+    };
+    if carried.meta[0].is_none() && !enabled() {
+        return None;
+    }
+    CARRIED.store(true, std::sync::atomic::Ordering::Relaxed);
+    Some(propagator().extract(&carried))
+}
+
+/// What a SERVER span records.
+pub struct ServerSpan<'a> {
+    /// `mcp.method.name`, and what the span is named after.
+    pub method: &'a str,
+    /// The tool's (or prompt's) name as the client gave it.
+    pub target: Option<&'a str>,
+    pub protocol_version: Option<&'a str>,
+    pub session: Option<&'a str>,
+    pub request_id: &'a str,
+    pub tenant: &'a str,
+}
+
+/// The context a request runs in: a SERVER span of the gateway's, child of
+/// what came in (a non-recording one when not sampled: the context still
+/// flows); without tracing, what came in, unchanged.
+pub fn server(parent: Context, span: &ServerSpan<'_>) -> Context {
+    let Some(tracer) = TRACER.get() else {
+        return parent;
+    };
+    let name = match span.target {
+        Some(t) => format!("{} {t}", span.method),
+        None => span.method.to_owned(),
+    };
+    let mut attributes = Vec::with_capacity(8);
+    attributes.push(KeyValue::new("mcp.method.name", span.method.to_owned()));
+    attributes.push(KeyValue::new(
+        "jsonrpc.request.id",
+        span.request_id.to_owned(),
+    ));
+    attributes.push(KeyValue::new("mcp_gateway.tenant", span.tenant.to_owned()));
+    if let Some(v) = span.protocol_version {
+        attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
+    }
+    if let Some(s) = span.session {
+        attributes.push(KeyValue::new("mcp.session.id", s.to_owned()));
+    }
+    if let Some(t) = span.target.filter(|_| is_tool_call(span.method)) {
+        attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    }
+    let span = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Server)
+        .with_attributes(attributes)
+        .start_with_context(tracer, &parent);
+    parent.with_span(span)
+}
+
+fn is_tool_call(method: &str) -> bool {
+    method == "tools/call" || method == "mcp/executeTool"
+}
+
+/// Ends the span of `cx` (if it has one of the gateway's), with
+/// `error.type` when the request failed.
+pub fn end(cx: &Context, error: Option<&str>) {
+    if !enabled() {
+        return;
+    }
+    let span = cx.span();
+    if let Some(error) = error {
+        span.set_attribute(KeyValue::new("error.type", error.to_owned()));
+        span.set_status(Status::error(error.to_owned()));
+    }
+    span.end();
+}
+
+/// Records `key` on the span the current request runs in, when it records.
+pub fn record(key: &'static str, value: &str) {
+    if !enabled() {
+        return;
+    }
+    let cx = Context::current();
+    let span = cx.span();
+    if span.is_recording() {
+        span.set_attribute(KeyValue::new(key, value.to_owned()));
+    }
+}
+
+/// An event on the span the current request runs in (a queue waited on,
+/// arguments checked), when it records.
+pub fn event(name: &'static str) {
+    if !enabled() {
+        return;
+    }
+    let cx = Context::current();
+    let span = cx.span();
+    if span.is_recording() {
+        span.add_event(name, Vec::new());
+    }
+}
+
+/// The context an upstream request runs in: a CLIENT span, child of the
+/// current one, named `{method} {name}`; `None` when there is no context
+/// to carry (no request context, tracing off).
+pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Context> {
+    if !active() {
+        return None;
+    }
+    let parent = Context::current();
+    let Some(tracer) = TRACER.get() else {
+        // Off: what came in flows on unchanged.
+        return parent.span().span_context().is_valid().then_some(parent);
+    };
+    if !parent.has_active_span() {
+        return None;
+    }
+    let span_name = match name {
+        Some(n) => format!("{method} {n}"),
+        None => method.to_owned(),
+    };
+    let mut attributes = vec![
+        KeyValue::new("mcp.method.name", method.to_owned()),
+        KeyValue::new("mcp_gateway.upstream", upstream.to_owned()),
+    ];
+    if let Some(n) = name.filter(|_| is_tool_call(method)) {
+        attributes.push(KeyValue::new("gen_ai.tool.name", n.to_owned()));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    }
+    let span = tracer
+        .span_builder(span_name)
+        .with_kind(SpanKind::Client)
+        .with_attributes(attributes)
+        .start_with_context(tracer, &parent);
+    Some(parent.with_span(span))
+}
+
+/// What goes into an upstream request's `params._meta` for `cx`: the
+/// members (`"traceparent":"..."`, ...) as JSON text, without braces.
+pub fn meta_members(cx: &Context) -> String {
+    struct Members(String);
+    impl Injector for Members {
+        fn set(&mut self, key: &str, value: String) {
+            if !self.0.is_empty() {
+                self.0.push(',');
+            }
+            self.0
+                .push_str(&serde_json::to_string(key).unwrap_or_default());
+            self.0.push(':');
+            self.0
+                .push_str(&serde_json::to_string(&value).unwrap_or_default());
+        }
+    }
+    let mut members = Members(String::new());
+    propagator().inject_context(cx, &mut members);
+    members.0
+}
+
+/// The HTTP headers an upstream request carries for the current context.
+pub fn headers() -> Vec<(&'static str, String)> {
+    if !active() {
+        return Vec::new();
+    }
+    let cx = Context::current();
+    if !cx.span().span_context().is_valid() {
+        return Vec::new();
+    }
+    struct Headers(Vec<(&'static str, String)>);
+    impl Injector for Headers {
+        fn set(&mut self, key: &str, value: String) {
+            if let Some(k) = KEYS.iter().find(|k| **k == key) {
+                self.0.push((k, value));
+            }
+        }
+    }
+    let mut headers = Headers(Vec::new());
+    propagator().inject_context(&cx, &mut headers);
+    headers.0
+}
+
+/// The trace and span ids of the span the current request runs in, when it records.
+pub fn ids() -> Option<(String, String)> {
+    if !enabled() {
+        return None;
+    }
+    let cx = Context::current();
+    let span = cx.span();
+    if !span.is_recording() {
+        return None;
+    }
+    let sc = span.span_context();
+    Some((sc.trace_id().to_string(), sc.span_id().to_string()))
+}
+
+/// `,"trace_id":"…","span_id":"…"` (hex digits: nothing to escape).
+pub(super) fn add_ids(out: &mut String, trace: &str, span: &str) {
+    out.push_str(",\"trace_id\":\"");
+    out.push_str(trace);
+    out.push_str("\",\"span_id\":\"");
+    out.push_str(span);
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| vars.get(k).cloned()
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file_and_nothing_is_exported_without_an_endpoint() {
+        let file = TracesFile {
+            endpoint: Some("http://file:4318".into()),
+            service_name: Some("from-file".into()),
+            headers: vec![("x-a".into(), "1".into())],
+            ..TracesFile::default()
+        };
+        assert_eq!(settings(&TracesFile::default(), env(&[])), Ok(None));
+        let s = settings(&file, env(&[])).unwrap().unwrap();
+        assert_eq!(s.endpoint, "http://file:4318/v1/traces");
+        assert_eq!(s.protocol, Protocol::HttpProtobuf);
+        assert_eq!(s.service_name, "from-file");
+        assert_eq!(s.sampler, SamplerSpec::ParentBased(Root::AlwaysOn));
+        let s = settings(
+            &file,
+            env(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_SERVICE_NAME", "gw-1"),
+                (
+                    "OTEL_EXPORTER_OTLP_HEADERS",
+                    "x-a=2,authorization=Bearer%20t",
+                ),
+                ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test"),
+                ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+            ]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.endpoint, "http://env:4317");
+        assert_eq!(s.protocol, Protocol::Grpc);
+        assert_eq!(s.service_name, "gw-1");
+        assert_eq!(
+            s.headers,
+            [
+                ("x-a".to_owned(), "2".to_owned()),
+                ("authorization".into(), "Bearer t".into())
+            ]
+        );
+        assert_eq!(
+            s.resource,
+            [("deployment.environment".to_owned(), "test".to_owned())]
+        );
+        assert_eq!(s.sampler, SamplerSpec::ParentBased(Root::Ratio(0.25)));
+        let own = settings(
+            &file,
+            env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:4318/custom")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(own.endpoint, "http://t:4318/custom");
+        assert_eq!(
+            settings(&file, env(&[("OTEL_TRACES_EXPORTER", "none")])),
+            Ok(None)
+        );
+        for bad in [
+            ("OTEL_TRACES_EXPORTER", "zipkin"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_TRACES_SAMPLER", "sometimes"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"),
+        ] {
+            assert!(settings(&file, env(&[bad])).is_err(), "{bad:?}");
+        }
+        assert!(
+            settings(
+                &file,
+                env(&[
+                    ("OTEL_TRACES_SAMPLER", "traceidratio"),
+                    ("OTEL_TRACES_SAMPLER_ARG", "2")
+                ])
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn context_comes_from_meta_before_headers_and_goes_out_as_it_came_when_off() {
+        let meta_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let header_parent = "00-11111111111111111111111111111111-2222222222222222-01";
+        let header = |k: &str| (k == "traceparent").then_some(header_parent);
+        let from_meta =
+            incoming([Some(meta_parent.into()), Some("k=v".into()), None], header).unwrap();
+        let sc = from_meta.span().span_context().clone();
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        assert_eq!(sc.span_id().to_string(), "b7ad6b7169203331");
+        assert!(sc.is_remote() && sc.is_sampled());
+        assert_eq!(
+            meta_members(&from_meta),
+            format!(r#""traceparent":"{meta_parent}","tracestate":"k=v""#)
+        );
+        let from_header = incoming([None, None, None], header).unwrap();
+        assert_eq!(
+            from_header.span().span_context().trace_id().to_string(),
+            "11111111111111111111111111111111"
+        );
+        // Nothing came, tracing is off: nothing to do.
+        assert!(incoming([None, None, None], |_| None).is_none());
+    }
+}
