@@ -483,3 +483,57 @@ async fn without_a_collector_a_context_passes_to_the_upstream_unchanged() {
     assert_eq!(seen(&plain)["traceparent"], Value::Null, "{plain}");
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_client_starts_the_trace_in_either_era() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.http);
+    let (p, gw, _upstream, _dir) = gateway(&endpoint, "http/protobuf", &[]);
+    for mode in ["legacy", "auto"] {
+        let steps = json!([{"op": "traced", "name": "h__traced", "arguments": {}}]);
+        let (_, answers) = sdk_client(&gw, "ka", mode, steps).await;
+        let client = &answers[0];
+        let trace = client["trace_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{client}"));
+        let spans = collector.trace(trace, 2);
+        let server = spans
+            .iter()
+            .find(|s| s["kind"] == "SPAN_KIND_SERVER")
+            .unwrap_or_else(|| panic!("{mode}: {spans:#?}"));
+        // The client's span is the gateway's parent, the gateway's client
+        // span the upstream's.
+        assert_eq!(
+            server["parent_span_id"], client["span_id"],
+            "{mode}: {server}"
+        );
+        let dispatch = spans
+            .iter()
+            .find(|s| s["kind"] == "SPAN_KIND_CLIENT")
+            .unwrap_or_else(|| panic!("{mode}: {spans:#?}"));
+        assert_eq!(dispatch["parent_span_id"], server["span_id"], "{mode}");
+        let text = client["result"]["content"][0]["text"].as_str().unwrap();
+        let seen: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            seen["traceparent"],
+            traceparent(trace, dispatch["span_id"].as_str().unwrap(), true),
+            "{mode}"
+        );
+        let version = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(
+            server["attributes"]["mcp.protocol.version"], version,
+            "{mode}: {server}"
+        );
+        // A handshake-era session names itself; the stateless era has none.
+        assert_eq!(
+            server["attributes"]["mcp.session.id"].is_string(),
+            mode == "legacy",
+            "{mode}: {server}"
+        );
+    }
+    drop(p);
+}
