@@ -90,7 +90,9 @@ pub async fn respond_classified(
             let mcp = via.http.is_some_and(|h| h.say_modelcontext())
                 || super::mcp::speaks(&method, params);
             dispatcher.metrics().by_protocol[usize::from(mcp)].inc();
-            let run = async {
+            // Made where it is awaited: a future bound to a name first would
+            // be moved into place, a copy of the whole request's state.
+            let run = || async {
                 if mcp {
                     let (result, era) = ModelContext::new(dispatcher)
                         .request(tenant, &method, params, via)
@@ -110,12 +112,12 @@ pub async fn respond_classified(
                 }
             };
             let (result, standing) = match request_context(tenant, &method, id, params, &via) {
-                None => run.await,
+                None => run().await,
                 // Boxed: a request with no context to carry does not carry
                 // the state of one that has.
                 Some(cx) => {
                     use opentelemetry::trace::FutureExt as _;
-                    let answered = Box::pin(run.with_context(cx.clone())).await;
+                    let answered = Box::pin(run().with_context(cx.clone())).await;
                     let error = answered.0.as_ref().err().map(|e| match e.code() {
                         Some(code) => code.to_string(),
                         None => e.outcome().to_owned(),

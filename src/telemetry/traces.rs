@@ -23,7 +23,9 @@ use std::time::Duration;
 use opentelemetry::propagation::{
     Extractor, Injector, TextMapCompositePropagator, TextMapPropagator,
 };
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+use opentelemetry::trace::{
+    Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::{
@@ -267,6 +269,10 @@ impl Traces {
 /// counts the spans that never reached the collector.
 pub fn start(settings: &TracesSettings, dropped: prometheus::IntCounter) -> Result<Traces, String> {
     use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _};
+    // The HTTP exporter's client is the gateway's reqwest, which needs the
+    // process's TLS provider even for http:// (a gateway with only stdio
+    // upstreams may not have installed it yet).
+    crate::install_crypto_provider();
     let mut exporter = match settings.protocol {
         Protocol::Grpc => {
             let mut headers = axum::http::HeaderMap::new();
@@ -466,33 +472,37 @@ pub fn server(parent: Context, span: &ServerSpan<'_>) -> Context {
     let Some(tracer) = TRACER.get() else {
         return parent;
     };
-    let name = match span.target {
-        Some(t) => format!("{} {t}", span.method),
-        None => span.method.to_owned(),
-    };
-    let mut attributes = Vec::with_capacity(8);
-    attributes.push(KeyValue::new("mcp.method.name", span.method.to_owned()));
-    attributes.push(KeyValue::new(
-        "jsonrpc.request.id",
-        span.request_id.to_owned(),
-    ));
-    attributes.push(KeyValue::new("mcp_gateway.tenant", span.tenant.to_owned()));
-    if let Some(v) = span.protocol_version {
-        attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
-    }
-    if let Some(s) = span.session {
-        attributes.push(KeyValue::new("mcp.session.id", s.to_owned()));
-    }
-    if let Some(t) = span.target.filter(|_| is_tool_call(span.method)) {
-        attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()));
-        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-    }
-    let span = tracer
-        .span_builder(name)
+    // Named and described once it is known to record: an unsampled span
+    // costs its ids, not its attributes.
+    let mut started = tracer
+        .span_builder("request")
         .with_kind(SpanKind::Server)
-        .with_attributes(attributes)
         .start_with_context(tracer, &parent);
-    parent.with_span(span)
+    if started.is_recording() {
+        started.update_name(match span.target {
+            Some(t) => format!("{} {t}", span.method),
+            None => span.method.to_owned(),
+        });
+        let mut attributes = Vec::with_capacity(8);
+        attributes.push(KeyValue::new("mcp.method.name", span.method.to_owned()));
+        attributes.push(KeyValue::new(
+            "jsonrpc.request.id",
+            span.request_id.to_owned(),
+        ));
+        attributes.push(KeyValue::new("mcp_gateway.tenant", span.tenant.to_owned()));
+        if let Some(v) = span.protocol_version {
+            attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
+        }
+        if let Some(s) = span.session {
+            attributes.push(KeyValue::new("mcp.session.id", s.to_owned()));
+        }
+        if let Some(t) = span.target.filter(|_| is_tool_call(span.method)) {
+            attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()));
+            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+        }
+        started.set_attributes(attributes);
+    }
+    parent.with_span(started)
 }
 
 fn is_tool_call(method: &str) -> bool {
@@ -553,45 +563,43 @@ pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Contex
     if !parent.has_active_span() {
         return None;
     }
-    let span_name = match name {
-        Some(n) => format!("{method} {n}"),
-        None => method.to_owned(),
-    };
-    let mut attributes = vec![
-        KeyValue::new("mcp.method.name", method.to_owned()),
-        KeyValue::new("mcp_gateway.upstream", upstream.to_owned()),
-    ];
-    if let Some(n) = name.filter(|_| is_tool_call(method)) {
-        attributes.push(KeyValue::new("gen_ai.tool.name", n.to_owned()));
-        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-    }
-    let span = tracer
-        .span_builder(span_name)
+    let mut started = tracer
+        .span_builder("upstream request")
         .with_kind(SpanKind::Client)
-        .with_attributes(attributes)
         .start_with_context(tracer, &parent);
-    Some(parent.with_span(span))
+    if started.is_recording() {
+        started.update_name(match name {
+            Some(n) => format!("{method} {n}"),
+            None => method.to_owned(),
+        });
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", method.to_owned()),
+            KeyValue::new("mcp_gateway.upstream", upstream.to_owned()),
+        ];
+        if let Some(n) = name.filter(|_| is_tool_call(method)) {
+            attributes.push(KeyValue::new("gen_ai.tool.name", n.to_owned()));
+            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+        }
+        started.set_attributes(attributes);
+    }
+    Some(parent.with_span(started))
 }
 
 /// What goes into an upstream request's `params._meta` for `cx`: the
-/// members (`"traceparent":"..."`, ...) as JSON text, without braces.
+/// members (`"traceparent":"..."`, ...) as JSON text, without braces;
+/// empty without a valid context.
 pub fn meta_members(cx: &Context) -> String {
-    struct Members(String);
-    impl Injector for Members {
-        fn set(&mut self, key: &str, value: String) {
-            if !self.0.is_empty() {
-                self.0.push(',');
-            }
-            self.0
-                .push_str(&serde_json::to_string(key).unwrap_or_default());
-            self.0.push(':');
-            self.0
-                .push_str(&serde_json::to_string(&value).unwrap_or_default());
+    let mut members = String::new();
+    for (key, value) in outgoing(cx) {
+        if !members.is_empty() {
+            members.push(',');
         }
+        members.push('"');
+        members.push_str(key);
+        members.push_str("\":");
+        members.push_str(&serde_json::to_string(&value).unwrap_or_default());
     }
-    let mut members = Members(String::new());
-    propagator().inject_context(cx, &mut members);
-    members.0
+    members
 }
 
 /// The HTTP headers an upstream request carries for the current context.
@@ -599,21 +607,54 @@ pub fn headers() -> Vec<(&'static str, String)> {
     if !active() {
         return Vec::new();
     }
-    let cx = Context::current();
-    if !cx.span().span_context().is_valid() {
+    outgoing(&Context::current())
+}
+
+/// The W3C fields of `cx`'s span context (and its baggage), as both
+/// `_meta` and headers carry them: `traceparent` written by hand (it is
+/// written for every upstream request in a trace), the rest by the
+/// propagators when there is any.
+fn outgoing(cx: &Context) -> Vec<(&'static str, String)> {
+    let span = cx.span();
+    let sc = span.span_context();
+    if !sc.is_valid() {
         return Vec::new();
     }
-    struct Headers(Vec<(&'static str, String)>);
-    impl Injector for Headers {
-        fn set(&mut self, key: &str, value: String) {
-            if let Some(k) = KEYS.iter().find(|k| **k == key) {
-                self.0.push((k, value));
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut parent = String::with_capacity(55);
+    parent.push_str("00-");
+    let hex = |out: &mut String, bytes: &[u8]| {
+        for b in bytes {
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        }
+    };
+    hex(&mut parent, &sc.trace_id().to_bytes());
+    parent.push('-');
+    hex(&mut parent, &sc.span_id().to_bytes());
+    parent.push('-');
+    hex(&mut parent, &[sc.trace_flags().to_u8()]);
+    let mut out = Vec::with_capacity(3);
+    out.push(("traceparent", parent));
+    let state = sc.trace_state().header();
+    if !state.is_empty() {
+        out.push(("tracestate", state));
+    }
+    use opentelemetry::baggage::BaggageExt as _;
+    if cx.baggage().len() > 0 {
+        struct One(Option<String>);
+        impl Injector for One {
+            fn set(&mut self, _: &str, value: String) {
+                self.0 = Some(value);
             }
         }
+        let mut baggage = One(None);
+        BaggagePropagator::new().inject_context(cx, &mut baggage);
+        if let Some(b) = baggage.0 {
+            out.push(("baggage", b));
+        }
     }
-    let mut headers = Headers(Vec::new());
-    propagator().inject_context(&cx, &mut headers);
-    headers.0
+    out
 }
 
 /// The trace and span ids of the span the current request runs in, when it records.

@@ -669,7 +669,9 @@ impl Upstream {
             },
             None => inner,
         };
-        let result = async {
+        // Made where it is awaited: a future bound to a name first would be
+        // moved into place, a copy of the whole call's state.
+        let result = || async {
             let _slot = match &self.slots {
                 Some(slots) => Some(slots.enter(deadline).await?),
                 None => None,
@@ -692,12 +694,12 @@ impl Upstream {
                 .unwrap_or(Err(CallError::Timeout))
         };
         let result = match traced {
-            None => result.await,
+            None => result().await,
             // Boxed: a call with no context to carry does not carry the
             // state of one that has.
             Some(cx) => {
                 use opentelemetry::trace::FutureExt as _;
-                let result = Box::pin(result.with_context(cx.clone())).await;
+                let result = Box::pin(result().with_context(cx.clone())).await;
                 crate::telemetry::traces::end(&cx, result.as_ref().err().map(CallError::outcome));
                 result
             }

@@ -537,3 +537,45 @@ async fn the_python_sdks_client_starts_the_trace_in_either_era() {
     }
     drop(p);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_with_only_stdio_upstreams_exports_too() {
+    // Its HTTP exporter is the only HTTP client it has.
+    let collector = Collector::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            sdk_stdio(),
+            tenant("ka", &["s"]),
+        ),
+    )
+    .unwrap();
+    let endpoint = format!("http://127.0.0.1:{}", collector.http);
+    let mut p = Process::spawn_with_env(
+        &["serve", "--config", path.to_str().unwrap()],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)],
+    );
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let gw = Gateway {
+        running: None,
+        url: format!("http://{agent}/mcp"),
+        admin: String::new(),
+        client: {
+            mcp_gateway::install_crypto_provider();
+            reqwest::Client::new()
+        },
+    };
+    let answer = post(
+        &gw,
+        &[("traceparent", &traceparent(TRACE, CLIENT_SPAN, true))],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "s__traced", "arguments": {}}}),
+    )
+    .await;
+    assert!(seen(&answer)["traceparent"].is_string(), "{answer}");
+    assert_eq!(collector.trace(TRACE, 2).len(), 2);
+    assert!(p.terminate().success());
+}
