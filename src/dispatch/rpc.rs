@@ -220,21 +220,26 @@ fn request_context(
     if !traces::enabled() {
         return Some(parent);
     }
-    let target = super::mcp::target_of(params);
-    let version = super::mcp::meta_version(params);
-    let http = via.http.as_ref();
-    fn header(v: Option<&[u8]>) -> Option<&str> {
-        v.and_then(|v| std::str::from_utf8(v).ok())
+    let cx = traces::server(parent);
+    // What names the span is read only for a span that records.
+    if traces::records(&cx) {
+        let target = super::mcp::target_of(params);
+        let version = super::mcp::meta_version(params);
+        let http = via.http.as_ref();
+        fn header(v: Option<&[u8]>) -> Option<&str> {
+            v.and_then(|v| std::str::from_utf8(v).ok())
+        }
+        let span = traces::ServerSpan {
+            method,
+            target: target.as_deref(),
+            protocol_version: header(http.and_then(|h| h.protocol_version)).or(version.as_deref()),
+            session: header(http.and_then(|h| h.session)),
+            request_id: id.get(),
+            tenant: &tenant.name,
+        };
+        traces::describe(&cx, &span);
     }
-    let span = traces::ServerSpan {
-        method,
-        target: target.as_deref(),
-        protocol_version: header(http.and_then(|h| h.protocol_version)).or(version.as_deref()),
-        session: header(http.and_then(|h| h.session)),
-        request_id: id.get(),
-        tenant: &tenant.name,
-    };
-    Some(traces::server(parent, &span))
+    Some(cx)
 }
 
 /// Writes a gateway error as its wire form.

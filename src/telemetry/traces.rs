@@ -319,6 +319,10 @@ pub fn start(settings: &TracesSettings, dropped: prometheus::IntCounter) -> Resu
         .with_sampler(settings.sampler.sampler())
         .with_span_processor(Queue { spans, dropped })
         .build();
+    PARENT_BASED.store(
+        matches!(settings.sampler, SamplerSpec::ParentBased(_)),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let _ = TRACER.set(provider.tracer("mcp-gateway"));
     Ok(Traces { provider, flush })
 }
@@ -468,41 +472,73 @@ pub struct ServerSpan<'a> {
 /// The context a request runs in: a SERVER span of the gateway's, child of
 /// what came in (a non-recording one when not sampled: the context still
 /// flows); without tracing, what came in, unchanged.
-pub fn server(parent: Context, span: &ServerSpan<'_>) -> Context {
+pub fn server(parent: Context) -> Context {
     let Some(tracer) = TRACER.get() else {
         return parent;
     };
-    // Named and described once it is known to record: an unsampled span
-    // costs its ids, not its attributes.
-    let mut started = tracer
+    // A parent-based sampler keeps an unsampled parent's decision: the
+    // span would record nothing, so only its id is made.
+    if PARENT_BASED.load(std::sync::atomic::Ordering::Relaxed) {
+        let sc = parent.span().span_context().clone();
+        if sc.is_valid() && !sc.is_sampled() {
+            return parent.with_remote_span_context(own_span(&sc));
+        }
+    }
+    // Named and described by [`describe`] once it is known to record: an
+    // unsampled span costs its ids, not its attributes.
+    let started = tracer
         .span_builder("request")
         .with_kind(SpanKind::Server)
         .start_with_context(tracer, &parent);
-    if started.is_recording() {
-        started.update_name(match span.target {
-            Some(t) => format!("{} {t}", span.method),
-            None => span.method.to_owned(),
-        });
-        let mut attributes = Vec::with_capacity(8);
-        attributes.push(KeyValue::new("mcp.method.name", span.method.to_owned()));
-        attributes.push(KeyValue::new(
-            "jsonrpc.request.id",
-            span.request_id.to_owned(),
-        ));
-        attributes.push(KeyValue::new("mcp_gateway.tenant", span.tenant.to_owned()));
-        if let Some(v) = span.protocol_version {
-            attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
-        }
-        if let Some(s) = span.session {
-            attributes.push(KeyValue::new("mcp.session.id", s.to_owned()));
-        }
-        if let Some(t) = span.target.filter(|_| is_tool_call(span.method)) {
-            attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()));
-            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-        }
-        started.set_attributes(attributes);
-    }
     parent.with_span(started)
+}
+
+/// Whether the sampler is parent-based (set once, at start).
+static PARENT_BASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A span context of the gateway's own in the trace of `sc`: a new span id,
+/// the same flags and state (what an unsampled span passes on).
+fn own_span(sc: &opentelemetry::trace::SpanContext) -> opentelemetry::trace::SpanContext {
+    use opentelemetry_sdk::trace::IdGenerator as _;
+    opentelemetry::trace::SpanContext::new(
+        sc.trace_id(),
+        opentelemetry_sdk::trace::RandomIdGenerator::default().new_span_id(),
+        sc.trace_flags(),
+        false,
+        sc.trace_state().clone(),
+    )
+}
+
+/// Whether the span of `cx` records (what describes it is then worth reading).
+pub fn records(cx: &Context) -> bool {
+    cx.span().is_recording()
+}
+
+/// Names the SERVER span of `cx` and gives it its attributes.
+pub fn describe(cx: &Context, span: &ServerSpan<'_>) {
+    let started = cx.span();
+    started.update_name(match span.target {
+        Some(t) => format!("{} {t}", span.method),
+        None => span.method.to_owned(),
+    });
+    let mut attributes = Vec::with_capacity(8);
+    attributes.push(KeyValue::new("mcp.method.name", span.method.to_owned()));
+    attributes.push(KeyValue::new(
+        "jsonrpc.request.id",
+        span.request_id.to_owned(),
+    ));
+    attributes.push(KeyValue::new("mcp_gateway.tenant", span.tenant.to_owned()));
+    if let Some(v) = span.protocol_version {
+        attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
+    }
+    if let Some(s) = span.session {
+        attributes.push(KeyValue::new("mcp.session.id", s.to_owned()));
+    }
+    if let Some(t) = span.target.filter(|_| is_tool_call(span.method)) {
+        attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    }
+    started.set_attributes(attributes);
 }
 
 fn is_tool_call(method: &str) -> bool {
@@ -563,6 +599,17 @@ pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Contex
     if !parent.has_active_span() {
         return None;
     }
+    // A request that is not sampled has no span that records: its upstream
+    // calls pass on a span id of their own and the flags as they are,
+    // without making a span of the SDK's (which would record nothing).
+    let unsampled = {
+        let parent_span = parent.span();
+        let sc = parent_span.span_context();
+        (!parent_span.is_recording() && !sc.is_sampled()).then(|| own_span(sc))
+    };
+    if let Some(own) = unsampled {
+        return Some(parent.with_remote_span_context(own));
+    }
     let mut started = tracer
         .span_builder("upstream request")
         .with_kind(SpanKind::Client)
@@ -589,7 +636,7 @@ pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Contex
 /// members (`"traceparent":"..."`, ...) as JSON text, without braces;
 /// empty without a valid context.
 pub fn meta_members(cx: &Context) -> String {
-    let mut members = String::new();
+    let mut members = String::with_capacity(80);
     for (key, value) in outgoing(cx) {
         if !members.is_empty() {
             members.push(',');
@@ -597,7 +644,14 @@ pub fn meta_members(cx: &Context) -> String {
         members.push('"');
         members.push_str(key);
         members.push_str("\":");
-        members.push_str(&serde_json::to_string(&value).unwrap_or_default());
+        if key == "traceparent" {
+            // Hex digits and dashes: nothing to escape.
+            members.push('"');
+            members.push_str(&value);
+            members.push('"');
+        } else {
+            members.push_str(&serde_json::to_string(&value).unwrap_or_default());
+        }
     }
     members
 }
@@ -641,7 +695,7 @@ fn outgoing(cx: &Context) -> Vec<(&'static str, String)> {
         out.push(("tracestate", state));
     }
     use opentelemetry::baggage::BaggageExt as _;
-    if cx.baggage().len() > 0 {
+    if !cx.baggage().is_empty() {
         struct One(Option<String>);
         impl Injector for One {
             fn set(&mut self, _: &str, value: String) {
