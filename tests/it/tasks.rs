@@ -496,15 +496,7 @@ async fn a_tasks_creation_and_its_final_outcome_are_audited() {
     let mut p = Process::spawn(&["serve", "--config", path.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");
     p.wait_log("ready", |v| v["message"] == "upstream ready");
-    let gw = Gateway {
-        running: None,
-        url: format!("http://{agent}/mcp"),
-        admin: String::new(),
-        client: {
-            mcp_gateway::install_crypto_provider();
-            reqwest::Client::new()
-        },
-    };
+    let gw = Gateway::at(&agent);
     let secret = "secret-topic-51c";
     let created = post(
         &gw,

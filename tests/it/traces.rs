@@ -156,15 +156,7 @@ fn gateway(
     for _ in 0..2 {
         p.wait_log("ready", |v| v["message"] == "upstream ready");
     }
-    let gw = Gateway {
-        running: None,
-        url: format!("http://{agent}/mcp"),
-        admin: String::new(),
-        client: {
-            mcp_gateway::install_crypto_provider();
-            reqwest::Client::new()
-        },
-    };
+    let gw = Gateway::at(&agent);
     (p, gw, upstream, dir)
 }
 
@@ -560,15 +552,7 @@ async fn a_gateway_with_only_stdio_upstreams_exports_too() {
     );
     let agent = p.addr("agent listener bound");
     p.wait_log("ready", |v| v["message"] == "upstream ready");
-    let gw = Gateway {
-        running: None,
-        url: format!("http://{agent}/mcp"),
-        admin: String::new(),
-        client: {
-            mcp_gateway::install_crypto_provider();
-            reqwest::Client::new()
-        },
-    };
+    let gw = Gateway::at(&agent);
     let answer = post(
         &gw,
         &[("traceparent", &traceparent(TRACE, CLIENT_SPAN, true))],

@@ -201,6 +201,19 @@ impl Gateway {
         gw
     }
 
+    /// A handle on a gateway process (the real binary) serving agents at `agent`.
+    pub fn at(agent: &str) -> Gateway {
+        Gateway {
+            url: format!("http://{agent}/mcp"),
+            admin: String::new(),
+            running: None,
+            client: {
+                mcp_gateway::install_crypto_provider();
+                reqwest::Client::new()
+            },
+        }
+    }
+
     /// A handle on a gateway started some other way.
     pub fn wrap(running: Running) -> Gateway {
         Gateway {
