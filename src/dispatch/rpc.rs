@@ -111,13 +111,13 @@ pub async fn respond_classified(
                     )
                 }
             };
+            use crate::telemetry::traces::InTrace;
             let (result, standing) = match request_context(tenant, &method, id, params, &via) {
                 None => run().await,
-                // Boxed: a request with no context to carry does not carry
-                // the state of one that has.
-                Some(cx) => {
+                Some(InTrace::Unsampled(trace)) => trace.run(run()).await,
+                Some(InTrace::Context(cx)) => {
                     use opentelemetry::trace::FutureExt as _;
-                    let answered = Box::pin(run().with_context(cx.clone())).await;
+                    let answered = std::pin::pin!(run()).with_context(cx.clone()).await;
                     let error = answered.0.as_ref().err().map(|e| match e.code() {
                         Some(code) => code.to_string(),
                         None => e.outcome().to_owned(),
@@ -200,17 +200,17 @@ pub async fn respond_classified(
     (out, line, status)
 }
 
-/// The trace context a request runs in: a span of the gateway's (when
-/// traces are exported) child of what the request carried in
-/// `params._meta` or its HTTP headers; `None` when there is neither a
-/// collector nor a context to carry on.
+/// The trace a request runs in: a span of the gateway's (when traces are
+/// exported) child of what the request carried in `params._meta` or its
+/// HTTP headers; `None` when there is neither a collector nor a context to
+/// carry on.
 fn request_context(
     tenant: &Tenant,
     method: &str,
     id: Json<'_>,
     params: Option<Json<'_>>,
     via: &Via<'_>,
-) -> Option<opentelemetry::Context> {
+) -> Option<crate::telemetry::traces::InTrace> {
     use crate::telemetry::traces;
     let headers = via.http.and_then(|h| h.all);
     let parent = traces::incoming(super::mcp::trace_meta(params), |name| {
@@ -218,9 +218,12 @@ fn request_context(
         std::str::from_utf8(value).ok()
     })?;
     if !traces::enabled() {
-        return Some(parent);
+        return Some(traces::InTrace::Context(parent));
     }
-    let cx = traces::server(parent);
+    let cx = match traces::server(parent) {
+        traces::InTrace::Context(cx) => cx,
+        unsampled => return Some(unsampled),
+    };
     // What names the span is read only for a span that records.
     if traces::records(&cx) {
         let target = super::mcp::target_of(params);
@@ -239,7 +242,7 @@ fn request_context(
         };
         traces::describe(&cx, &span);
     }
-    Some(cx)
+    Some(traces::InTrace::Context(cx))
 }
 
 /// Writes a gateway error as its wire form.

@@ -24,12 +24,14 @@ use opentelemetry::propagation::{
     Extractor, Injector, TextMapCompositePropagator, TextMapPropagator,
 };
 use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
+    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::{
-    Sampler, SdkTracer, SdkTracerProvider, SpanData, SpanExporter as _,
+    IdGenerator, RandomIdGenerator, Sampler, SdkTracer, SdkTracerProvider, SpanData,
+    SpanExporter as _,
 };
 
 /// Spans waiting for the exporter at most; past it they are dropped.
@@ -317,12 +319,10 @@ pub fn start(settings: &TracesSettings, dropped: prometheus::IntCounter) -> Resu
     let provider = SdkTracerProvider::builder()
         .with_resource(resource)
         .with_sampler(settings.sampler.sampler())
+        .with_id_generator(Ids)
         .with_span_processor(Queue { spans, dropped })
         .build();
-    PARENT_BASED.store(
-        matches!(settings.sampler, SamplerSpec::ParentBased(_)),
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    let _ = SAMPLER.set(settings.sampler);
     let _ = TRACER.set(provider.tracer("mcp-gateway"));
     Ok(Traces { provider, flush })
 }
@@ -450,6 +450,10 @@ pub fn incoming<'a>(
             meta: KEYS.map(|k| header(k).map(Cow::Borrowed)),
         }
     };
+    if carried.meta.iter().all(Option::is_none) {
+        // A root: nothing to read, and nothing to carry unless spans are made.
+        return enabled().then(Context::new);
+    }
     if carried.meta[0].is_none() && !enabled() {
         return None;
     }
@@ -469,49 +473,181 @@ pub struct ServerSpan<'a> {
     pub tenant: &'a str,
 }
 
-/// The context a request runs in: a SERVER span of the gateway's, child of
-/// what came in (a non-recording one when not sampled: the context still
-/// flows); without tracing, what came in, unchanged.
-pub fn server(parent: Context) -> Context {
-    let Some(tracer) = TRACER.get() else {
-        return parent;
-    };
-    // A parent-based sampler keeps an unsampled parent's decision: the
-    // span would record nothing, so only its id is made.
-    if PARENT_BASED.load(std::sync::atomic::Ordering::Relaxed) {
-        let sc = parent.span().span_context().clone();
-        if sc.is_valid() && !sc.is_sampled() {
-            return parent.with_remote_span_context(own_span(&sc));
-        }
+/// The trace a request runs in.
+pub enum InTrace {
+    /// A context of OpenTelemetry's: a SERVER span of the gateway's, or,
+    /// with tracing off, what came in.
+    Context(Context),
+    /// A request that is not sampled and carries nothing but its trace.
+    Unsampled(Unsampled),
+}
+
+/// The trace of a request that is not sampled and carries no state or
+/// baggage: all its upstream calls pass on is this trace and its flags,
+/// under span ids of their own. Its span would record nothing, so none is
+/// made.
+#[derive(Debug, Clone, Copy)]
+pub struct Unsampled {
+    trace: TraceId,
+    flags: TraceFlags,
+}
+
+thread_local! {
+    /// The [`Unsampled`] trace of the request being polled on this thread.
+    static UNSAMPLED: std::cell::Cell<Option<Unsampled>> = const { std::cell::Cell::new(None) };
+}
+
+impl Unsampled {
+    /// Runs `request` with this the trace of its upstream calls: current on
+    /// the thread while it is polled, and what was current before after.
+    pub async fn run<F: std::future::Future>(self, request: F) -> F::Output {
+        let mut request = std::pin::pin!(request);
+        std::future::poll_fn(|task| {
+            struct Restore(Option<Unsampled>);
+            impl Drop for Restore {
+                fn drop(&mut self) {
+                    UNSAMPLED.set(self.0);
+                }
+            }
+            let _restore = Restore(UNSAMPLED.replace(Some(self)));
+            request.as_mut().poll(task)
+        })
+        .await
     }
-    // Named and described by [`describe`] once it is known to record: an
-    // unsampled span costs its ids, not its attributes.
+}
+
+/// The trace a request runs in: a SERVER span of the gateway's, child of
+/// what came in (when not sampled, an [`Unsampled`] trace or a span context
+/// of the gateway's own: the context still flows); without tracing, what
+/// came in, unchanged.
+pub fn server(parent: Context) -> InTrace {
+    let Some(tracer) = TRACER.get() else {
+        return InTrace::Context(parent);
+    };
+    // A span the sampler would drop records nothing: it is not made.
+    let unsampled = unsampled(parent.span().span_context());
+    if let Some(trace) = unsampled {
+        use opentelemetry::baggage::BaggageExt as _;
+        let own = {
+            let span = parent.span();
+            let sc = span.span_context();
+            if sc.trace_state() == &TraceState::NONE && parent.baggage().is_empty() {
+                let flags = sc.trace_flags().with_sampled(false);
+                return InTrace::Unsampled(Unsampled { trace, flags });
+            }
+            child(sc, trace)
+        };
+        return InTrace::Context(parent.with_remote_span_context(own));
+    }
+    // Named and described by [`describe`] once it is known to record.
     let started = tracer
         .span_builder("request")
         .with_kind(SpanKind::Server)
         .start_with_context(tracer, &parent);
-    parent.with_span(started)
+    InTrace::Context(parent.with_span(started))
 }
 
-/// Whether the sampler is parent-based (set once, at start).
-static PARENT_BASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The sampler spans are made with (set once, at start).
+static SAMPLER: OnceLock<SamplerSpec> = OnceLock::new();
 
-/// A span context of the gateway's own in the trace of `sc`: a new span id,
-/// the same flags and state (what an unsampled span passes on).
-fn own_span(sc: &opentelemetry::trace::SpanContext) -> opentelemetry::trace::SpanContext {
-    use opentelemetry_sdk::trace::IdGenerator as _;
-    opentelemetry::trace::SpanContext::new(
-        sc.trace_id(),
-        opentelemetry_sdk::trace::RandomIdGenerator::default().new_span_id(),
-        sc.trace_flags(),
+thread_local! {
+    /// The trace id the SDK's next root span takes: the one [`unsampled`]
+    /// decided its sampling on.
+    static NEXT_TRACE: std::cell::Cell<Option<TraceId>> = const { std::cell::Cell::new(None) };
+}
+
+/// The SDK's random ids, except a root's trace id when [`unsampled`] drew
+/// it (so that the SDK's sampler decides on the same id).
+#[derive(Debug)]
+struct Ids;
+
+impl IdGenerator for Ids {
+    fn new_trace_id(&self) -> TraceId {
+        NEXT_TRACE
+            .with(std::cell::Cell::take)
+            .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id())
+    }
+
+    fn new_span_id(&self) -> SpanId {
+        RandomIdGenerator::default().new_span_id()
+    }
+}
+
+/// The trace of a child of `parent` that the sampler would not sample
+/// (the parent's, or a new one for a root); `None` when it would be
+/// sampled, and the SDK makes the span (a root's trace id waiting for it
+/// in [`NEXT_TRACE`]). The decisions are those of the SDK's samplers, made
+/// without a span.
+fn unsampled(parent: &SpanContext) -> Option<TraceId> {
+    unsampled_by(*SAMPLER.get()?, parent)
+}
+
+fn unsampled_by(spec: SamplerSpec, parent: &SpanContext) -> Option<TraceId> {
+    let valid = parent.is_valid();
+    let trace = || {
+        if valid {
+            parent.trace_id()
+        } else {
+            RandomIdGenerator::default().new_trace_id()
+        }
+    };
+    let ratio = |r: f64| {
+        let trace = trace();
+        if sampled_at(r, trace) {
+            if !valid {
+                NEXT_TRACE.with(|next| next.set(Some(trace)));
+            }
+            None
+        } else {
+            Some(trace)
+        }
+    };
+    match spec {
+        SamplerSpec::AlwaysOn => None,
+        SamplerSpec::AlwaysOff => Some(trace()),
+        SamplerSpec::Ratio(r) => ratio(r),
+        SamplerSpec::ParentBased(_) if valid => (!parent.is_sampled()).then(|| parent.trace_id()),
+        SamplerSpec::ParentBased(Root::AlwaysOn) => None,
+        SamplerSpec::ParentBased(Root::AlwaysOff) => Some(trace()),
+        SamplerSpec::ParentBased(Root::Ratio(r)) => ratio(r),
+    }
+}
+
+/// `TraceIdRatioBased`'s decision: the trace id's low 63 bits under the ratio.
+fn sampled_at(ratio: f64, trace: TraceId) -> bool {
+    if ratio >= 1.0 {
+        return true;
+    }
+    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+    let bytes = trace.to_bytes();
+    let low = u64::from_be_bytes([
+        bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15],
+    ]);
+    (low >> 1) < bound
+}
+
+fn new_span_id() -> SpanId {
+    RandomIdGenerator::default().new_span_id()
+}
+
+/// An unsampled child of `parent` in `trace`: a new span id, the state
+/// carried on.
+fn child(parent: &SpanContext, trace: TraceId) -> SpanContext {
+    SpanContext::new(
+        trace,
+        new_span_id(),
+        parent.trace_flags().with_sampled(false),
         false,
-        sc.trace_state().clone(),
+        parent.trace_state().clone(),
     )
 }
 
-/// Whether the span of `cx` records (what describes it is then worth reading).
+/// Whether the span of `cx` records (what describes it is then worth
+/// reading). The samplers record exactly what they sample, so an
+/// unsampled span is known not to record without asking it.
 pub fn records(cx: &Context) -> bool {
-    cx.span().is_recording()
+    let span = cx.span();
+    span.span_context().is_sampled() && span.is_recording()
 }
 
 /// Names the SERVER span of `cx` and gives it its attributes.
@@ -551,6 +687,9 @@ pub fn end(cx: &Context, error: Option<&str>) {
     if !enabled() {
         return;
     }
+    if !records(cx) {
+        return;
+    }
     let span = cx.span();
     if let Some(error) = error {
         span.set_attribute(KeyValue::new("error.type", error.to_owned()));
@@ -564,11 +703,12 @@ pub fn record(key: &'static str, value: &str) {
     if !enabled() {
         return;
     }
-    let cx = Context::current();
-    let span = cx.span();
-    if span.is_recording() {
-        span.set_attribute(KeyValue::new(key, value.to_owned()));
-    }
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if span.span_context().is_sampled() && span.is_recording() {
+            span.set_attribute(KeyValue::new(key, value.to_owned()));
+        }
+    });
 }
 
 /// An event on the span the current request runs in (a queue waited on,
@@ -577,138 +717,163 @@ pub fn event(name: &'static str) {
     if !enabled() {
         return;
     }
-    let cx = Context::current();
-    let span = cx.span();
-    if span.is_recording() {
-        span.add_event(name, Vec::new());
-    }
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if span.span_context().is_sampled() && span.is_recording() {
+            span.add_event(name, Vec::new());
+        }
+    });
 }
 
-/// The context an upstream request runs in: a CLIENT span, child of the
-/// current one, named `{method} {name}`; `None` when there is no context
-/// to carry (no request context, tracing off).
-pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Context> {
+/// What an upstream request carries of its trace: the context of a CLIENT
+/// span, child of the current one, named `{method} {name}` (a span of the
+/// SDK's only when it records); `None` when there is no context to carry
+/// (no request context, tracing off).
+pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Outbound> {
     if !active() {
         return None;
     }
-    let parent = Context::current();
-    let Some(tracer) = TRACER.get() else {
-        // Off: what came in flows on unchanged.
-        return parent.span().span_context().is_valid().then_some(parent);
-    };
-    if !parent.has_active_span() {
-        return None;
+    if let Some(u) = UNSAMPLED.get() {
+        let own = SpanContext::new(u.trace, new_span_id(), u.flags, false, TraceState::NONE);
+        return Outbound::new(None, &own, None);
     }
-    // A request that is not sampled has no span that records: its upstream
-    // calls pass on a span id of their own and the flags as they are,
-    // without making a span of the SDK's (which would record nothing).
-    let unsampled = {
-        let parent_span = parent.span();
-        let sc = parent_span.span_context();
-        (!parent_span.is_recording() && !sc.is_sampled()).then(|| own_span(sc))
-    };
-    if let Some(own) = unsampled {
-        return Some(parent.with_remote_span_context(own));
-    }
-    let mut started = tracer
-        .span_builder("upstream request")
-        .with_kind(SpanKind::Client)
-        .start_with_context(tracer, &parent);
-    if started.is_recording() {
-        started.update_name(match name {
-            Some(n) => format!("{method} {n}"),
-            None => method.to_owned(),
-        });
-        let mut attributes = vec![
-            KeyValue::new("mcp.method.name", method.to_owned()),
-            KeyValue::new("mcp_gateway.upstream", upstream.to_owned()),
-        ];
-        if let Some(n) = name.filter(|_| is_tool_call(method)) {
-            attributes.push(KeyValue::new("gen_ai.tool.name", n.to_owned()));
-            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    Context::map_current(|parent| {
+        let Some(tracer) = TRACER.get() else {
+            // Off: what came in flows on unchanged.
+            return Outbound::new(None, parent.span().span_context(), Some(parent));
+        };
+        if !parent.has_active_span() {
+            return None;
         }
-        started.set_attributes(attributes);
-    }
-    Some(parent.with_span(started))
-}
-
-/// What goes into an upstream request's `params._meta` for `cx`: the
-/// members (`"traceparent":"..."`, ...) as JSON text, without braces;
-/// empty without a valid context.
-pub fn meta_members(cx: &Context) -> String {
-    let mut members = String::with_capacity(80);
-    for (key, value) in outgoing(cx) {
-        if !members.is_empty() {
-            members.push(',');
+        // A request that is not sampled has no span that records: its
+        // upstream calls pass on a span id of their own and the flags as
+        // they are, without a span of the SDK's (which would record nothing).
+        let own = {
+            let parent_span = parent.span();
+            let sc = parent_span.span_context();
+            (!sc.is_sampled()).then(|| child(sc, sc.trace_id()))
+        };
+        if let Some(own) = own {
+            return Outbound::new(None, &own, Some(parent));
         }
-        members.push('"');
-        members.push_str(key);
-        members.push_str("\":");
-        if key == "traceparent" {
-            // Hex digits and dashes: nothing to escape.
-            members.push('"');
-            members.push_str(&value);
-            members.push('"');
-        } else {
-            members.push_str(&serde_json::to_string(&value).unwrap_or_default());
-        }
-    }
-    members
-}
-
-/// The HTTP headers an upstream request carries for the current context.
-pub fn headers() -> Vec<(&'static str, String)> {
-    if !active() {
-        return Vec::new();
-    }
-    outgoing(&Context::current())
-}
-
-/// The W3C fields of `cx`'s span context (and its baggage), as both
-/// `_meta` and headers carry them: `traceparent` written by hand (it is
-/// written for every upstream request in a trace), the rest by the
-/// propagators when there is any.
-fn outgoing(cx: &Context) -> Vec<(&'static str, String)> {
-    let span = cx.span();
-    let sc = span.span_context();
-    if !sc.is_valid() {
-        return Vec::new();
-    }
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut parent = String::with_capacity(55);
-    parent.push_str("00-");
-    let hex = |out: &mut String, bytes: &[u8]| {
-        for b in bytes {
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 15)]));
-        }
-    };
-    hex(&mut parent, &sc.trace_id().to_bytes());
-    parent.push('-');
-    hex(&mut parent, &sc.span_id().to_bytes());
-    parent.push('-');
-    hex(&mut parent, &[sc.trace_flags().to_u8()]);
-    let mut out = Vec::with_capacity(3);
-    out.push(("traceparent", parent));
-    let state = sc.trace_state().header();
-    if !state.is_empty() {
-        out.push(("tracestate", state));
-    }
-    use opentelemetry::baggage::BaggageExt as _;
-    if !cx.baggage().is_empty() {
-        struct One(Option<String>);
-        impl Injector for One {
-            fn set(&mut self, _: &str, value: String) {
-                self.0 = Some(value);
+        let mut started = tracer
+            .span_builder("upstream request")
+            .with_kind(SpanKind::Client)
+            .start_with_context(tracer, parent);
+        if started.is_recording() {
+            started.update_name(match name {
+                Some(n) => format!("{method} {n}"),
+                None => method.to_owned(),
+            });
+            let mut attributes = vec![
+                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcp_gateway.upstream", upstream.to_owned()),
+            ];
+            if let Some(n) = name.filter(|_| is_tool_call(method)) {
+                attributes.push(KeyValue::new("gen_ai.tool.name", n.to_owned()));
+                attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
             }
+            started.set_attributes(attributes);
         }
-        let mut baggage = One(None);
-        BaggagePropagator::new().inject_context(cx, &mut baggage);
-        if let Some(b) = baggage.0 {
-            out.push(("baggage", b));
+        let cx = parent.with_span(started);
+        let sc = cx.span().span_context().clone();
+        Outbound::new(Some(cx.clone()), &sc, Some(&cx))
+    })
+}
+
+/// The trace context one upstream request carries, written once for its
+/// `params._meta` and (over HTTP) its headers; and the span it runs in,
+/// when that records.
+#[derive(Debug)]
+pub struct Outbound {
+    span: Option<Context>,
+    /// `"traceparent":"00-{trace}-{span}-{flags}"`: a member of `_meta`.
+    member: [u8; 71],
+    /// `tracestate` and `baggage`, when the context has any.
+    more: Option<Box<[Option<String>; 2]>>,
+}
+
+/// Where the `traceparent` value sits in [`Outbound::member`].
+const TRACEPARENT_AT: usize = 15;
+
+impl Outbound {
+    /// The W3C fields of `sc` (and the baggage of `cx`); `None` when `sc`
+    /// is not a valid context.
+    fn new(span: Option<Context>, sc: &SpanContext, cx: Option<&Context>) -> Option<Outbound> {
+        if !sc.is_valid() {
+            return None;
+        }
+        let state = if sc.trace_state() == &TraceState::NONE {
+            None
+        } else {
+            Some(sc.trace_state().header()).filter(|s| !s.is_empty())
+        };
+        use opentelemetry::baggage::BaggageExt as _;
+        let baggage = match cx {
+            Some(cx) if !cx.baggage().is_empty() => {
+                struct One(Option<String>);
+                impl Injector for One {
+                    fn set(&mut self, _: &str, value: String) {
+                        self.0 = Some(value);
+                    }
+                }
+                let mut baggage = One(None);
+                BaggagePropagator::new().inject_context(cx, &mut baggage);
+                baggage.0
+            }
+            _ => None,
+        };
+        let more = (state.is_some() || baggage.is_some()).then(|| Box::new([state, baggage]));
+        let mut member =
+            *b"\"traceparent\":\"00-00000000000000000000000000000000-0000000000000000-00\"";
+        write_traceparent(sc, &mut member[TRACEPARENT_AT..TRACEPARENT_AT + 55]);
+        Some(Outbound { span, member, more })
+    }
+
+    /// The CLIENT span the request runs in, when it records.
+    pub fn span(&self) -> Option<&Context> {
+        self.span.as_ref()
+    }
+
+    /// `"traceparent":"…"`: the member of `_meta` every traced request has.
+    pub fn traceparent_member(&self) -> &[u8] {
+        &self.member
+    }
+
+    /// `tracestate` and `baggage` as the propagators wrote them, when there
+    /// are any (never trusted to hold no line breaks: a value with a
+    /// control character is left out).
+    pub fn more(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let clean = |v: &&str| !v.bytes().any(|b| b.is_ascii_control());
+        self.more.iter().flat_map(move |more| {
+            ["tracestate", "baggage"]
+                .into_iter()
+                .zip(more.iter())
+                .filter_map(move |(k, v)| v.as_deref().filter(clean).map(|v| (k, v)))
+        })
+    }
+
+    /// The HTTP headers the request carries: `traceparent` (hex digits and
+    /// dashes), then [`Outbound::more`].
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &[u8])> {
+        let parent = &self.member[TRACEPARENT_AT..TRACEPARENT_AT + 55];
+        std::iter::once(("traceparent", parent)).chain(self.more().map(|(k, v)| (k, v.as_bytes())))
+    }
+}
+
+/// Writes `00-{trace id}-{span id}-{flags}` in lowercase hex, as W3C
+/// writes it, over the 55 bytes of `out` (which hold its dashes already).
+fn write_traceparent(sc: &SpanContext, out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    fn hex(out: &mut [u8], bytes: &[u8]) {
+        for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 15)];
         }
     }
-    out
+    hex(&mut out[3..35], &sc.trace_id().to_bytes());
+    hex(&mut out[36..52], &sc.span_id().to_bytes());
+    hex(&mut out[53..55], &[sc.trace_flags().to_u8()]);
 }
 
 /// The trace and span ids of the span the current request runs in, when it records.
@@ -732,6 +897,14 @@ pub(super) fn add_ids(out: &mut String, trace: &str, span: &str) {
     out.push_str("\",\"span_id\":\"");
     out.push_str(span);
     out.push('"');
+}
+
+/// What an upstream request made in the context `traceparent` names carries.
+#[cfg(test)]
+pub(crate) fn outbound_for(traceparent: &str) -> Outbound {
+    let cx = incoming([Some(traceparent.into()), None, None], |_| None);
+    let _in = cx.map(Context::attach);
+    client("tools/call", None, "up").unwrap_or_else(|| panic!("{traceparent} is not valid"))
 }
 
 #[cfg(test)]
@@ -824,6 +997,78 @@ mod tests {
     }
 
     #[test]
+    fn sampling_is_decided_as_the_sdk_decides_it() {
+        use opentelemetry::trace::{TraceFlags, TraceState};
+        use opentelemetry_sdk::trace::ShouldSample as _;
+        let sdk = |spec: SamplerSpec, parent: &SpanContext, trace: TraceId| {
+            // A root comes with no span at all.
+            let cx = if parent.is_valid() {
+                Context::new().with_remote_span_context(parent.clone())
+            } else {
+                Context::new()
+            };
+            let decided = spec.sampler().should_sample(
+                Some(&cx),
+                trace,
+                "request",
+                &SpanKind::Server,
+                &[],
+                &[],
+            );
+            decided.decision == opentelemetry_sdk::trace::SamplingDecision::RecordAndSample
+        };
+        let parent = |flags: u8| {
+            SpanContext::new(
+                RandomIdGenerator::default().new_trace_id(),
+                RandomIdGenerator::default().new_span_id(),
+                TraceFlags::new(flags),
+                true,
+                TraceState::from_key_value([("k", "v")]).unwrap(),
+            )
+        };
+        let specs = [
+            SamplerSpec::AlwaysOn,
+            SamplerSpec::AlwaysOff,
+            SamplerSpec::Ratio(0.3),
+            SamplerSpec::ParentBased(Root::AlwaysOn),
+            SamplerSpec::ParentBased(Root::AlwaysOff),
+            SamplerSpec::ParentBased(Root::Ratio(0.3)),
+        ];
+        let mut sampled = 0;
+        for _ in 0..200 {
+            for spec in specs {
+                for p in [parent(1), parent(0), SpanContext::empty_context()] {
+                    NEXT_TRACE.with(|next| next.set(None));
+                    let own = unsampled_by(spec, &p);
+                    // The trace the decision was made on: the parent's, or the
+                    // root's that the SDK's next span takes.
+                    let trace = match own {
+                        Some(own) => own,
+                        None if p.is_valid() => p.trace_id(),
+                        None => NEXT_TRACE
+                            .with(std::cell::Cell::get)
+                            .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id()),
+                    };
+                    assert_eq!(own.is_none(), sdk(spec, &p, trace), "{spec:?} {p:?}");
+                    if let Some(own) = own {
+                        let own = child(&p, own);
+                        assert!(!own.is_sampled() && own.is_valid());
+                        assert_ne!(own.span_id(), p.span_id());
+                        if p.is_valid() {
+                            assert_eq!(own.trace_id(), p.trace_id());
+                            assert_eq!(own.trace_state().header(), "k=v");
+                        }
+                    } else {
+                        sampled += 1;
+                    }
+                }
+            }
+        }
+        // Ratios decided both ways over the 200 rounds.
+        assert!(sampled > 200 * 4 && sampled < 200 * 10, "{sampled}");
+    }
+
+    #[test]
     fn context_comes_from_meta_before_headers_and_goes_out_as_it_came_when_off() {
         let meta_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         let header_parent = "00-11111111111111111111111111111111-2222222222222222-01";
@@ -837,9 +1082,16 @@ mod tests {
         );
         assert_eq!(sc.span_id().to_string(), "b7ad6b7169203331");
         assert!(sc.is_remote() && sc.is_sampled());
+        let out = {
+            let _in = from_meta.clone().attach();
+            client("tools/call", Some("echo"), "up").unwrap()
+        };
         assert_eq!(
-            meta_members(&from_meta),
-            format!(r#""traceparent":"{meta_parent}","tracestate":"k=v""#)
+            out.fields().collect::<Vec<_>>(),
+            [
+                ("traceparent", meta_parent.as_bytes()),
+                ("tracestate", b"k=v".as_slice())
+            ]
         );
         let from_header = incoming([None, None, None], header).unwrap();
         assert_eq!(

@@ -18,6 +18,7 @@ use super::{CallError, Params, Transport, Upstream, write_request};
 use crate::config::HttpSpec;
 use crate::jsonrpc::message::{Malformed, UpstreamMessage, parse_upstream, parse_upstream_text};
 use crate::jsonrpc::{Json, JsonBuf};
+use crate::telemetry::traces::Outbound;
 
 /// A client for one HTTP upstream.
 pub struct HttpLink {
@@ -69,23 +70,28 @@ impl HttpLink {
         })
     }
 
-    /// POSTs the request `encode` writes (about `len_hint` bytes); what
-    /// `answer` makes of the status and the whole answer. Past `deadline`, if
-    /// there is one, `CallError::Timeout`.
+    /// POSTs the request `encode` writes (about `len_hint` bytes), with the
+    /// headers of its `trace`; what `answer` makes of the status and the
+    /// whole answer. Past `deadline`, if there is one, `CallError::Timeout`.
     async fn post<T>(
         &self,
         now: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
-        encode: impl FnOnce(&mut Vec<u8>),
-        len_hint: usize,
+        (encode, len_hint, trace): (impl FnOnce(&mut Vec<u8>), usize, Option<&Outbound>),
         answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
             return pool
-                .post(now, deadline, encode, len_hint, self.max_bytes, answer)
+                .post(
+                    now,
+                    deadline,
+                    (encode, len_hint, trace),
+                    self.max_bytes,
+                    answer,
+                )
                 .await;
         }
-        let post = self.post_reqwest(encode, len_hint, answer);
+        let post = self.post_reqwest(encode, len_hint, trace, answer);
         match deadline {
             Some(at) => tokio::time::timeout_at(at, post)
                 .await
@@ -99,6 +105,7 @@ impl HttpLink {
         &self,
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
+        trace: Option<&Outbound>,
         answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
         let mut body = Vec::with_capacity(len_hint);
@@ -107,7 +114,7 @@ impl HttpLink {
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .headers(trace_headers())
+            .headers(trace_headers(trace))
             .body(body)
             .send()
             .await
@@ -155,8 +162,11 @@ impl HttpLink {
         self.post(
             started,
             deadline,
-            |out| write_request(out, Some(id), method, params),
-            64 + params.len_hint(),
+            (
+                |out: &mut Vec<u8>| write_request(out, Some(id), method, params),
+                64 + params.len_hint(),
+                params.trace(),
+            ),
             |status, body| match status.as_u16() {
                 200 => find_answer(body, id),
                 502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
@@ -230,8 +240,11 @@ impl Transport for HttpLink {
             self.post(
                 std::time::Instant::now(),
                 None,
-                |out| write_request(out, None, method, params),
-                64 + params.len_hint(),
+                (
+                    |out: &mut Vec<u8>| write_request(out, None, method, params),
+                    64 + params.len_hint(),
+                    None,
+                ),
                 |status, _| match status.as_u16() {
                     200 | 202 | 204 => Ok(()),
                     code => Err(CallError::protocol(format!(
@@ -437,11 +450,11 @@ async fn notification_session(up: &Upstream, link: &HttpLink) -> Result<(), Call
     Ok(())
 }
 
-/// The current trace context's headers (none outside a trace).
-pub(super) fn trace_headers() -> HeaderMap {
+/// The headers of the trace context a request carries (none outside a trace).
+pub(super) fn trace_headers(trace: Option<&Outbound>) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    for (name, value) in crate::telemetry::traces::headers() {
-        if let Ok(value) = HeaderValue::from_str(&value) {
+    for (name, value) in trace.into_iter().flat_map(Outbound::fields) {
+        if let Ok(value) = HeaderValue::from_bytes(value) {
             headers.insert(name, value);
         }
     }

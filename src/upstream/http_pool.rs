@@ -34,6 +34,10 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use super::CallError;
+use crate::telemetry::traces::Outbound;
+
+/// Where a request's head ends: its length and the body follow.
+const LENGTH: &[u8] = b"Content-Length: ";
 
 /// A call's connection ended before any of the answer came.
 const CLOSED_BEFORE_ANSWER: &str = "connection closed before the answer arrived";
@@ -110,7 +114,7 @@ impl Pool {
             head.extend_from_slice(value.as_bytes());
             head.extend_from_slice(b"\r\n");
         }
-        head.extend_from_slice(b"Content-Length: ");
+        head.extend_from_slice(LENGTH);
         Some(Pool {
             authority: format!("{host}:{port}"),
             head,
@@ -135,21 +139,12 @@ impl Pool {
         &self,
         now: Instant,
         deadline: Option<tokio::time::Instant>,
-        encode: impl FnOnce(&mut Vec<u8>),
-        len_hint: usize,
+        request: (impl FnOnce(&mut Vec<u8>), usize, Option<&Outbound>),
         max_bytes: usize,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
-        self.post_until(
-            now,
-            deadline,
-            encode,
-            len_hint,
-            max_bytes,
-            |_| false,
-            answer,
-        )
-        .await
+        self.post_until(now, deadline, request, max_bytes, |_| false, answer)
+            .await
     }
 
     /// [`Self::post`], where a chunked answer is read only until `enough`
@@ -161,8 +156,7 @@ impl Pool {
         &self,
         now: Instant,
         deadline: Option<tokio::time::Instant>,
-        encode: impl FnOnce(&mut Vec<u8>),
-        len_hint: usize,
+        (encode, len_hint, trace): (impl FnOnce(&mut Vec<u8>), usize, Option<&Outbound>),
         max_bytes: usize,
         enough: impl Fn(&[u8]) -> bool,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
@@ -181,11 +175,16 @@ impl Pool {
         };
         // A call in a trace carries its context in headers of its own,
         // before the length.
-        let traced = traced_head(&self.head);
-        let own_head: &[u8] = traced.as_deref().unwrap_or(&self.head);
+        let (head, length_line) = self.head.split_at(self.head.len() - LENGTH.len());
+        let traced: usize = trace
+            .into_iter()
+            .flat_map(Outbound::fields)
+            .map(|(name, value)| name.len() + value.len() + 4)
+            .sum();
+        let own_head = head.len() + traced + LENGTH.len();
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
-        let room = own_head.len() + 24;
+        let room = own_head + 24;
         let request = &mut conn.write;
         request.clear();
         request.reserve(room + len_hint);
@@ -193,11 +192,22 @@ impl Pool {
         encode(request);
         let mut digits = [0; 20];
         let length = super::decimal((request.len() - room) as u64, &mut digits);
-        let start = room - own_head.len() - length.len() - 4;
-        let (head, rest) = request[start..room].split_at_mut(own_head.len());
-        head.copy_from_slice(own_head);
-        rest[..length.len()].copy_from_slice(length);
-        rest[length.len()..].copy_from_slice(b"\r\n\r\n");
+        let start = room - own_head - length.len() - 4;
+        let mut at = start;
+        let mut put = |bytes: &[u8]| {
+            request[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put(head);
+        for (name, value) in trace.into_iter().flat_map(Outbound::fields) {
+            put(name.as_bytes());
+            put(b": ");
+            put(value);
+            put(b"\r\n");
+        }
+        put(length_line);
+        put(length);
+        put(b"\r\n\r\n");
         let read = {
             let Conn {
                 stream,
@@ -701,29 +711,6 @@ pub(crate) fn read_answer(wire: &[u8], step: usize, max_bytes: usize) -> (ReadAn
         (a.status.as_u16(), body, a.keep_alive)
     });
     (read.map_err(|e| e.to_string()), buf.len() + io.0.len())
-}
-
-/// `head` (which ends with `Content-Length: `) with the current trace
-/// context's headers before the length; `None` when there is none.
-fn traced_head(head: &[u8]) -> Option<Vec<u8>> {
-    const LENGTH: &[u8] = b"Content-Length: ";
-    let headers = crate::telemetry::traces::headers();
-    if headers.is_empty() {
-        return None;
-    }
-    let mut traced = head[..head.len() - LENGTH.len()].to_vec();
-    for (name, value) in headers {
-        // Values the propagators wrote: no line breaks, but never trusted to.
-        if value.bytes().any(|b| b.is_ascii_control()) {
-            continue;
-        }
-        traced.extend_from_slice(name.as_bytes());
-        traced.extend_from_slice(b": ");
-        traced.extend_from_slice(value.as_bytes());
-        traced.extend_from_slice(b"\r\n");
-    }
-    traced.extend_from_slice(LENGTH);
-    Some(traced)
 }
 
 #[cfg(test)]

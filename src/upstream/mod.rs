@@ -655,17 +655,13 @@ impl Upstream {
         // One clock read for the call's duration and its deadline.
         let deadline = tokio::time::Instant::from_std(started) + self.timeout;
         // The request's trace context goes out in its `_meta` (and an HTTP
-        // link's headers, read from the context the call runs in).
+        // link's headers).
         let traced = crate::telemetry::traces::client(method, params.name(), &self.name);
-        let meta = traced
-            .as_ref()
-            .map(crate::telemetry::traces::meta_members)
-            .filter(|m| !m.is_empty());
         let inner = params;
-        let params = match &meta {
-            Some(meta) => Params::Traced {
+        let params = match &traced {
+            Some(trace) => Params::Traced {
                 params: &inner,
-                meta,
+                trace,
             },
             None => inner,
         };
@@ -693,14 +689,14 @@ impl Upstream {
                 .await
                 .unwrap_or(Err(CallError::Timeout))
         };
-        let result = match traced {
+        let result = match traced.as_ref().and_then(|t| t.span()) {
             None => result().await,
-            // Boxed: a call with no context to carry does not carry the
-            // state of one that has.
+            // Boxed: a call with no span of its own to run in does not
+            // carry the state of one that has.
             Some(cx) => {
                 use opentelemetry::trace::FutureExt as _;
                 let result = Box::pin(result().with_context(cx.clone())).await;
-                crate::telemetry::traces::end(&cx, result.as_ref().err().map(CallError::outcome));
+                crate::telemetry::traces::end(cx, result.as_ref().err().map(CallError::outcome));
                 result
             }
         };

@@ -32,6 +32,7 @@ use crate::config::HttpSpec;
 use crate::jsonrpc::message::{UpstreamMessage, parse_upstream};
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::modelcontext::{self as mc, method};
+use crate::telemetry::traces::Outbound;
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 const REVISION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -238,7 +239,8 @@ impl StreamableLink {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, Failure> {
         let Some(pool) = read(&self.0.fast) else {
-            let exchange = self.exchange(encode_request(Some(id), method_name, params), id);
+            let body = encode_request(Some(id), method_name, params);
+            let exchange = self.exchange(body, id, params.trace());
             return match deadline {
                 Some(at) => tokio::time::timeout_at(at, exchange)
                     .await
@@ -257,8 +259,11 @@ impl StreamableLink {
         pool.post_until(
             started,
             deadline,
-            |out| write_request(out, Some(id), method_name, params),
-            64 + params.len_hint(),
+            (
+                |out: &mut Vec<u8>| write_request(out, Some(id), method_name, params),
+                64 + params.len_hint(),
+                params.trace(),
+            ),
             self.0.max_bytes,
             |body| scan.holds_answer(body),
             |status, body| self.read_answer(status, body, id, &scan),
@@ -531,16 +536,22 @@ impl StreamableLink {
         if let Some(revision) = read(&self.0.revision) {
             req = req.header(REVISION, revision);
         }
-        req.headers(super::http::trace_headers())
+        req
     }
 
-    /// POSTs `body` through reqwest with the session's headers.
-    async fn send_post(&self, body: Vec<u8>) -> Result<reqwest::Response, CallError> {
+    /// POSTs `body` through reqwest with the session's headers (and those
+    /// of the `trace` it carries).
+    async fn send_post(
+        &self,
+        body: Vec<u8>,
+        trace: Option<&Outbound>,
+    ) -> Result<reqwest::Response, CallError> {
         let req = self
             .0
             .client
             .post(self.0.url.clone())
             .headers(self.0.headers.clone())
+            .headers(super::http::trace_headers(trace))
             .body(body);
         self.with_session(req)
             .send()
@@ -549,9 +560,14 @@ impl StreamableLink {
     }
 
     /// POSTs one request and reads its answer, from a JSON body or an SSE stream.
-    async fn exchange(&self, body: Vec<u8>, id: u64) -> Result<JsonBuf, Failure> {
+    async fn exchange(
+        &self,
+        body: Vec<u8>,
+        id: u64,
+        trace: Option<&Outbound>,
+    ) -> Result<JsonBuf, Failure> {
         let had_session = read(&self.0.session).is_some();
-        let response = self.send_post(body).await?;
+        let response = self.send_post(body, trace).await?;
         match response.status() {
             StatusCode::OK => {}
             StatusCode::NOT_FOUND if had_session => return Err(Failure::Expired),
@@ -617,7 +633,7 @@ impl StreamableLink {
 
     /// POSTs a notification or a response: 202 (or 200, 204) expected.
     async fn post_message(&self, body: Vec<u8>) -> Result<(), CallError> {
-        let response = self.send_post(body).await?;
+        let response = self.send_post(body, None).await?;
         match response.status().as_u16() {
             200 | 202 | 204 => Ok(()),
             code => Err(CallError::protocol(format!(
@@ -643,6 +659,7 @@ impl StreamableLink {
             .exchange(
                 encode_request(Some(1), method::INITIALIZE, params.into()),
                 1,
+                None,
             )
             .await
         {

@@ -4,6 +4,7 @@
 use serde_json::value::RawValue;
 
 use crate::jsonrpc::Json;
+use crate::telemetry::traces::Outbound;
 
 /// The params of a request the gateway sends. Each form is valid JSON by
 /// construction, so nothing is parsed again to send it.
@@ -30,15 +31,15 @@ pub enum Params<'a> {
         task: &'a str,
         progress: Option<&'a str>,
     },
-    /// Any of the others with members added to its `_meta` (trace context:
-    /// `"traceparent":"..."`, as JSON text without braces).
+    /// Any of the others with the trace context it carries added to its
+    /// `_meta` (and, over HTTP, its headers).
     Traced {
         params: &'a Params<'a>,
-        meta: &'a str,
+        trace: &'a Outbound,
     },
 }
 
-impl Params<'_> {
+impl<'a> Params<'a> {
     /// The tool (or prompt) the params name, if any.
     pub(crate) fn name(&self) -> Option<&str> {
         match self {
@@ -46,6 +47,14 @@ impl Params<'_> {
             Params::Execute { tool, .. } => Some(tool),
             Params::Traced { params, .. } => params.name(),
             Params::Json(_) | Params::TaskResult { .. } => None,
+        }
+    }
+
+    /// The trace context the params carry, if any.
+    pub(crate) fn trace(&self) -> Option<&'a Outbound> {
+        match self {
+            Params::Traced { trace, .. } => Some(trace),
+            _ => None,
         }
     }
 
@@ -84,7 +93,7 @@ impl Params<'_> {
             Params::TaskResult { task, progress } => {
                 task.len() + 16 + progress.map_or(0, |t| t.len() + 30)
             }
-            Params::Traced { params, meta } => params.len_hint() + meta.len() + 12,
+            Params::Traced { params, .. } => params.len_hint() + 96,
         }
     }
 
@@ -93,10 +102,10 @@ impl Params<'_> {
         self.write_with(out, None);
     }
 
-    /// Appends the params' JSON text, with `extra` members in its `_meta`.
-    fn write_with(&self, out: &mut Vec<u8>, extra: Option<&str>) {
+    /// Appends the params' JSON text, with the fields of `extra` in its `_meta`.
+    fn write_with(&self, out: &mut Vec<u8>, extra: Option<&Outbound>) {
         match self {
-            Params::Traced { params, meta } => params.write_with(out, Some(meta)),
+            Params::Traced { params, trace } => params.write_with(out, Some(trace)),
             Params::Json(raw) => match extra {
                 None => out.extend_from_slice(raw.get().as_bytes()),
                 Some(extra) => write_json_with_meta(out, raw.get(), extra),
@@ -138,9 +147,20 @@ impl Params<'_> {
     }
 }
 
+/// `"traceparent":"…"` and the trace's other fields: members of `_meta`.
+fn write_trace(out: &mut Vec<u8>, trace: &Outbound) {
+    out.extend_from_slice(trace.traceparent_member());
+    for (key, value) in trace.more() {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+        write_json_string(out, value);
+    }
+}
+
 /// `,"_meta":{"progressToken":<token>,<extra>}` with what there is (the
-/// token's JSON text, members as JSON text); nothing when there is neither.
-fn write_meta(out: &mut Vec<u8>, token: Option<&str>, extra: Option<&str>) {
+/// token's JSON text, the trace's fields); nothing when there is neither.
+fn write_meta(out: &mut Vec<u8>, token: Option<&str>, extra: Option<&Outbound>) {
     if token.is_none() && extra.is_none() {
         return;
     }
@@ -153,7 +173,7 @@ fn write_meta(out: &mut Vec<u8>, token: Option<&str>, extra: Option<&str>) {
         }
     }
     if let Some(extra) = extra {
-        out.extend_from_slice(extra.as_bytes());
+        write_trace(out, extra);
     }
     out.push(b'}');
 }
@@ -162,7 +182,7 @@ fn write_meta(out: &mut Vec<u8>, token: Option<&str>, extra: Option<&str>) {
 /// before the closing brace when the params have no `_meta`; merged into it
 /// (the added members replacing theirs) when they do. Params that are not
 /// an object are written as they are.
-fn write_json_with_meta(out: &mut Vec<u8>, params: &str, extra: &str) {
+fn write_json_with_meta(out: &mut Vec<u8>, params: &str, extra: &Outbound) {
     let trimmed = params.trim_end();
     if !trimmed.starts_with('{') || !trimmed.ends_with('}') {
         out.extend_from_slice(params.as_bytes());
@@ -176,7 +196,7 @@ fn write_json_with_meta(out: &mut Vec<u8>, params: &str, extra: &str) {
         } else {
             b",\"_meta\":{"
         });
-        out.extend_from_slice(extra.as_bytes());
+        write_trace(out, extra);
         out.extend_from_slice(b"}}");
         return;
     }
@@ -184,7 +204,10 @@ fn write_json_with_meta(out: &mut Vec<u8>, params: &str, extra: &str) {
     let merged = serde_json::from_str::<Object>(params)
         .ok()
         .and_then(|mut p| {
-            let added: Object = serde_json::from_str(&format!("{{{extra}}}")).ok()?;
+            let mut added = b"{".to_vec();
+            write_trace(&mut added, extra);
+            added.push(b'}');
+            let added: Object = serde_json::from_slice(&added).ok()?;
             match p.entry("_meta").or_insert_with(|| Object::new().into()) {
                 serde_json::Value::Object(meta) => meta.extend(added),
                 other => *other = added.into(),
@@ -262,11 +285,12 @@ mod tests {
 
     #[test]
     fn trace_context_joins_whatever_meta_the_params_have() {
-        let meta = r#""traceparent":"00-a-b-01""#;
+        let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let trace = &crate::telemetry::traces::outbound_for(parent);
         let traced = |params: Params<'_>| -> serde_json::Value {
             let text = Params::Traced {
                 params: &params,
-                meta,
+                trace,
             }
             .to_text();
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
@@ -282,34 +306,34 @@ mod tests {
                 arguments: args,
                 progress: Some("\"p\"")
             }),
-            serde_json::json!({"name": "t", "arguments": {"x": 1}, "_meta": {"progressToken": "p", "traceparent": "00-a-b-01"}})
+            serde_json::json!({"name": "t", "arguments": {"x": 1}, "_meta": {"progressToken": "p", "traceparent": parent}})
         );
         assert_eq!(
             traced(Params::Execute {
                 tool: "mcp://a/t",
                 arguments: args
             }),
-            serde_json::json!({"id": "mcp://a/t", "arguments": {"x": 1}, "_meta": {"traceparent": "00-a-b-01"}})
+            serde_json::json!({"id": "mcp://a/t", "arguments": {"x": 1}, "_meta": {"traceparent": parent}})
         );
         assert_eq!(
             traced(Params::Json(raw(" { } "))),
-            serde_json::json!({"_meta": {"traceparent": "00-a-b-01"}})
+            serde_json::json!({"_meta": {"traceparent": parent}})
         );
         assert_eq!(
             traced(Params::Json(raw(r#"{"uri":"a"}"#))),
-            serde_json::json!({"uri": "a", "_meta": {"traceparent": "00-a-b-01"}})
+            serde_json::json!({"uri": "a", "_meta": {"traceparent": parent}})
         );
         // The client's own context is replaced; the rest of its `_meta` kept.
         assert_eq!(
             traced(Params::Json(raw(
                 r#"{"_meta":{"traceparent":"00-old","k":1},"ref":{}}"#
             ))),
-            serde_json::json!({"_meta": {"traceparent": "00-a-b-01", "k": 1}, "ref": {}})
+            serde_json::json!({"_meta": {"traceparent": parent, "k": 1}, "ref": {}})
         );
         // Not an object: as it is.
         let text = Params::Traced {
             params: &Params::Json(raw("[1]")),
-            meta,
+            trace,
         }
         .to_text();
         assert_eq!(text, "[1]");

@@ -396,6 +396,82 @@ async fn an_unsampled_request_exports_nothing_and_its_context_still_flows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_request_is_sampled_by_its_own_trace_id_and_carries_it_either_way() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.http);
+    let (p, gw, _upstream, _dir) = gateway(
+        &endpoint,
+        "http/protobuf",
+        &[
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+        ],
+    );
+    // Requests that bring no context: each starts a trace of the gateway's,
+    // sampled or not by its id as the SDK's ratio sampler decides.
+    let mut sent = Vec::new();
+    for id in 0..16 {
+        let answer = post(
+            &gw,
+            &[],
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "h__traced", "arguments": {}}}),
+        )
+        .await;
+        let got = seen(&answer);
+        let parent = got["traceparent"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{got}"));
+        let fields: Vec<&str> = parent.split('-').collect();
+        assert!(
+            fields.len() == 4
+                && fields[0] == "00"
+                && fields[1].len() == 32
+                && fields[2].len() == 16,
+            "{parent}"
+        );
+        assert!(
+            fields[1] != "0".repeat(32) && fields[2] != "0".repeat(16),
+            "{parent}"
+        );
+        sent.push((
+            fields[1].to_owned(),
+            fields[2].to_owned(),
+            fields[3] == "01",
+        ));
+    }
+    let traces: std::collections::HashSet<&str> = sent.iter().map(|(t, ..)| t.as_str()).collect();
+    assert_eq!(traces.len(), sent.len(), "each root is a trace of its own");
+    assert!(
+        sent.iter().any(|s| s.2) && sent.iter().any(|s| !s.2),
+        "a ratio of 0.5 samples some of 16 and not others: {sent:?}"
+    );
+    for (trace, span, sampled) in &sent {
+        if !sampled {
+            continue;
+        }
+        // The sampled ones are exported: the upstream's parent is the CLIENT span.
+        let spans = collector.trace(trace, 2);
+        let client = spans
+            .iter()
+            .find(|s| s["kind"] == "SPAN_KIND_CLIENT")
+            .unwrap_or_else(|| panic!("{spans:#?}"));
+        assert_eq!(client["span_id"], span.as_str(), "{spans:#?}");
+    }
+    // And the others are not (the sampled ones have all come by now).
+    for (trace, ..) in sent.iter().filter(|s| !s.2) {
+        assert!(
+            collector
+                .spans()
+                .iter()
+                .all(|s| s["trace_id"] != trace.as_str()),
+            "{trace} was not sampled"
+        );
+    }
+    drop(p);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_collector_costs_calls_nothing_but_dropped_spans() {
     // Nothing listens there.
     let endpoint = format!("http://127.0.0.1:{}", free_port());
