@@ -114,7 +114,7 @@ pub async fn respond_classified(
             use crate::telemetry::traces::InTrace;
             let (result, standing) = match request_context(tenant, &method, id, params, &via) {
                 None => run().await,
-                Some(InTrace::Unsampled(trace)) => trace.run(run()).await,
+                Some(InTrace::Unsampled(trace)) => trace.run(std::pin::pin!(run())).await,
                 Some(InTrace::Context(cx)) => {
                     use opentelemetry::trace::FutureExt as _;
                     let answered = std::pin::pin!(run()).with_context(cx.clone()).await;

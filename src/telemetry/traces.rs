@@ -500,9 +500,13 @@ thread_local! {
 impl Unsampled {
     /// Runs `request` with this the trace of its upstream calls: current on
     /// the thread while it is polled, and what was current before after.
-    pub async fn run<F: std::future::Future>(self, request: F) -> F::Output {
-        let mut request = std::pin::pin!(request);
-        std::future::poll_fn(|task| {
+    /// (Pinned where it was made: a request's future is large, and moving
+    /// it here would copy it.)
+    pub fn run<F: std::future::Future>(
+        self,
+        mut request: std::pin::Pin<&mut F>,
+    ) -> impl std::future::Future<Output = F::Output> + '_ {
+        std::future::poll_fn(move |task| {
             struct Restore(Option<Unsampled>);
             impl Drop for Restore {
                 fn drop(&mut self) {
@@ -512,8 +516,13 @@ impl Unsampled {
             let _restore = Restore(UNSAMPLED.replace(Some(self)));
             request.as_mut().poll(task)
         })
-        .await
     }
+}
+
+/// Whether the request polled on this thread is an [`Unsampled`] one
+/// (which has no span to record anything on).
+fn in_unsampled() -> bool {
+    UNSAMPLED.with(|u| u.get().is_some())
 }
 
 /// The trace a request runs in: a SERVER span of the gateway's, child of
@@ -700,7 +709,7 @@ pub fn end(cx: &Context, error: Option<&str>) {
 
 /// Records `key` on the span the current request runs in, when it records.
 pub fn record(key: &'static str, value: &str) {
-    if !enabled() {
+    if !enabled() || in_unsampled() {
         return;
     }
     Context::map_current(|cx| {
@@ -714,7 +723,7 @@ pub fn record(key: &'static str, value: &str) {
 /// An event on the span the current request runs in (a queue waited on,
 /// arguments checked), when it records.
 pub fn event(name: &'static str) {
-    if !enabled() {
+    if !enabled() || in_unsampled() {
         return;
     }
     Context::map_current(|cx| {
@@ -853,22 +862,62 @@ impl Outbound {
         })
     }
 
-    /// The HTTP headers the request carries: `traceparent` (hex digits and
-    /// dashes), then [`Outbound::more`].
+    /// The `traceparent` value (hex digits and dashes).
+    pub fn traceparent(&self) -> &[u8] {
+        &self.member[TRACEPARENT_AT..TRACEPARENT_AT + 55]
+    }
+
+    /// The HTTP headers the request carries: `traceparent`, then
+    /// [`Outbound::more`].
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, &[u8])> {
-        let parent = &self.member[TRACEPARENT_AT..TRACEPARENT_AT + 55];
-        std::iter::once(("traceparent", parent)).chain(self.more().map(|(k, v)| (k, v.as_bytes())))
+        std::iter::once(("traceparent", self.traceparent()))
+            .chain(self.more().map(|(k, v)| (k, v.as_bytes())))
+    }
+
+    /// The length of the head lines [`Outbound::write_head`] writes.
+    pub fn head_len(&self) -> usize {
+        let more: usize = match self.more {
+            None => 0,
+            Some(_) => self.more().map(|(k, v)| k.len() + v.len() + 4).sum(),
+        };
+        "traceparent: \r\n".len() + 55 + more
+    }
+
+    /// Writes the request's HTTP head lines (`traceparent: …\r\n`, …),
+    /// [`Outbound::head_len`] bytes, through `put`.
+    pub fn write_head(&self, mut put: impl FnMut(&[u8])) {
+        put(b"traceparent: ");
+        put(self.traceparent());
+        put(b"\r\n");
+        if self.more.is_none() {
+            return;
+        }
+        for (name, value) in self.more() {
+            put(name.as_bytes());
+            put(b": ");
+            put(value.as_bytes());
+            put(b"\r\n");
+        }
     }
 }
 
 /// Writes `00-{trace id}-{span id}-{flags}` in lowercase hex, as W3C
 /// writes it, over the 55 bytes of `out` (which hold its dashes already).
 fn write_traceparent(sc: &SpanContext, out: &mut [u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    /// Each byte's two hex digits.
+    const PAIRS: [[u8; 2]; 256] = {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut pairs = [[0; 2]; 256];
+        let mut b = 0;
+        while b < 256 {
+            pairs[b] = [HEX[b >> 4], HEX[b & 15]];
+            b += 1;
+        }
+        pairs
+    };
     fn hex(out: &mut [u8], bytes: &[u8]) {
         for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-            pair[0] = HEX[usize::from(b >> 4)];
-            pair[1] = HEX[usize::from(b & 15)];
+            pair.copy_from_slice(&PAIRS[usize::from(*b)]);
         }
     }
     hex(&mut out[3..35], &sc.trace_id().to_bytes());
@@ -1093,6 +1142,13 @@ mod tests {
                 ("tracestate", b"k=v".as_slice())
             ]
         );
+        let mut head = Vec::new();
+        out.write_head(|b| head.extend_from_slice(b));
+        assert_eq!(
+            String::from_utf8(head.clone()).unwrap(),
+            format!("traceparent: {meta_parent}\r\ntracestate: k=v\r\n")
+        );
+        assert_eq!(head.len(), out.head_len());
         let from_header = incoming([None, None, None], header).unwrap();
         assert_eq!(
             from_header.span().span_context().trace_id().to_string(),

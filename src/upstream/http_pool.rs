@@ -176,11 +176,7 @@ impl Pool {
         // A call in a trace carries its context in headers of its own,
         // before the length.
         let (head, length_line) = self.head.split_at(self.head.len() - LENGTH.len());
-        let traced: usize = trace
-            .into_iter()
-            .flat_map(Outbound::fields)
-            .map(|(name, value)| name.len() + value.len() + 4)
-            .sum();
+        let traced = trace.map_or(0, Outbound::head_len);
         let own_head = head.len() + traced + LENGTH.len();
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
@@ -199,11 +195,8 @@ impl Pool {
             at += bytes.len();
         };
         put(head);
-        for (name, value) in trace.into_iter().flat_map(Outbound::fields) {
-            put(name.as_bytes());
-            put(b": ");
-            put(value);
-            put(b"\r\n");
+        if let Some(trace) = trace {
+            trace.write_head(&mut put);
         }
         put(length_line);
         put(length);

@@ -358,23 +358,31 @@ async fn an_unsampled_request_exports_nothing_and_its_context_still_flows() {
     let endpoint = format!("http://127.0.0.1:{}", collector.http);
     let (p, gw, _upstream, _dir) = gateway(&endpoint, "http/protobuf", &[]);
     let unsampled = traceparent(TRACE, CLIENT_SPAN, false);
-    let answer = post(
-        &gw,
-        &[],
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "h__traced", "arguments": {}, "_meta": {"traceparent": unsampled}}}),
-    )
-    .await;
-    let got = seen(&answer);
-    let sent = got["traceparent"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{got}"));
-    // The same trace, not sampled, under a span id of the gateway's own.
-    assert!(
-        sent.starts_with(&format!("00-{TRACE}-")) && sent.ends_with("-00"),
-        "{sent}"
-    );
-    assert_ne!(parent_in(sent), CLIENT_SPAN, "{sent}");
+    // Without state, and with state the upstream must get too.
+    for (id, state) in [(1, None), (3, Some("vendor=1"))] {
+        let mut meta = json!({"traceparent": unsampled});
+        if let Some(state) = state {
+            meta["tracestate"] = json!(state);
+        }
+        let answer = post(
+            &gw,
+            &[],
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "h__traced", "arguments": {}, "_meta": meta}}),
+        )
+        .await;
+        let got = seen(&answer);
+        let sent = got["traceparent"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{got}"));
+        // The same trace, not sampled, under a span id of the gateway's own.
+        assert!(
+            sent.starts_with(&format!("00-{TRACE}-")) && sent.ends_with("-00"),
+            "{sent}"
+        );
+        assert_ne!(parent_in(sent), CLIENT_SPAN, "{sent}");
+        assert_eq!(got["tracestate"].as_str(), state, "{got}");
+    }
     // A sampled one after it shows the pipeline works: the unsampled one exported nothing.
     let sampled_trace = "0123456789abcdef0123456789abcdef";
     post(
