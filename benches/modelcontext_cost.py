@@ -4,7 +4,9 @@ Context Protocol beside an MCP v1.0 one, over stdio and over HTTP.
 
 Each arm is a gateway process (release build, one worker, logs at warn) in
 front of one upstream: the demo upstream (MCP v1.0) or the reference server
-`@modelcontextprotocol/server-everything` (its `echo` tool), and, for
+`@modelcontextprotocol/server-everything` (its `echo` tool), the demo
+upstream itself speaking the protocol (`--modelcontext`: JSON answers with
+the same few headers, as quick as its MCP v1.0 self), and, for
 Streamable HTTP answering JSON rather than event streams, the Python SDK
 server of the tests (`tests/fixtures/mcp_sdk_server.py json`), all on
 127.0.0.1. One keep-alive client calls the echo tool N times; what is
@@ -52,7 +54,9 @@ def body(tool_id, arguments):
 INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
 # Each Model Context Protocol arm beside the MCP v1.0 arm of its transport.
 PAIRS = [("modelcontextprotocol stdio", "v1 stdio"), ("modelcontextprotocol http", "v1 http"),
-         ("modelcontextprotocol http, JSON answers", "v1 http")]
+         ("modelcontextprotocol http, JSON answers", "v1 http"),
+         ("modelcontextprotocol stdio, demo upstream", "v1 stdio"),
+         ("modelcontextprotocol http, demo upstream", "v1 http")]
 
 
 def start_gateway(tmp, name, upstream_yaml):
@@ -97,6 +101,11 @@ def main():
         demo = subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--http", f"127.0.0.1:{up_port}"],
                                 stdout=subprocess.DEVNULL)
         procs.append(demo)
+        # The same server speaking the protocol: the fairest measure of the
+        # protocol's own path (JSON answers, the same three headers, as quick).
+        mc_port = free_port()
+        procs.append(subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--modelcontext",
+                                       "--http", f"127.0.0.1:{mc_port}"], stdout=subprocess.DEVNULL))
         ev_port = free_port()
         everything = subprocess.Popen(["node", "--require", LOOPBACK, EVERYTHING, "streamableHttp"],
                                       env=dict(os.environ, PORT=str(ev_port)),
@@ -108,6 +117,7 @@ def main():
         procs.append(sdk)
         sdk_port = int(sdk.stdout.readline().split()[1])
         wait_port(up_port)
+        wait_port(mc_port)
         wait_port(ev_port)
         wait_port(sdk_port)
         v1 = body("mcp://gw/up/up/tools/echo:v1", {"text": "hello"})
@@ -121,6 +131,12 @@ def main():
                 f"{{http: {{url: 'http://127.0.0.1:{ev_port}/mcp'}}, protocol: modelcontextprotocol}}", mc),
             "modelcontextprotocol http, JSON answers": (
                 f"{{http: {{url: 'http://127.0.0.1:{sdk_port}/mcp'}}, protocol: modelcontextprotocol}}",
+                body("mcp://gw/up/tool/echo", {"text": "hello"})),
+            "modelcontextprotocol stdio, demo upstream": (
+                f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up, --modelcontext]}}, "
+                "protocol: modelcontextprotocol}", body("mcp://gw/up/tool/echo", {"text": "hello"})),
+            "modelcontextprotocol http, demo upstream": (
+                f"{{http: {{url: 'http://127.0.0.1:{mc_port}/mcp'}}, protocol: modelcontextprotocol}}",
                 body("mcp://gw/up/tool/echo", {"text": "hello"})),
         }
         # ARMS=name;name: only these arms (KEEP=1 keeps each callgrind dump and prints its path).

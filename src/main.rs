@@ -95,6 +95,10 @@ enum Command {
         /// This many more (generated, listed-only) tools, for scale benchmarks.
         #[arg(long, default_value_t = 0)]
         extra_tools: usize,
+        /// Speak the Model Context Protocol (handshake era; Streamable HTTP
+        /// answering JSON, or stdio one message per line) instead of MCP v1.0.
+        #[arg(long)]
+        modelcontext: bool,
     },
     /// Definition pins (rug-pull defence): approve changed tool definitions.
     Pins {
@@ -214,6 +218,7 @@ fn run(cli: Cli) -> ExitCode {
             record,
             description_suffix,
             extra_tools,
+            modelcontext,
         } => {
             let opts = DemoOptions {
                 name,
@@ -222,6 +227,7 @@ fn run(cli: Cli) -> ExitCode {
                 record,
                 description_suffix,
                 extra_tools,
+                modelcontext,
             };
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -438,7 +444,11 @@ async fn demo_upstream(opts: DemoOptions, http: Option<SocketAddr>) -> ExitCode 
         }
     };
     match http {
-        None => match demo::stdio::serve(server).await {
+        None => match if server.modelcontext() {
+            demo::modelcontext::serve_stdio(server).await
+        } else {
+            demo::stdio::serve(server).await
+        } {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("demo-upstream: {e}");

@@ -30,7 +30,12 @@ pub async fn start(
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let app = Router::new().route("/mcp", post(mcp)).with_state(server);
+    let app = if server.opts.modelcontext {
+        Router::new().route("/mcp", post(super::modelcontext::post))
+    } else {
+        Router::new().route("/mcp", post(mcp))
+    }
+    .with_state(server);
     let task = tokio::spawn(async move {
         let mut connections = tokio::task::JoinSet::new();
         loop {

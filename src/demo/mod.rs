@@ -5,6 +5,7 @@
 //! definitions that break the spec's schemas.
 
 pub mod http;
+pub mod modelcontext;
 pub mod stdio;
 mod tools;
 
@@ -51,6 +52,8 @@ pub struct DemoOptions {
     pub description_suffix: Option<String>,
     /// This many more tools, listed only (for scale benchmarks): `gen{i}:v1`.
     pub extra_tools: usize,
+    /// Speaks the Model Context Protocol instead of MCP v1.0.
+    pub modelcontext: bool,
 }
 
 impl DemoServer {
@@ -107,6 +110,8 @@ pub struct DemoServer {
     version: AtomicU64,
     /// Ids of resources that changed, for every open session.
     changes: broadcast::Sender<String>,
+    /// `tools/list`'s result in the Model Context Protocol, written once.
+    mc_tools: String,
 }
 
 impl DemoServer {
@@ -130,6 +135,7 @@ impl DemoServer {
             }
         }
         Ok(Self {
+            mc_tools: modelcontext::tool_list(&tools),
             opts,
             tools,
             resources,
@@ -138,6 +144,11 @@ impl DemoServer {
             version: AtomicU64::new(1),
             changes: broadcast::Sender::new(64),
         })
+    }
+
+    /// Whether it speaks the Model Context Protocol (else MCP v1.0).
+    pub fn modelcontext(&self) -> bool {
+        self.opts.modelcontext
     }
 
     /// Appends one received message to the record file, if any.

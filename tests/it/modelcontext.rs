@@ -844,3 +844,85 @@ async fn a_client_over_its_tenants_rate_is_answered_429_with_retry_after() {
     assert_eq!(body["error"]["code"], -32004, "{body}");
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_upstream_speaks_the_protocol_to_the_official_client_and_the_gateway() {
+    // The benchmarks' upstream of the protocol, over HTTP in this process
+    // and over stdio as the real binary's child.
+    let server = mcp_gateway::demo::DemoServer::new(mcp_gateway::demo::DemoOptions {
+        name: "mh".into(),
+        test_tools: true,
+        modelcontext: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let (addr, task) =
+        mcp_gateway::demo::http::start(std::sync::Arc::new(server), ([127, 0, 0, 1], 0).into())
+            .await
+            .unwrap();
+    let url = format!("http://{addr}/mcp");
+
+    // The official TypeScript client, straight at it.
+    let script = root().join("target/mcp-node/mcp_ts_client.mjs");
+    std::fs::copy(root().join("tests/fixtures/mcp_ts_client.mjs"), &script).unwrap();
+    let steps = json!([
+        {"op": "tools"},
+        {"op": "call", "name": "echo", "arguments": {"text": "direct"}},
+        {"op": "call", "name": "fail", "arguments": {}},
+        {"op": "call", "name": "nope", "arguments": {}},
+    ]);
+    let mut client = Command::new("node");
+    client.arg(&script).args([url.as_str(), "unused"]);
+    let answers = run_client(client, steps).await;
+    assert_eq!(answers[0]["protocolVersion"], "2025-11-25", "{answers:?}");
+    let tools = answers[1]["tools"].as_array().unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "echo").unwrap();
+    assert_eq!(echo["inputSchema"]["required"], json!(["text"]));
+    // Definitions that break the spec's schemas are not listed.
+    assert!(tools.iter().all(|t| t["name"] != "broken2"), "{tools:?}");
+    assert_eq!(answers[2]["structuredContent"], json!({"text": "direct"}));
+    assert_eq!(answers[3]["isError"], true, "{}", answers[3]);
+    assert_eq!(answers[4]["error"]["code"], -32602, "{}", answers[4]);
+
+    // Through the gateway, over either transport, to an MCP v1.0 agent and
+    // to a client of the protocol.
+    let stdio = format!(
+        "{{stdio: {{command: {BIN:?}, args: [demo-upstream, --name, ms, --modelcontext]}}, protocol: modelcontextprotocol}}"
+    );
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  mh: {}\n  ms: {stdio}\ntenants:\n  a: {}\n",
+        http(&url),
+        tenant("ka", &["mh", "ms"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["mh", "ms"]).await;
+    let tools = gw.list("ka", "mcp/listTools").await;
+    for up in ["mh", "ms"] {
+        let id = format!("mcp://gw/{up}/tool/add");
+        let sum = gw.execute("ka", &id, json!({"a": 2, "b": 40})).await;
+        assert_eq!(checked_output(&tools, &id, &sum), json!({"sum": 42.0}));
+        let listed = gw.rpc("ka", "tools/list", json!({})).await;
+        let mcp_id = format!("mcp://gw/{up}/tool/echo");
+        let name = listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["_meta"]["dev.mcp-gateway/mcpId"] == mcp_id.as_str())
+            .unwrap_or_else(|| panic!("{listed}"))["name"]
+            .clone();
+        let called = gw
+            .rpc(
+                "ka",
+                "tools/call",
+                json!({"name": name, "arguments": {"text": up}}),
+            )
+            .await;
+        assert_eq!(
+            called["result"]["structuredContent"],
+            json!({"text": up}),
+            "{called}"
+        );
+    }
+    gw.stop().await;
+    task.abort();
+}
