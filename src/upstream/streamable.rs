@@ -188,16 +188,16 @@ impl StreamableLink {
     /// (its headers are written once per pool); none for https:// or
     /// without a session.
     fn rebuild_fast(&self) {
-        let session = read(&self.0.session);
-        let pool = session.and_then(|session| {
-            let mut headers = self.0.headers.clone();
+        // A server that keeps no sessions (it gave no id) is served by the
+        // pool as well, its requests carrying no session header.
+        let mut headers = self.0.headers.clone();
+        if let Some(session) = read(&self.0.session) {
             headers.insert(SESSION, session);
-            if let Some(revision) = read(&self.0.revision) {
-                headers.insert(REVISION, revision);
-            }
-            Pool::new(&self.0.url, &headers).map(Arc::new)
-        });
-        write(&self.0.fast, pool);
+        }
+        if let Some(revision) = read(&self.0.revision) {
+            headers.insert(REVISION, revision);
+        }
+        write(&self.0.fast, Pool::new(&self.0.url, &headers).map(Arc::new));
     }
 
     /// One request and its answer: through the plain-http pool when there
@@ -326,8 +326,8 @@ impl StreamableLink {
     ) -> Result<JsonBuf, Failure> {
         match status.as_u16() {
             200 => {}
-            // The pool exists only for a session.
-            404 => return Err(Failure::Expired),
+            // The session is gone (a server without sessions has no such answer).
+            404 if read(&self.0.session).is_some() => return Err(Failure::Expired),
             code @ 502..=504 => return Err(CallError::unavailable(format!("HTTP {code}")).into()),
             code => return Err(CallError::protocol(format!("HTTP {code} to a request")).into()),
         }
@@ -890,6 +890,8 @@ impl StreamableLink {
                 // A new handshake starts a new session.
                 self.close().await;
             }
+            // Through reqwest, which reads the session id the answer gives.
+            write(&self.0.fast, None);
             1
         } else {
             self.0.next_id.fetch_add(1, Ordering::Relaxed)
