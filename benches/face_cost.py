@@ -17,7 +17,11 @@ user-space instructions per call are reported instead (valgrind must be
 installed).
 
     cargo build --release
-    python3 benches/face_cost.py [N] [ROUNDS] [http|stdio|everything]
+    python3 benches/face_cost.py [N] [ROUNDS] [http|stdio|everything|modelcontext-http|modelcontext-stdio]
+
+(`modelcontext-*`: the demo upstream speaking the Model Context Protocol,
+`--modelcontext`, so the `tools/call` arms are the official protocol on both
+sides and the MCP v1.0 arm crosses protocols.)
 """
 import glob
 import json
@@ -41,6 +45,7 @@ INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
 EVERYTHING = os.path.join(ROOT, "target/mcp-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 # The echo tool's mcpId and arguments, by upstream.
 ECHO, ARGS = (("mcp://gw/up/tool/echo", {"message": "hello"}) if TRANSPORT == "everything"
+              else ("mcp://gw/up/tool/echo", {"text": "hello"}) if TRANSPORT.startswith("modelcontext")
               else ("mcp://gw/up/up/tools/echo:v1", {"text": "hello"}))
 STATELESS = "2026-07-28"
 
@@ -79,16 +84,20 @@ def main():
     tmp = tempfile.mkdtemp(prefix="mcp-face-")
     procs = []
     try:
-        if TRANSPORT == "http":
+        if TRANSPORT in ("http", "modelcontext-http"):
+            mc = ["--modelcontext"] if TRANSPORT == "modelcontext-http" else []
             up_port = free_port()
-            procs.append(subprocess.Popen([BIN, "demo-upstream", "--name", "up", "--http", f"127.0.0.1:{up_port}"],
+            procs.append(subprocess.Popen([BIN, "demo-upstream", "--name", "up", *mc, "--http", f"127.0.0.1:{up_port}"],
                                           stdout=subprocess.DEVNULL))
             wait_port(up_port)
-            upstream = f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}}}"
+            upstream = f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}{', protocol: modelcontextprotocol' if mc else ''}}}"
         elif TRANSPORT == "everything":
             if not os.path.exists(EVERYTHING):
                 sys.exit("server-everything is not installed under target/mcp-node (run tests/run.sh)")
             upstream = f"{{stdio: {{command: node, args: [{EVERYTHING}, stdio]}}, protocol: modelcontextprotocol}}"
+        elif TRANSPORT == "modelcontext-stdio":
+            upstream = (f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up, --modelcontext]}}, "
+                        "protocol: modelcontextprotocol}")
         else:
             upstream = f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}"
         port = free_port()

@@ -189,6 +189,8 @@ def main():
             print(f"{name:40} {statistics.median(figures):6.1f} µs of gateway CPU per call "
                   f"(rounds: {', '.join(f'{f:.1f}' for f in figures)})")
         for arm, base in PAIRS:
+            if arm not in results or base not in results:
+                continue
             ratio = statistics.median(results[arm]) / statistics.median(results[base])
             print(f"{arm}: {ratio:.2f} times the CPU of {base}")
     finally:
