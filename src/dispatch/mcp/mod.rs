@@ -164,7 +164,9 @@ pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
 /// (`traceparent`, `tracestate`, `baggage`), read only when its text
 /// names a `traceparent` at all.
 pub fn trace_meta(params: Option<Json<'_>>) -> [Option<Cow<'_, str>>; 3] {
-    if !params.is_some_and(|p| p.get().contains("traceparent")) {
+    static TRACEPARENT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("traceparent"));
+    if params.is_none_or(|p| TRACEPARENT.find(p.get().as_bytes()).is_none()) {
         return [None, None, None];
     }
     members(meta_of(params), ["traceparent", "tracestate", "baggage"])
