@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The gateway's CPU per tool call through its Model Context Protocol face
-(`tools/call`, in the handshake era and in the stateless era with its
+(`tools/call`, in the handshake era, without a session and in one as
+SDK clients hold, and in the stateless era with its
 headers and `_meta`) beside the same call through its MCP v1.0 face
 (`mcp/executeTool`), on one gateway in front of one upstream.
 
@@ -70,10 +71,20 @@ def arms(port):
         time.sleep(0.2)
     meta = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
     call = {"name": name, "arguments": ARGS}
+    # What an SDK's client sends in the handshake era: its session, and the
+    # version it negotiated, on every request.
+    init = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+    }).encode(), headers={"Authorization": "Bearer bench-key", "Content-Type": "application/json"})
+    with urllib.request.urlopen(init, timeout=30) as r:
+        session = r.headers["Mcp-Session-Id"]
     return {
         "v1 mcp/executeTool": ({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
                                 "params": {"id": ECHO, "arguments": ARGS}}, None),
         "tools/call, handshake era": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}, None),
+        "tools/call, handshake session": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+                                          {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}),
         "tools/call, 2026-07-28": ({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                     "params": {**call, "_meta": meta}},
                                    {"MCP-Protocol-Version": STATELESS, "Mcp-Method": "tools/call", "Mcp-Name": name}),

@@ -30,6 +30,8 @@ pub struct Metrics {
     /// `request_seconds` of MCP v1.0's `mcp/executeTool`, resolved once:
     /// every tool call of that face observes it.
     pub execute_seconds: prometheus::Histogram,
+    /// `request_seconds` of the Model Context Protocol's `tools/call`, resolved once.
+    pub call_seconds: prometheus::Histogram,
     /// HTTP responses on the agent listener by status code (closed set).
     pub http_responses: IntCounterVec,
     /// Upstream calls by upstream, method, outcome.
@@ -147,6 +149,7 @@ impl Metrics {
             ),
             by_protocol: PROTOCOLS.map(|p| requests_by_protocol.with_label_values(&[p])),
             execute_seconds: request_seconds.with_label_values(&["mcp/executeTool"]),
+            call_seconds: request_seconds.with_label_values(&["tools/call"]),
             requests_by_protocol,
             request_seconds,
             http_responses: counter(

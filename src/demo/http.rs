@@ -35,6 +35,7 @@ pub async fn start(
     } else {
         Router::new().route("/mcp", post(mcp))
     }
+    .route("/stats", axum::routing::get(stats))
     .with_state(server);
     let task = tokio::spawn(async move {
         let mut connections = tokio::task::JoinSet::new();
@@ -114,6 +115,16 @@ async fn answer(
         }
         Incoming::Notification { .. } | Incoming::Ignored | Incoming::Response { .. } => None,
     }
+}
+
+/// `GET /stats`: the tool calls answered so far, `{"calls": n}`.
+async fn stats(State(server): State<Arc<DemoServer>>) -> Response {
+    let body = serde_json::json!({ "calls": server.calls() }).to_string();
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 async fn mcp(State(server): State<Arc<DemoServer>>, headers: HeaderMap, body: Body) -> Response {

@@ -112,6 +112,10 @@ pub struct DemoServer {
     changes: broadcast::Sender<String>,
     /// `tools/list`'s result in the Model Context Protocol, written once.
     mc_tools: String,
+    /// Tool calls answered, in either protocol (`GET /stats` says how many,
+    /// and so does the `calls` tool of `--modelcontext`: what a benchmark
+    /// checks a proxy passed on).
+    calls: AtomicU64,
 }
 
 impl DemoServer {
@@ -136,6 +140,7 @@ impl DemoServer {
         }
         Ok(Self {
             mc_tools: modelcontext::tool_list(&tools),
+            calls: AtomicU64::new(0),
             opts,
             tools,
             resources,
@@ -160,6 +165,11 @@ impl DemoServer {
                 let _ = f.write_all(b"\n");
             }
         }
+    }
+
+    /// Tool calls answered so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
     }
 
     pub fn capabilities(&self) -> Value {
@@ -187,6 +197,7 @@ impl DemoServer {
             "mcp/listPrompts" => Answer::Result(Value::Array(self.prompts.clone())),
             "mcp/executeTool" if self.opts.no_execute => error(-32601, "Method not found", None),
             "mcp/executeTool" => {
+                self.calls.fetch_add(1, Ordering::Relaxed);
                 let params: Value = params
                     .and_then(|p| serde_json::from_str(p.get()).ok())
                     .unwrap_or(Value::Null);

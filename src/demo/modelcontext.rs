@@ -2,9 +2,13 @@
 //! (`demo-upstream --modelcontext`): the same tools, in the handshake era
 //! (2025-11-25 and the revisions before it that it still accepts), over
 //! Streamable HTTP answering JSON and over stdio (one message per line).
-//! No sessions: every POST stands alone, as a stateless server's do. Small
-//! and quick on purpose: it is the benchmarks' upstream of the protocol,
-//! in front of which the gateway and other proxies are measured.
+//! No sessions: every POST stands alone, as a stateless server's do. A
+//! request whose `_meta` names the 2026-07-28 revision is answered in that
+//! revision's shape (`server/discover`, `resultType`), its headers taken on
+//! trust. Small and quick on purpose: it is the benchmarks' upstream of the
+//! protocol, in front of which the gateway and other proxies are measured;
+//! its `calls` tool says how many `tools/call` it has answered, so a
+//! benchmark can check that every call it made went through.
 
 use std::sync::Arc;
 
@@ -21,6 +25,11 @@ use crate::jsonrpc::{ErrorObject, Incoming, Json, Reply, classify, write_error, 
 
 /// The revisions it speaks, newest first: a client asking for another gets the newest.
 const REVISIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The stateless revision, named in each request's `_meta` under this key.
+const STATELESS: &str = "2026-07-28";
+const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+/// The tool that counts the calls (of other tools) answered so far.
+const CALLS: &str = "calls";
 
 /// `tools/list`'s result: the demo's well-formed tools under their names.
 pub(super) fn tool_list(tools: &[Value]) -> String {
@@ -34,8 +43,22 @@ pub(super) fn tool_list(tools: &[Value]) -> String {
             json!({"name": t["name"], "description": t["description"],
                    "inputSchema": t["inputSchema"], "outputSchema": t["outputSchema"]})
         })
+        .chain([json!({
+            "name": CALLS,
+            "description": "How many tools/call requests (of the other tools) this server has answered.",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"calls": {"type": "integer"}}, "required": ["calls"]},
+        })])
         .collect();
     json!({ "tools": tools }).to_string()
+}
+
+/// A result of the 2026-07-28 revision: the handshake era's, and `resultType`.
+fn stateless(result: String) -> String {
+    match result.strip_suffix('}') {
+        Some(open) if open.len() > 1 => format!(r#"{open},"resultType":"complete"}}"#),
+        _ => r#"{"resultType":"complete"}"#.into(),
+    }
 }
 
 impl DemoServer {
@@ -44,6 +67,32 @@ impl DemoServer {
         let params: Value = params
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or(Value::Null);
+        if params["_meta"][VERSION_META].is_string() {
+            return match method {
+                "server/discover" => Ok(json!({
+                    "supportedVersions": [STATELESS],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": format!("demo-{}", self.opts.name), "version": env!("CARGO_PKG_VERSION")},
+                    "resultType": "complete",
+                })
+                .to_string()),
+                "initialize" | "ping" => {
+                    Err(json!({"code": -32601, "message": "Method not found"}))
+                }
+                _ if params["_meta"][VERSION_META] != STATELESS => Err(json!({
+                    "code": -32022, "message": "Unsupported protocol version",
+                    "data": {"supported": [STATELESS], "requested": params["_meta"][VERSION_META]},
+                })),
+                _ => Box::pin(self.answer_handshake(method, params))
+                    .await
+                    .map(stateless),
+            };
+        }
+        self.answer_handshake(method, params).await
+    }
+
+    /// Answers one request in the handshake era's shapes.
+    async fn answer_handshake(&self, method: &str, params: Value) -> Result<String, Value> {
         match method {
             "initialize" => {
                 let asked = params["protocolVersion"].as_str().unwrap_or_default();
@@ -60,7 +109,13 @@ impl DemoServer {
             }
             "ping" => Ok("{}".into()),
             "tools/list" => Ok(self.mc_tools.clone()),
+            "tools/call" if params["name"] == CALLS => {
+                let output = json!({ "calls": self.calls() });
+                Ok(json!({"content": [{"type": "text", "text": output.to_string()}], "structuredContent": output}).to_string())
+            }
             "tools/call" => {
+                self.calls
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let name = params["name"].as_str().unwrap_or_default();
                 let Some(id) = self
                     .tools

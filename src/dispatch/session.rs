@@ -435,7 +435,7 @@ impl Session {
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {
-                let era = mcp::Era::of(&method, mcp::meta_of(params), None);
+                let era = mcp::Era::of_request(&method, params, None);
                 if method == "initialize" && era == mcp::Era::Handshake {
                     self.can = mcp::ClientCan::of_initialize(params);
                 }

@@ -537,7 +537,7 @@ async fn handshake_session<'a>(
         _ => return SessionStep::None,
     };
     let ours = mirrored.say_modelcontext() || mcp::speaks(method, params);
-    if !ours || mcp::Era::of(method, mcp::meta_of(params), Some(mirrored)) != mcp::Era::Handshake {
+    if !ours || mcp::Era::of_request(method, params, Some(mirrored)) != mcp::Era::Handshake {
         return SessionStep::None;
     }
     if method == "initialize" {

@@ -256,6 +256,11 @@ impl Catalog {
             .downcast_ref::<T>()
     }
 
+    /// The face's view made by [`Catalog::face_cache`], if it is made already.
+    pub fn face_cached<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.face.get()?.downcast_ref::<T>()
+    }
+
     pub fn listing(&self, kind: Kind) -> &Listing {
         &self.listings[kind.index()]
     }

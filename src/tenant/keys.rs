@@ -90,6 +90,7 @@ impl KeyStore {
                     concurrency: spec.max_concurrency,
                 },
                 executed: Arc::default(),
+                called: Arc::default(),
                 scoped: spec.tools.scoped.clone(),
                 subject: None,
             });

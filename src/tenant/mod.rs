@@ -39,6 +39,9 @@ pub struct Tenant {
     /// `requests{tenant, method="mcp/executeTool", outcome="ok"}`, the series
     /// every forwarded call counts in, resolved on first use.
     pub executed: Arc<std::sync::OnceLock<prometheus::IntCounter>>,
+    /// `requests{tenant, method="tools/call", outcome="ok"}`, the same for
+    /// the Model Context Protocol's face.
+    pub called: Arc<std::sync::OnceLock<prometheus::IntCounter>>,
     /// `tools.scopes`: globs of tools, and the scope each needs in a token.
     scoped: Vec<(globset::GlobMatcher, String)>,
     /// The subject (`sub`) of the token this view of the tenant is for;
@@ -215,6 +218,7 @@ impl Tenant {
             concurrency: self.concurrency.clone(),
             limits: self.limits,
             executed: self.executed.clone(),
+            called: self.called.clone(),
             scoped: Vec::new(),
             subject: subject.map(Arc::from),
         }

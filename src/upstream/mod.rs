@@ -355,6 +355,12 @@ impl Upstream {
         read(&self.catalog)
     }
 
+    /// Runs `f` on the current catalog without taking a share of it (a
+    /// lookup's hot path); `f` must not touch this upstream's catalog again.
+    pub fn with_catalog<R>(&self, f: impl FnOnce(&Catalog) -> R) -> R {
+        f(&self.catalog.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -870,6 +870,7 @@ async fn the_demo_upstream_speaks_the_protocol_to_the_official_client_and_the_ga
         {"op": "call", "name": "echo", "arguments": {"text": "direct"}},
         {"op": "call", "name": "fail", "arguments": {}},
         {"op": "call", "name": "nope", "arguments": {}},
+        {"op": "call", "name": "calls", "arguments": {}},
     ]);
     let mut client = Command::new("node");
     client.arg(&script).args([url.as_str(), "unused"]);
@@ -883,6 +884,59 @@ async fn the_demo_upstream_speaks_the_protocol_to_the_official_client_and_the_ga
     assert_eq!(answers[2]["structuredContent"], json!({"text": "direct"}));
     assert_eq!(answers[3]["isError"], true, "{}", answers[3]);
     assert_eq!(answers[4]["error"]["code"], -32602, "{}", answers[4]);
+    // It counts the calls it was asked (the benchmarks check every one arrived).
+    assert_eq!(
+        answers[5]["structuredContent"],
+        json!({"calls": 3}),
+        "{}",
+        answers[5]
+    );
+
+    // A request of the 2026-07-28 revision is answered in that revision's shape.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    mcp_gateway::install_crypto_provider();
+    let http_client = reqwest::Client::new();
+    let mut stateless = Vec::new();
+    for (method, params) in [
+        ("server/discover", json!({"_meta": meta})),
+        (
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "s"}, "_meta": meta}),
+        ),
+        ("initialize", json!({"_meta": meta})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = http_client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        stateless.push(serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap());
+    }
+    assert_eq!(
+        stateless[0]["result"]["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+    assert_eq!(
+        stateless[1]["result"]["resultType"], "complete",
+        "{}",
+        stateless[1]
+    );
+    assert_eq!(
+        stateless[1]["result"]["structuredContent"],
+        json!({"text": "s"})
+    );
+    assert_eq!(stateless[2]["error"]["code"], -32601, "{}", stateless[2]);
+    let stats = http_client
+        .get(format!("http://{addr}/stats"))
+        .send()
+        .await
+        .unwrap();
+    let stats: Value = serde_json::from_str(&stats.text().await.unwrap()).unwrap();
+    assert_eq!(stats, json!({"calls": 4}));
 
     // Through the gateway, over either transport, to an MCP v1.0 agent and
     // to a client of the protocol.

@@ -62,14 +62,26 @@ impl ModelContext<'_> {
             .copied()
             .unwrap_or("other");
         let metrics = &self.core.metrics();
-        metrics
-            .requests
-            .with_label_values(&[&tenant.name, label, outcome])
-            .inc();
-        metrics
-            .request_seconds
-            .with_label_values(&[label])
-            .observe(started.elapsed().as_secs_f64());
+        let series = || {
+            metrics
+                .requests
+                .with_label_values(&[&tenant.name, label, outcome])
+        };
+        // A call's series are resolved once: every call counts in them.
+        let seconds = started.elapsed().as_secs_f64();
+        if method == "tools/call" {
+            match outcome {
+                "ok" => tenant.called.get_or_init(series).inc(),
+                _ => series().inc(),
+            }
+            metrics.call_seconds.observe(seconds);
+        } else {
+            series().inc();
+            metrics
+                .request_seconds
+                .with_label_values(&[label])
+                .observe(seconds);
+        }
         (result, era)
     }
 

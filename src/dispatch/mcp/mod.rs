@@ -32,6 +32,16 @@ use crate::upstream::progress::Report;
 use crate::upstream::{CallError, Status, Upstream};
 use face_index::{FaceIndex, FaceTool};
 
+/// Whether `text` holds `needle`, by a searcher made once for it (a request's
+/// hot path asks the same few questions of every request).
+macro_rules! holds {
+    ($text:expr, $needle:expr) => {{
+        static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new($needle));
+        FINDER.find($text.as_bytes()).is_some()
+    }};
+}
+
 mod answer;
 mod asking;
 mod face_index;
@@ -156,6 +166,11 @@ pub fn negotiated(params: Option<Json<'_>>) -> &'static str {
 
 /// A request's `params._meta`, if it has one.
 pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
+    // Text without the key, and without an escape that could spell it, has none.
+    let text = params?.get();
+    if !holds!(text, "\"_meta\"") && memchr::memchr(b'\\', text.as_bytes()).is_none() {
+        return None;
+    }
     let [meta] = members(params, ["_meta"]);
     meta
 }
@@ -164,9 +179,7 @@ pub fn meta_of(params: Option<Json<'_>>) -> Option<Json<'_>> {
 /// (`traceparent`, `tracestate`, `baggage`), read only when its text
 /// names a `traceparent` at all.
 pub fn trace_meta(params: Option<Json<'_>>) -> [Option<Cow<'_, str>>; 3] {
-    static TRACEPARENT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("traceparent"));
-    if params.is_none_or(|p| TRACEPARENT.find(p.get().as_bytes()).is_none()) {
+    if params.is_none_or(|p| !holds!(p.get(), "traceparent")) {
         return [None, None, None];
     }
     members(meta_of(params), ["traceparent", "tracestate", "baggage"])
@@ -304,17 +317,29 @@ impl Era {
         Era::given(method, version.is_some(), http)
     }
 
+    /// [`Era::of`] a request's params, whose `_meta` is read only when its
+    /// headers and method leave the era open.
+    pub fn of_request(method: &str, params: Option<Json<'_>>, http: Option<&Mirrored<'_>>) -> Era {
+        if header_says(http) || STATELESS_ONLY.contains(&method) {
+            return Era::Stateless;
+        }
+        Era::of(method, meta_of(params), http)
+    }
+
     /// [`Era::of`], once it is known whether `_meta` names a version.
     fn given(method: &str, meta_says: bool, http: Option<&Mirrored<'_>>) -> Era {
-        let header_says = http
-            .and_then(|h| h.protocol_version)
-            .is_some_and(|v| !REVISIONS.iter().any(|r| r.as_bytes() == v));
-        if header_says || meta_says || STATELESS_ONLY.contains(&method) {
+        if header_says(http) || meta_says || STATELESS_ONLY.contains(&method) {
             Era::Stateless
         } else {
             Era::Handshake
         }
     }
+}
+
+/// Whether an `MCP-Protocol-Version` header names a revision that is not of the handshake era.
+fn header_says(http: Option<&Mirrored<'_>>) -> bool {
+    http.and_then(|h| h.protocol_version)
+        .is_some_and(|v| !REVISIONS.iter().any(|r| r.as_bytes() == v))
 }
 
 /// A JSON string's text: borrowed when it holds no escape, else decoded;
@@ -478,7 +503,7 @@ pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
     method == "tools/call"
         && params.is_some_and(|p| {
             let text = p.get();
-            text.contains("progressToken") || text.contains(LOG_LEVEL_META)
+            holds!(text, "progressToken") || holds!(text, LOG_LEVEL_META)
         })
         && matches!(asked_reports(params), (Some(_), _) | (_, Some(_)))
 }

@@ -27,7 +27,7 @@ pub fn batch_allowed<'a>(
     items.all(|item| match item {
         crate::jsonrpc::Incoming::Request { method, params, .. }
         | crate::jsonrpc::Incoming::Notification { method, params } => {
-            Era::of(&method, meta_of(params), Some(http)) == Era::Handshake
+            Era::of_request(&method, params, Some(http)) == Era::Handshake
         }
         _ => true,
     })

@@ -26,12 +26,12 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
         return Ok(Out::Written(format!(r#"{{"content":{}}}"#, output.get())));
     }
     // Written straight from the output's text: a text block holding it, and
-    // the output itself as `structuredContent`.
-    let text = serde_json::to_string(output.get()).unwrap_or_default();
-    // Room for what the stateless era adds too.
-    let mut out = String::with_capacity(text.len() + output.get().len() + 64 + STATELESS_ROOM);
+    // the output itself as `structuredContent`. Room for its escapes (a few
+    // quotes, as a rule) and for what the stateless era adds too.
+    let len = output.get().len();
+    let mut out = String::with_capacity(2 * len + 96 + STATELESS_ROOM);
     out.push_str(r#"{"content":[{"type":"text","text":"#);
-    out.push_str(&text);
+    push_as_string(&mut out, output.get());
     out.push_str("}]");
     if structured {
         out.push_str(r#","structuredContent":"#);
@@ -41,20 +41,68 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
     Ok(Out::Written(out))
 }
 
+/// `json`, valid JSON text, written as a JSON string: only its quotes,
+/// backslashes and the whitespace between its tokens need escaping (within
+/// its strings every control character is escaped already), which is what
+/// serde_json would write.
+fn push_as_string(out: &mut String, json: &str) {
+    out.push('"');
+    let mut from = 0;
+    for (i, b) in json.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            _ => continue,
+        };
+        out.push_str(&json[from..i]);
+        out.push_str(escaped);
+        from = i + 1;
+    }
+    out.push_str(&json[from..]);
+    out.push('"');
+}
+
 impl ModelContext<'_> {
     /// The tool the tenant's listing names `name`: found in the name index
     /// of each of its upstreams' catalogs (made once per catalog).
     /// An upstream that is down keeps its last catalog: its tools are still
     /// found, and a call fails as MCP v1.0's does (-32001, the upstream is
     /// unavailable), not as a tool that does not exist.
+    /// A name is its upstream's alone, so one found before upstreams still
+    /// on their first start have finished it is the one found after; those
+    /// are waited for only when the name is not found at once.
     pub(super) async fn tool_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
+        if let Some(tool) = self.find_named(tenant, name) {
+            return Some(tool);
+        }
         self.core.wait_for_starting(tenant).await;
+        self.find_named(tenant, name)
+    }
+
+    fn find_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
         self.core.visit_upstreams_of(tenant, |upstreams| {
-            upstreams.filter(|u| u.catalog().loaded).find_map(|u| {
-                let catalog = u.catalog();
-                let index = catalog.face_cache(|c| self.index(c))?;
-                index.by_name.get(name).cloned()
-            })
+            for u in upstreams {
+                // The index is read in place once made; it is made on a share
+                // of the catalog, outside the upstream's lock.
+                let indexed = u.with_catalog(|c| match c.loaded {
+                    false => Some(None),
+                    true => c
+                        .face_cached::<FaceIndex>()
+                        .map(|index| index.by_name.get(name).cloned()),
+                });
+                let found = indexed.unwrap_or_else(|| {
+                    let catalog = u.catalog();
+                    let index = catalog.face_cache(|c| self.index(c))?;
+                    index.by_name.get(name).cloned()
+                });
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
         })
     }
 
@@ -164,7 +212,7 @@ impl ModelContext<'_> {
         let out = call_result(result, structured)?;
         Ok(match out {
             // Links the upstream's own blocks carry become uris the gateway serves.
-            Out::Written(text) if blocks && text.contains("\"uri\"") => {
+            Out::Written(text) if blocks && holds!(text, "\"uri\"") => {
                 self.with_links(tenant, &tool.id, text)
             }
             out => out,
@@ -222,7 +270,7 @@ impl ModelContext<'_> {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
-        if (tool.as_task || call.params.is_some_and(|p| p.get().contains("\"task\"")))
+        if (tool.as_task || call.params.is_some_and(|p| holds!(p.get(), "\"task\"")))
             && let Some(task) = task_asked(&tool, call, era)?
         {
             let created = self
@@ -447,6 +495,24 @@ mod tests {
     use super::*;
     use crate::jsonrpc::JsonBuf;
     use crate::jsonrpc::scan::members_of;
+
+    #[test]
+    fn json_text_is_written_as_a_string_as_serde_would() {
+        for text in [
+            r#"{"text":"hello"}"#,
+            "{\n  \"a\" :\t[1, 2.5e3, null]\r\n}",
+            r#"{"q":"say \"hi\"\\ \u00e9 \n","é ✓":"𝄞","s":"a/b"}"#,
+            r#""\u0000\b\f""#,
+            "[]",
+            "42",
+        ] {
+            let mut out = String::new();
+            push_as_string(&mut out, text);
+            assert_eq!(out, serde_json::to_string(text).unwrap(), "{text}");
+            let back: String = serde_json::from_str(&out).unwrap();
+            assert_eq!(back, text);
+        }
+    }
 
     /// A result whose output is the member `key` of `text`.
     fn result(text: &str, key: &str, output: Output) -> ToolResult {
