@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dashmap::DashMap;
 use tokio_util::sync::CancellationToken;
 
-type Key = (Box<[u8]>, Box<str>);
+/// Shared between the table and the call's [`InFlight`]: entering copies
+/// each id once.
+type Key = (Arc<[u8]>, Arc<str>);
 
 /// A cheap clone.
 #[derive(Clone, Default)]
@@ -24,7 +26,9 @@ pub struct Calls(Arc<Table>);
 struct Table {
     /// Each entry's serial, so a call leaves only its own entry.
     next: AtomicU64,
-    calls: DashMap<Key, (u64, CancellationToken)>,
+    /// Keyed by a session id (some 150 bytes) and a request id, hashed
+    /// with foldhash: every request of a session enters and leaves.
+    calls: DashMap<Key, (u64, CancellationToken), foldhash::fast::RandomState>,
 }
 
 /// A call's place in the table, left when dropped.

@@ -271,9 +271,10 @@ async fn one_message(
     let (out, _, status) = match &in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
         // A call its client cancelled is dropped, and with it the upstream
-        // call. Boxed: the usual path's future does not carry this one's.
+        // call. Pinned in place: this branch's future and the other's are
+        // never alive together, so they share their room in this one's.
         Some(call) => {
-            let responded = Box::pin(respond_classified(
+            let responded = std::pin::pin!(respond_classified(
                 &s.dispatcher,
                 tenant,
                 message,

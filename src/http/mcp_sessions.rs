@@ -88,15 +88,34 @@ struct Record {
 #[derive(Default)]
 struct Records(HashMap<String, Record>);
 
+/// Session ids of one tenant whose tag was checked, with what they open:
+/// a request in a session finds its id here instead of computing an HMAC
+/// (SHA-256 in software is some 20,000 instructions). Only ids the gateway
+/// issued get in, and each tenant's are bounded apart: when full they are
+/// forgotten, to be checked again on their next use.
+type Verified = HashMap<Box<[u8]>, Opened, foldhash::fast::RandomState>;
+
+/// Checked ids a tenant keeps at most.
+const VERIFIED_PER_TENANT: usize = 4096;
+
 /// Issues and checks session ids; a cheap clone.
 #[derive(Clone)]
 pub struct McpSessions {
-    key: [u8; 32],
+    /// The HMAC keyed and fed the ids' domain, cloned for each id.
+    keyed: HmacSha256,
+    verified: Arc<DashMap<Arc<str>, Arc<Mutex<Verified>>>>,
     max_records: usize,
     budget: SubscriptionBudget,
     tenants: Arc<DashMap<Arc<str>, Arc<Mutex<Records>>>>,
     /// The replicas' shared store: ends and subscriptions every replica sees.
     store: Option<crate::store::Store>,
+}
+
+fn keyed(key: &[u8; 32]) -> HmacSha256 {
+    let mut mac =
+        HmacSha256::new_from_slice(key).unwrap_or_else(|_| unreachable!("any key length"));
+    mac.update(b"mcp-gateway session id\n");
+    mac
 }
 
 fn now() -> u64 {
@@ -110,9 +129,10 @@ impl McpSessions {
     /// records and subscribes within `budget`.
     pub fn new(key: &KeyDigest, max_records: usize, budget: SubscriptionBudget) -> Self {
         Self {
-            key: key.0,
             max_records,
             budget,
+            keyed: keyed(&key.0),
+            verified: Default::default(),
             tenants: Default::default(),
             store: None,
         }
@@ -125,10 +145,7 @@ impl McpSessions {
     }
 
     fn mac(&self) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("any key length"));
-        mac.update(b"mcp-gateway session id\n");
-        mac
+        self.keyed.clone()
     }
 
     /// The store the replicas share, when there is one.
@@ -233,6 +250,37 @@ impl McpSessions {
 
     /// [`Self::open`] with what this replica knows only.
     pub fn open_here(&self, id: &[u8], tenant: &str) -> Option<Opened> {
+        let verified = self
+            .verified
+            .get(tenant)
+            .map(|v| v.clone())
+            .unwrap_or_else(|| self.verified.entry(tenant.into()).or_default().clone());
+        let known = verified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        let opened = match known {
+            Some(opened) => opened,
+            None => {
+                let opened = self.verify(id, tenant)?;
+                let mut verified = verified.lock().unwrap_or_else(PoisonError::into_inner);
+                if verified.len() >= VERIFIED_PER_TENANT {
+                    verified.clear();
+                }
+                verified.insert(id.into(), opened.clone());
+                opened
+            }
+        };
+        if opened.expires <= now() {
+            return None;
+        }
+        (!self.ended_here(&opened)).then_some(opened)
+    }
+
+    /// What a session id opens, once its tag is checked and it is found
+    /// to be `tenant`'s (its expiry is the caller's to check).
+    fn verify(&self, id: &[u8], tenant: &str) -> Option<Opened> {
         let id = std::str::from_utf8(id).ok()?;
         let (payload, tag) = id.split_once('.')?;
         let tag = B64.decode(tag).ok()?;
@@ -240,17 +288,16 @@ impl McpSessions {
         mac.update(payload.as_bytes());
         mac.verify_slice(&tag).ok()?;
         let claims: Claims = serde_json::from_slice(&B64.decode(payload).ok()?).ok()?;
-        if claims.e <= now() || claims.t != tenant {
+        if claims.t != tenant {
             return None;
         }
-        let opened = Opened {
+        Some(Opened {
             nonce: claims.n,
             expires: claims.e,
             tenant: tenant.into(),
             revision: claims.v,
             can: claims.c,
-        };
-        (!self.ended_here(&opened)).then_some(opened)
+        })
     }
 
     /// Changes the session's record (made first, with room made for it in
@@ -348,6 +395,32 @@ mod tests {
     const SECRET: &[u8] = b"a secret of at least thirty-two characters";
 
     #[test]
+    fn checked_ids_are_remembered_within_a_bound_per_tenant() {
+        let s = sessions(8, 8, 8);
+        let ids: Vec<String> = (0..VERIFIED_PER_TENANT + 10)
+            .map(|_| s.issue("a", "2025-11-25"))
+            .collect();
+        for id in &ids {
+            assert!(s.open_here(id.as_bytes(), "a").is_some());
+        }
+        let kept = |tenant: &str| {
+            s.verified
+                .get(tenant)
+                .map_or(0, |v| v.lock().unwrap().len())
+        };
+        assert!(kept("a") <= VERIFIED_PER_TENANT, "{}", kept("a"));
+        // Forgotten ones are checked again, and open as before.
+        assert!(
+            ids.iter()
+                .all(|id| s.open_here(id.as_bytes(), "a").is_some())
+        );
+        // Another tenant's are its own.
+        let b = s.issue("b", "2025-11-25");
+        assert!(s.open_here(b.as_bytes(), "b").is_some());
+        assert_eq!(kept("b"), 1);
+    }
+
+    #[test]
     fn an_id_says_unsealed_whether_its_client_can_be_asked() {
         let s = sessions(8, 8, 8);
         for can in [1u8, 5, 15] {
@@ -386,6 +459,11 @@ mod tests {
             SubscriptionBudget::new(1024, 4096),
         );
         assert!(other.open_here(id.as_bytes(), a).is_none());
+        // Checked once and remembered, it still opens for its tenant alone,
+        // and a changed id is checked as any other.
+        assert!(one.open_here(id.as_bytes(), a).is_some());
+        assert!(one.open_here(id.as_bytes(), a).is_some());
+        assert!(one.open_here(id.as_bytes(), "b").is_none());
         for i in 0..id.len() {
             let mut bytes = id.clone().into_bytes();
             bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
