@@ -25,7 +25,8 @@ time over the calls the upstream counted; ratios to mcp-gateway are paired
     bash benches/compare/run.sh          # installs, builds, then runs this
     DURATION=5 ROUNDS=3 CONNS=1,16,64 python3 benches/compare/compare.py
 
-Results: target/bench-compare/results.json and report.md.
+Results: target/bench-compare/results.json and report.md
+(`python3 benches/compare/compare.py report` prints the tables again).
 """
 import http.client
 import json
@@ -463,9 +464,18 @@ def tables(results):
                 lines.append(f"| {conns} | {setting} | " + " | ".join(cells) + " |")
     if failed:
         lines.append("\nArms that could not run (the product refused or failed; its reason):\n")
-        lines += [f"- {r['transport']} {r['era']} c={r['conns']} {r['label']}: {r['failed']}" for r in failed]
+        seen = {}
+        for r in failed:
+            seen.setdefault((r["transport"], r["era"], r["label"], r["failed"]), set()).add(r["conns"])
+        lines += [f"- {t}, {e}, {label}, at {', '.join(map(str, sorted(c)))} connections: {why}"
+                  for (t, e, label, why), c in seen.items()]
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["report"]:
+        # The tables again, from the last run's results.
+        with open(os.path.join(OUT, "results.json")) as f:
+            print(tables(json.load(f)))
+    else:
+        main()

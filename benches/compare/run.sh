@@ -19,7 +19,7 @@ if ((${#need[@]})); then
     $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-if ! "$tools/bin/mcp-proxy" --version 2>/dev/null | grep -q "$MCP_PROXY_VERSION"; then
+if ! grep -qs "\"mcp-proxy $MCP_PROXY_VERSION " "$tools/.crates.toml" || [ ! -x "$tools/bin/mcp-proxy" ]; then
     echo "installing mcp-proxy $MCP_PROXY_VERSION from crates.io (a release build: minutes)" >&2
     cargo install --locked --version "$MCP_PROXY_VERSION" --root "$tools" mcp-proxy
 fi
