@@ -153,8 +153,11 @@ fn gateway(
     env.extend_from_slice(extra);
     let mut p = Process::spawn_with_env(&["serve", "--config", path.to_str().unwrap()], &env);
     let agent = p.addr("agent listener bound");
-    for _ in 0..2 {
-        p.wait_log("ready", |v| v["message"] == "upstream ready");
+    // Each upstream's own line: a line already seen satisfies a second wait.
+    for name in ["h", "s"] {
+        p.wait_log(name, |v| {
+            v["message"] == "upstream ready" && v["upstream"] == name
+        });
     }
     let gw = Gateway::at(&agent);
     (p, gw, upstream, dir)
