@@ -191,60 +191,58 @@ def start(argv, env=None, core=PROXY_CORE, log=None):
     return proc
 
 
-def upstream_argv():
-    return [BIN, "demo-upstream", "--name", "up", "--modelcontext"]
+# The upstream as each proxy's stdio child runs it.
+CHILD = ["demo-upstream", "--name", "up", "--modelcontext"]
+
+
+def serve(tmp, name, setting, transport, port, config, file, argv, env=None, path="/mcp", auth=None):
+    """Writes a product's config to `file` in `tmp`, runs `argv` + [its path]
+    on the proxy's core, and waits for its port."""
+    cfg = os.path.join(tmp, f"{setting}-{transport}-{file}")
+    with open(cfg, "w") as f:
+        f.write(config)
+    proc = start([*argv, cfg], env)
+    wait_port(port, timeout=60)
+    return Product(name, setting, transport, port, path, proc, auth=auth)
 
 
 def start_gateway(tmp, setting, transport, up_url, v1=False):
     port = free_port()
     upstream = (f"{{http: {{url: '{up_url}'}}}}" if v1
                 else f"{{http: {{url: '{up_url}'}}, protocol: modelcontextprotocol}}" if transport == "http"
-                else f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up, --modelcontext]}}, "
-                     "protocol: modelcontextprotocol}")
-    cfg = os.path.join(tmp, f"gw-{setting}-{transport}{'-v1' if v1 else ''}.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
-                f"upstreams:\n  up: {upstream}\n"
-                "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]}\n")
+                else f"{{stdio: {{command: {BIN}, args: [{', '.join(CHILD)}]}}, protocol: modelcontextprotocol}}")
+    config = (f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
+              f"upstreams:\n  up: {upstream}\n"
+              "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]}\n")
     env = {"MCP_GATEWAY_LOG": "warn"} if setting == "quiet" else {}
-    proc = start([BIN, "serve", "--config", cfg], env)
-    wait_port(port, timeout=60)
-    return Product("mcp-gateway", setting, transport, port, "/mcp", proc, auth="bench-key")
+    return serve(tmp, "mcp-gateway", setting, transport, port, config, "gw-v1.yaml" if v1 else "gw.yaml",
+                 [BIN, "serve", "--config"], env, auth="bench-key")
 
 
 def start_mcp_proxy(tmp, setting, transport, up_url):
-    binary = os.path.join(TOOLS, "mcp-proxy")
     port = free_port()
     backend = (f'transport = "http"\nurl = "{up_url}"\n' if transport == "http"
-               else f'transport = "stdio"\ncommand = "{BIN}"\nargs = ["demo-upstream", "--name", "up", "--modelcontext"]\n')
+               else f'transport = "stdio"\ncommand = "{BIN}"\nargs = {json.dumps(CHILD)}\n')
     observability = '[observability]\nlog_level = "warn"\n' if setting == "quiet" else ""
-    cfg = os.path.join(tmp, f"proxy-{setting}-{transport}.toml")
-    with open(cfg, "w") as f:
-        f.write(f'[proxy]\nname = "bench"\n[proxy.listen]\nhost = "127.0.0.1"\nport = {port}\n\n'
-                f'[[backends]]\nname = "up"\n{backend}\n{observability}')
-    proc = start([binary, "--config", cfg])
-    wait_port(port, timeout=60)
-    return Product("mcp-proxy", setting, transport, port, "/", proc)
+    config = (f'[proxy]\nname = "bench"\n[proxy.listen]\nhost = "127.0.0.1"\nport = {port}\n\n'
+              f'[[backends]]\nname = "up"\n{backend}\n{observability}')
+    return serve(tmp, "mcp-proxy", setting, transport, port, config, "proxy.toml",
+                 [os.path.join(TOOLS, "mcp-proxy"), "--config"], path="/")
 
 
 def start_agentgateway(tmp, setting, transport, up_url):
-    binary = os.path.join(TOOLS, "agentgateway")
     port = free_port()
     # Its local config at v1.4.1 (read from its source; it binds every
     # interface, hence the network namespace run.sh gives the whole run).
     target = (f"mcp: {{host: '{up_url}'}}" if transport == "http"
-              else f"stdio: {{cmd: {BIN}, args: [demo-upstream, --name, up, --modelcontext]}}")
+              else f"stdio: {{cmd: {BIN}, args: [{', '.join(CHILD)}]}}")
     logging = "  logging: {level: warn}\n" if setting == "quiet" else ""
-    cfg = os.path.join(tmp, f"agw-{setting}-{transport}.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"config:\n  enableIpv6: false\n  adminAddr: 127.0.0.1:{free_port()}\n  statsAddr: 'off'\n"
-                f"  readinessAddr: 127.0.0.1:{free_port()}\n{logging}"
-                f"gateways:\n  default:\n    port: {port}\n"
-                f"mcp:\n  targets:\n  - name: up\n    {target}\n")
-    env = {}
-    proc = start([binary, "-f", cfg], env)
-    wait_port(port, timeout=60)
-    return Product("agentgateway", setting, transport, port, "/mcp", proc)
+    config = (f"config:\n  enableIpv6: false\n  adminAddr: 127.0.0.1:{free_port()}\n  statsAddr: 'off'\n"
+              f"  readinessAddr: 127.0.0.1:{free_port()}\n{logging}"
+              f"gateways:\n  default:\n    port: {port}\n"
+              f"mcp:\n  targets:\n  - name: up\n    {target}\n")
+    return serve(tmp, "agentgateway", setting, transport, port, config, "agw.yaml",
+                 [os.path.join(TOOLS, "agentgateway"), "-f"])
 
 
 STARTERS = {"mcp-gateway": start_gateway, "mcp-proxy": start_mcp_proxy, "agentgateway": start_agentgateway}
@@ -338,7 +336,7 @@ def main():
     procs = []
     try:
         up_port = free_port()
-        upstream = start([*upstream_argv(), "--http", f"127.0.0.1:{up_port}"], core=REST_CORE)
+        upstream = start([BIN, *CHILD, "--http", f"127.0.0.1:{up_port}"], core=REST_CORE)
         procs.append(upstream)
         wait_port(up_port)
         up_url = f"http://127.0.0.1:{up_port}/mcp"
