@@ -76,6 +76,7 @@ impl Core {
         let metrics = Metrics::new();
         let dispatcher = Dispatcher::new(&config.gateway.id, Vec::new(), &[], metrics.clone());
         dispatcher.set_name_budget(config.gateway.tool_name_budget);
+        dispatcher.set_round_lifetime(config.gateway.server_request_timeout);
         let limits = &config.gateway.limits;
         dispatcher.set_subscription_budget(crate::tenant::subscriptions::SubscriptionBudget::new(
             limits.max_subscription_bytes_per_session,

@@ -89,6 +89,11 @@ pub enum GatewayError {
     /// A 2026-07-28 request whose mirrored headers disagree with its body.
     #[error("header mismatch: {0}")]
     HeaderMismatch(String),
+    /// Not an error: a 2026-07-28 client's call whose upstream needs its
+    /// input first (`resultType: "input_required"`, its state sealed). The
+    /// face answers it as a result; nothing else ever gets one.
+    #[error("the upstream needs the client's input")]
+    InputRequired(Box<serde_json::Value>),
     /// A 2026-07-28 request for a protocol version not served, and those that are.
     #[error("unsupported protocol version {requested}")]
     UnsupportedVersion {
@@ -287,6 +292,11 @@ impl GatewayError {
                     "this session has {limit} calls in flight, its limit; retry after one is answered"
                 )),
             ),
+            E::InputRequired(_) => own(
+                codes::INTERNAL_ERROR,
+                "Internal error",
+                Some("the upstream needs input this client cannot be asked for".into()),
+            ),
         }
     }
 
@@ -327,6 +337,7 @@ impl GatewayError {
             E::TaskNotFound => "invalid_params",
             E::TaskUnsupported(_) | E::TaskRequired(_) => "method_not_found",
             E::TasksExtensionMissing => "invalid_request",
+            E::InputRequired(_) => "input_required",
             E::TooManySessions { .. } | E::TooManyConnections { .. } | E::SessionBusy { .. } => {
                 "over_capacity"
             }

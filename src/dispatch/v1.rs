@@ -116,7 +116,7 @@ impl<'a> V1<'a> {
                 let result = match v1_params(params) {
                     Ok((id, arguments)) => {
                         self.core
-                            .call_tool(tenant, id, arguments, &mut audit, None, None)
+                            .call_tool(tenant, id, arguments, &mut audit, None, None, None)
                             .await
                     }
                     Err(e) => Err(e),

@@ -137,6 +137,27 @@ pub(crate) fn object<'a, const N: usize>(
     s.at_end().then_some(found)
 }
 
+/// The members named `keys` of an object (`None` for those absent or when
+/// it is not an object), read by serde where the fast scan declines (a key
+/// with an escape, a member named twice: the last counts).
+pub(crate) fn members<'a, const N: usize>(
+    value: Option<Json<'a>>,
+    keys: [&str; N],
+) -> [Option<Json<'a>>; N] {
+    let Some(v) = value else {
+        return [None; N];
+    };
+    if let Some(found) = members_of(v, keys) {
+        return found;
+    }
+    type Members<'a> =
+        std::collections::HashMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>;
+    match serde_json::from_str::<Members<'a>>(v.get()) {
+        Ok(map) => keys.map(|k| map.get(k).map(|raw| Json::from(*raw))),
+        Err(_) => [None; N],
+    }
+}
+
 /// Like [`object`], for a value already known to be valid JSON (every [`Json`]
 /// is): the members are found without checking the grammar a second time.
 /// Strings are skipped to their closing quote and values to where they end,

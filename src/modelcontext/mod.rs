@@ -41,8 +41,19 @@ pub const OFFERED_REVISION: &str = "2025-11-25";
 /// The handshake-era revisions the gateway accepts in a server's answer.
 pub const HANDSHAKE_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
+/// The stateless revision, in which every request carries its own envelope.
+pub const STATELESS_REVISION: &str = "2026-07-28";
+/// Where a 2026-07-28 request's `_meta` names its revision.
+pub const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+/// Where a 2026-07-28 request's `_meta` carries the client's capabilities.
+pub const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Where a 2026-07-28 request's `_meta` names the level its log lines are wanted at.
+pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
 /// Method names of the protocol, as the gateway uses them.
 pub mod method {
+    pub const DISCOVER: &str = "server/discover";
     pub const INITIALIZE: &str = "initialize";
     pub const INITIALIZED: &str = "notifications/initialized";
     pub const PING: &str = "ping";
@@ -95,6 +106,29 @@ pub fn initialize_params(asks: bool) -> String {
         "clientInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
     })
     .to_string()
+}
+
+/// The params of a 2026-07-28 `server/discover` the gateway sends.
+pub fn discover_params() -> String {
+    json!({"_meta": {
+        VERSION_META: STATELESS_REVISION,
+        CAPABILITIES_META: {},
+        "io.modelcontextprotocol/clientInfo":
+            {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
+    }})
+    .to_string()
+}
+
+/// Whether a `server/discover` result lists the 2026-07-28 revision.
+pub fn discovered_stateless(result: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Discovered<'a> {
+        #[serde(borrow, default)]
+        supported_versions: Vec<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_str::<Discovered<'_>>(result)
+        .is_ok_and(|d| d.supported_versions.iter().any(|v| v == STATELESS_REVISION))
 }
 
 /// What a server's `initialize` answer says.

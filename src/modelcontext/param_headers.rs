@@ -127,6 +127,37 @@ pub fn decode(value: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
     String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
 }
 
+/// A header value for `text` as a client writes it: as it is when it is
+/// visible ASCII (spaces inside) with no space at either end, otherwise
+/// base64 inside the `=?base64?...?=` sentinel.
+pub fn encode(text: &str) -> String {
+    use base64::Engine as _;
+    let visible = text.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = text.starts_with(' ') || text.ends_with(' ');
+    let sentinel = text.starts_with("=?") && text.ends_with("?=");
+    let plain = visible && !padded && !sentinel;
+    if plain {
+        return text.to_owned();
+    }
+    format!(
+        "=?base64?{}?=",
+        base64::engine::general_purpose::STANDARD.encode(text)
+    )
+}
+
+/// The `Mcp-Param-{Name}` headers a client sends with a call of these
+/// arguments (each mirrored argument present with a value it can render).
+pub fn headers_for(mirrors: &[Mirror], arguments: &Value) -> Vec<(String, String)> {
+    mirrors
+        .iter()
+        .filter_map(|m| {
+            let value = m.path.iter().try_fold(arguments, |at, key| at.get(key))?;
+            let text = rendered(value)?;
+            Some((format!("{PREFIX}{}", m.token), encode(&text)))
+        })
+        .collect()
+}
+
 /// How a client mirrors an argument's value; `None` for values it cannot.
 fn rendered(value: &Value) -> Option<String> {
     match value {
@@ -242,6 +273,29 @@ mod tests {
         ] {
             assert!(mirrors(&broken).is_empty(), "{broken}");
         }
+    }
+
+    #[test]
+    fn the_headers_written_for_a_call_pass_its_own_check() {
+        let m = mirrors(&schema());
+        for args in [
+            json!({"region": "us-west1", "n": 42, "opts": {"dry": true}}),
+            json!({"region": " café ", "n": -7, "opts": {"dry": false}}),
+            json!({"region": "=?base64?eA==?=", "n": 0, "opts": {"dry": true}}),
+        ] {
+            let sent = headers_for(&m, &args);
+            assert_eq!(sent.len(), 3, "{sent:?}");
+            let header = |name: &str| {
+                sent.iter()
+                    .filter(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_bytes())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(check(&m, &args, header), Ok(()), "{args}");
+        }
+        assert_eq!(encode("us-west1"), "us-west1");
+        assert_eq!(encode("é"), "=?base64?w6k=?=");
+        assert!(headers_for(&m, &json!({"q": "x"})).is_empty());
     }
 
     #[test]

@@ -73,6 +73,85 @@ pub trait Transport: Send + Sync + 'static {
     }
 }
 
+/// A 2026-07-28 client's `tools/call`, as the upstream is sent it (see
+/// [`Upstream::call_stateless`]).
+pub struct StatelessCall<'a> {
+    pub arguments: Json<'a>,
+    /// The client's `clientCapabilities`, as it sent them.
+    pub capabilities: Option<Json<'a>>,
+    /// The log level the client asked the call's lines at, as it sent it.
+    pub log_level: Option<Json<'a>>,
+    /// The client's answers to the upstream's last round, as it sent them.
+    pub input_responses: Option<Json<'a>>,
+    /// The upstream's own `requestState` of that round (unsealed).
+    pub request_state: Option<&'a str>,
+    /// The `Mcp-Param-*` headers of the arguments the tool mirrors.
+    pub mirrored: &'a [(String, String)],
+}
+
+impl StatelessCall<'_> {
+    /// The request's params: the upstream's tool name, the arguments, the
+    /// round's answers and state, and the revision's `_meta` envelope
+    /// (with the gateway's progress `token`, when it asks for progress).
+    fn params(&self, name: &str, token: Option<&str>) -> String {
+        use serde_json::json;
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), name.into());
+        let raw = |json: Json<'_>| serde_json::from_str::<serde_json::Value>(json.get()).ok();
+        params.insert(
+            "arguments".into(),
+            raw(self.arguments).unwrap_or_else(|| json!({})),
+        );
+        if let Some(responses) = self.input_responses.and_then(raw) {
+            params.insert("inputResponses".into(), responses);
+        }
+        if let Some(state) = self.request_state {
+            params.insert("requestState".into(), state.into());
+        }
+        let capabilities: serde_json::Map<String, serde_json::Value> = self
+            .capabilities
+            .and_then(raw)
+            .and_then(|c| match c {
+                serde_json::Value::Object(c) => Some(c),
+                _ => None,
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| ROUND_CAPABILITIES.contains(&k.as_str()))
+            .collect();
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            crate::modelcontext::VERSION_META.into(),
+            crate::modelcontext::STATELESS_REVISION.into(),
+        );
+        meta.insert(
+            crate::modelcontext::CAPABILITIES_META.into(),
+            capabilities.into(),
+        );
+        if let Some(level) = self.log_level.and_then(raw) {
+            meta.insert(crate::modelcontext::LOG_LEVEL_META.into(), level);
+        }
+        if let Some(token) = token.and_then(|t| serde_json::from_str(t).ok()) {
+            meta.insert("progressToken".into(), token);
+        }
+        params.insert("_meta".into(), meta.into());
+        serde_json::Value::Object(params).to_string()
+    }
+}
+
+/// The client capabilities an upstream may use in an `input_required`
+/// round, passed on from the client's.
+const ROUND_CAPABILITIES: [&str; 3] = ["elicitation", "sampling", "roots"];
+
+/// What a call in the 2026-07-28 revision came to.
+pub enum Round {
+    /// The tool's result.
+    Done(Answer),
+    /// The upstream needs the client's input first: its result as it gave
+    /// it (`inputRequests`, `requestState`).
+    InputRequired(JsonBuf),
+}
+
 /// Runs `f` when dropped.
 pub(crate) fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
     struct Guard<F: FnOnce()>(Option<F>);
@@ -584,6 +663,60 @@ impl Upstream {
             Dialect::ModelContext => self.mc.tasks(),
             Dialect::V1 => crate::modelcontext::TaskCaps::default(),
         }
+    }
+
+    /// Whether a 2026-07-28 client's calls reach it in that revision: a
+    /// Streamable HTTP upstream of the protocol that takes it (not one
+    /// whose calls run on a child per session).
+    pub fn speaks_stateless(&self) -> bool {
+        self.dialect == Dialect::ModelContext
+            && self.per_session.get().is_none()
+            && self.mc.stateless()
+    }
+
+    /// `tools/call` of a 2026-07-28 client sent in that revision: the
+    /// client's retry of an `input_required` round carries its
+    /// `inputResponses` and the upstream's own `requestState` on, and only
+    /// the capabilities the client declared that the upstream may use in
+    /// such a round (elicitation, sampling, roots) are declared for it.
+    /// With `reports`, the upstream's progress and log lines of the call
+    /// are handed over as they come (see [`Self::call_reporting`]).
+    pub async fn call_stateless(
+        &self,
+        tool: &ToolEntry,
+        call: &StatelessCall<'_>,
+        reports: Option<&(dyn Fn(progress::Report) + Sync)>,
+    ) -> Result<Round, CallError> {
+        let Route::ByName { name, structured } = &tool.route else {
+            return Err(CallError::protocol("MCP v1.0 has no 2026-07-28 revision"));
+        };
+        let (registered, heard_reports) = match reports {
+            Some(_) => {
+                let (registered, heard) = self.progress.register();
+                (Some(registered), Some(heard))
+            }
+            None => (None, None),
+        };
+        let token = registered.as_ref().map(|r| &*r.token);
+        let params = call.params(name, token);
+        let params: &RawValue = serde_json::from_str(&params)
+            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+        let params = Params::Stateless {
+            params: params.into(),
+            name,
+            token,
+            headers: call.mirrored,
+        };
+        let answer = match (reports, heard_reports) {
+            (Some(heard), Some(reports)) => {
+                Self::hearing(self.call(Op::CallTool, params), reports, heard).await?
+            }
+            _ => self.call(Op::CallTool, params).await?,
+        };
+        if modelcontext::input_required(&answer) {
+            return Ok(Round::InputRequired(answer));
+        }
+        modelcontext::tool_result(answer, *structured).map(Round::Done)
     }
 
     /// `tools/call` of a tool the upstream runs as a task, with the

@@ -45,6 +45,8 @@ pub(super) struct State {
     completions: AtomicBool,
     /// What it declared of tasks ([`mc::TaskCaps`] as bits).
     tasks: std::sync::atomic::AtomicU8,
+    /// The server (over Streamable HTTP) takes 2026-07-28 requests too.
+    stateless: AtomicBool,
     /// Resource contents by uri, as last read (failed reads are not kept).
     resources: Mutex<HashMap<String, Result<ResourceText, LeftOut>>>,
     /// Uris subscribed to on the current connection.
@@ -162,9 +164,17 @@ impl State {
         self.completions
             .store(handshake.completions, Ordering::Release);
         self.tasks.store(handshake.tasks.bits(), Ordering::Release);
+        // A server that also takes the 2026-07-28 revision is sent that
+        // revision's calls in it (see `Upstream::call_stateless`); it
+        // says so in a `server/discover` asked that way.
+        let stateless = match link.as_streamable() {
+            Some(link) => link.discover(up.handshake_timeout()).await,
+            None => false,
+        };
+        self.stateless.store(stateless, Ordering::Release);
         // A new connection holds no subscriptions.
         lock(&self.subscribed).clear();
-        tracing::info!(upstream = %up.name, revision = %handshake.revision, "Model Context Protocol handshake done");
+        tracing::info!(upstream = %up.name, revision = %handshake.revision, stateless, "Model Context Protocol handshake done");
         Ok(handshake.capabilities)
     }
 
@@ -475,6 +485,11 @@ impl State {
         self.completions.load(Ordering::Acquire)
     }
 
+    /// Whether the server takes 2026-07-28 requests.
+    pub(super) fn stateless(&self) -> bool {
+        self.stateless.load(Ordering::Acquire)
+    }
+
     /// What the server declared of tasks.
     pub(super) fn tasks(&self) -> mc::TaskCaps {
         mc::TaskCaps::from_bits(self.tasks.load(Ordering::Acquire))
@@ -531,4 +546,17 @@ pub(super) fn tool_result(result: JsonBuf, structured: bool) -> Result<Answer, C
         Err(CallFailure::Tool(text)) => Err(CallError::Tool(text)),
         Err(CallFailure::Broken(why)) => Err(CallError::protocol(why)),
     }
+}
+
+/// Whether a result is the 2026-07-28 revision's `input_required` (its
+/// `resultType` says so).
+pub(super) fn input_required(result: &JsonBuf) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Typed<'a> {
+        #[serde(rename = "resultType", borrow)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
+    result.get().contains("\"input_required\"")
+        && serde_json::from_str::<Typed<'_>>(result.get())
+            .is_ok_and(|t| t.result_type.as_deref() == Some("input_required"))
 }

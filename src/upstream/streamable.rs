@@ -36,6 +36,8 @@ use crate::telemetry::traces::Outbound;
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 const REVISION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 /// Notifications heard on streams, queued for the supervisor.
 const EVENTS: usize = 256;
 /// How long the DELETE that ends the session may take at shutdown.
@@ -585,6 +587,15 @@ impl StreamableLink {
                 write(&self.0.session, Some(session.clone()));
             }
         }
+        self.read_response(response, id).await
+    }
+
+    /// The answer to request `id` in a response of status 200.
+    async fn read_response(
+        &self,
+        response: reqwest::Response,
+        id: u64,
+    ) -> Result<JsonBuf, Failure> {
         if is_event_stream(response.headers()) {
             let mut id_digits = [0; 20];
             let id_text = super::decimal(id, &mut id_digits).to_vec();
@@ -600,6 +611,92 @@ impl StreamableLink {
         }
         let body = read_body(response, self.0.max_bytes).await?;
         super::http::find_answer(&body, id).map_err(Failure::Call)
+    }
+
+    /// A request of the 2026-07-28 revision (see [`Params::Stateless`]):
+    /// POSTed without the session, with that revision's headers. The
+    /// revision cancels a request by closing its connection, which dropping
+    /// this does. Its errors may come with a 4xx status and the JSON-RPC
+    /// error as the body: that error is the answer.
+    async fn call_stateless(
+        &self,
+        method_name: &str,
+        params: Params<'_>,
+        mirrored: &[(String, String)],
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<JsonBuf, CallError> {
+        let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
+        let _token = params.token().map(|token| TokenOf::new(self, id, token));
+        let body = encode_request(Some(id), method_name, params);
+        let mut req = self
+            .0
+            .client
+            .post(self.0.url.clone())
+            .headers(self.0.headers.clone())
+            .headers(super::http::trace_headers(params.trace()))
+            .header(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION))
+            .header(MCP_METHOD, method_name);
+        if let Some(name) = params.name() {
+            req = req.header(MCP_NAME, crate::modelcontext::param_headers::encode(name));
+        }
+        for (name, value) in mirrored {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        let exchange = async {
+            let response = req
+                .body(body)
+                .send()
+                .await
+                .map_err(|_| CallError::unavailable("connection failed"))?;
+            let status = response.status().as_u16();
+            match status {
+                200 => match self.read_response(response, id).await {
+                    Ok(answer) => Ok(answer),
+                    Err(Failure::Call(e)) => Err(e),
+                    Err(Failure::Ended(_) | Failure::Expired) => Err(ended_without_answer()),
+                },
+                502..=504 => Err(CallError::unavailable(format!("HTTP {status}"))),
+                _ => {
+                    let body = read_body(response, self.0.max_bytes).await?;
+                    match super::http::find_answer(&body, id) {
+                        Err(remote @ CallError::Remote(_)) => Err(remote),
+                        _ => Err(CallError::protocol(format!("HTTP {status} to a request"))),
+                    }
+                }
+            }
+        };
+        match deadline {
+            Some(at) => tokio::time::timeout_at(at, exchange)
+                .await
+                .unwrap_or(Err(CallError::Timeout)),
+            None => exchange.await,
+        }
+    }
+
+    /// Whether the server takes requests of the 2026-07-28 revision: its
+    /// `server/discover`, asked that way, lists it.
+    pub(crate) async fn discover(&self, within: Duration) -> bool {
+        let params = mc::discover_params();
+        let Ok(params) = serde_json::from_str::<&RawValue>(&params) else {
+            return false;
+        };
+        let params = Params::Stateless {
+            params: params.into(),
+            name: "",
+            token: None,
+            headers: &[],
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        match self
+            .call_stateless(method::DISCOVER, params, &[], Some(deadline))
+            .await
+        {
+            Ok(answer) => mc::discovered_stateless(answer.get()),
+            Err(e) => {
+                tracing::debug!(url = %crate::redact::url(&self.0.url), error = %e, "no 2026-07-28 revision offered");
+                false
+            }
+        }
     }
 
     /// Reads an SSE stream, handing each event's data to `answer` until it
@@ -884,6 +981,11 @@ impl StreamableLink {
         started: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
+        if let Some(mirrored) = params.stateless() {
+            return self
+                .call_stateless(method_name, params, mirrored, deadline)
+                .await;
+        }
         let initialize = method_name == method::INITIALIZE;
         let id = if initialize {
             if read(&self.0.session).is_some() {

@@ -31,6 +31,17 @@ pub enum Params<'a> {
         task: &'a str,
         progress: Option<&'a str>,
     },
+    /// A request of the 2026-07-28 revision, its params written by the
+    /// caller (`_meta` envelope and all): sent without the upstream's
+    /// session, `name` in its `Mcp-Name` header, `token` the progress
+    /// token of the gateway's own its `_meta` carries, if any, and the
+    /// arguments the tool mirrors in `headers` (`Mcp-Param-*`).
+    Stateless {
+        params: Json<'a>,
+        name: &'a str,
+        token: Option<&'a str>,
+        headers: &'a [(String, String)],
+    },
     /// Any of the others with the trace context it carries added to its
     /// `_meta` (and, over HTTP, its headers).
     Traced {
@@ -45,8 +56,19 @@ impl<'a> Params<'a> {
         match self {
             Params::CallTool { name, .. } => Some(name),
             Params::Execute { tool, .. } => Some(tool),
+            Params::Stateless { name, .. } => Some(name),
             Params::Traced { params, .. } => params.name(),
             Params::Json(_) | Params::TaskResult { .. } => None,
+        }
+    }
+
+    /// The mirrored headers of a 2026-07-28 request (see
+    /// [`Params::Stateless`]); `None` for any other.
+    pub(crate) fn stateless(&self) -> Option<&'a [(String, String)]> {
+        match self {
+            Params::Stateless { headers, .. } => Some(headers),
+            Params::Traced { params, .. } => params.stateless(),
+            _ => None,
         }
     }
 
@@ -62,6 +84,7 @@ impl<'a> Params<'a> {
     pub(crate) fn token(&self) -> Option<&str> {
         match self {
             Params::CallTool { progress, .. } | Params::TaskResult { progress, .. } => *progress,
+            Params::Stateless { token, .. } => *token,
             Params::Traced { params, .. } => params.token(),
             Params::Json(_) | Params::Execute { .. } => None,
         }
@@ -83,7 +106,7 @@ impl<'a> From<Json<'a>> for Params<'a> {
 impl Params<'_> {
     pub(crate) fn len_hint(&self) -> usize {
         match self {
-            Params::Json(raw) => raw.get().len(),
+            Params::Json(raw) | Params::Stateless { params: raw, .. } => raw.get().len(),
             Params::Execute { tool, arguments } => tool.len() + arguments.get().len() + 24,
             Params::CallTool {
                 name,
@@ -106,7 +129,7 @@ impl Params<'_> {
     fn write_with(&self, out: &mut Vec<u8>, extra: Option<&Outbound>) {
         match self {
             Params::Traced { params, trace } => params.write_with(out, Some(trace)),
-            Params::Json(raw) => match extra {
+            Params::Json(raw) | Params::Stateless { params: raw, .. } => match extra {
                 None => out.extend_from_slice(raw.get().as_bytes()),
                 Some(extra) => write_json_with_meta(out, raw.get(), extra),
             },

@@ -27,6 +27,7 @@ mod readme;
 mod reload;
 mod replicas;
 mod resilience;
+mod rounds;
 mod routing;
 mod sessions;
 mod stateless;

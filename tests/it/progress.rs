@@ -183,7 +183,10 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
     let chatted = |answer: &Value| answer["result"]["content"][0]["text"] == "chatted";
 
     // 2026-07-28 over HTTP: the lines at the request's level and above, on
-    // the call's stream; none without a level; none unrelated to the call.
+    // the call's stream; none without a level. The upstream takes that
+    // revision, so the call reaches it in it, where a request's stream
+    // carries only what is that request's: the line the server logs
+    // outside any request goes there too, and is the call's.
     let steps = json!([
         {"op": "logged", "name": "web__chatty", "level": "warning"},
         {"op": "logged", "name": "web__chatty", "level": "debug"},
@@ -193,14 +196,20 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
     assert_eq!(revision, "2026-07-28");
     assert!(answers.iter().all(chatted), "{answers:?}");
     assert_eq!(logs(&answers[0]), loud);
-    assert_eq!(
-        logs(&answers[1]),
-        vec![
-            ("debug".to_owned(), "quiet".to_owned()),
-            ("warning".to_owned(), "loud".to_owned())
-        ]
-    );
+    let all = vec![
+        ("debug".to_owned(), "quiet".to_owned()),
+        ("warning".to_owned(), "loud".to_owned()),
+    ];
+    let unrelated = ("info".to_owned(), "not about any call".to_owned());
+    assert_eq!(logs(&answers[1]), [vec![unrelated], all.clone()].concat());
     assert_eq!(logs(&answers[2]), vec![]);
+    // The handshake era over HTTP (a call that asked for progress, so that
+    // its answer can be a stream): a line outside any call reaches no client.
+    let steps =
+        json!([{"op": "logged", "name": "web__chatty", "level": "debug", "progress": true}]);
+    let (revision, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert_eq!(logs(&answers[0]), all);
 
     // Through `mcp-gateway stdio`, either era: the handshake era's level is
     // the session's (`logging/setLevel`).

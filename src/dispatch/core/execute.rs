@@ -17,7 +17,16 @@ use crate::protocol::tool_result::{Answer, Output, ToolResult};
 use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
 use crate::upstream::progress::Report;
-use crate::upstream::{CallError, Status, Upstream};
+use crate::upstream::{CallError, Round, StatelessCall, Status, Upstream};
+
+/// A 2026-07-28 client's call, for an upstream that takes that revision
+/// (see [`Dispatcher::call_tool`]): read only when one does.
+pub struct RoundIn<'a> {
+    /// The request's params as the client sent them.
+    pub params: Option<Json<'a>>,
+    /// The arguments the tool mirrors into `Mcp-Param-*` headers.
+    pub mirrors: &'a [crate::modelcontext::param_headers::Mirror],
+}
 
 /// Longest tool id written to the audit log (ids come from clients).
 const MAX_AUDITED_ID: usize = 512;
@@ -194,6 +203,10 @@ impl Dispatcher {
     /// lines, its requests) is handed to it as it comes, all before the
     /// result. `session`: the scope of a client session that can be asked
     /// (an upstream with a child per session runs the call on that child).
+    /// `round`: a 2026-07-28 client's call, which an upstream that takes
+    /// that revision is sent in it (see `rounds`): its `input_required`
+    /// comes back as [`GatewayError::InputRequired`], its state sealed.
+    #[allow(clippy::too_many_arguments)]
     pub async fn call_tool(
         &self,
         tenant: &Tenant,
@@ -202,6 +215,7 @@ impl Dispatcher {
         audit: &mut Audit,
         reports: Option<&(dyn Fn(Report) + Sync)>,
         session: Option<&[u8]>,
+        round: Option<&RoundIn<'_>>,
     ) -> Result<ToolResult, GatewayError> {
         let (up, entry) = self.checked_tool(tenant, &id, arguments, audit).await?;
         if entry.task_only {
@@ -216,14 +230,103 @@ impl Dispatcher {
             });
         }
 
-        let answer = up
-            .call_tool(&entry, arguments, reports, session)
-            .await
-            .map_err(|error| GatewayError::Upstream {
-                upstream: up.name.clone(),
-                error,
-            })?;
+        let upstream_error = |error| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error,
+        };
+        let answer = match round {
+            Some(round) if up.speaks_stateless() => {
+                Box::pin(self.call_round(tenant, &id, &up, &entry, arguments, reports, round))
+                    .await?
+            }
+            _ => up
+                .call_tool(&entry, arguments, reports, session)
+                .await
+                .map_err(upstream_error)?,
+        };
         check_output(&up, &entry, &id, answer)
+    }
+
+    /// One round of a 2026-07-28 client's call, sent to the upstream in
+    /// that revision: its `requestState` opened (refused unless this
+    /// gateway sealed it for this tenant's call of this tool, in time), and
+    /// an `input_required` answer handed back with its own state sealed.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_round(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        up: &Upstream,
+        entry: &ToolEntry,
+        arguments: Json<'_>,
+        reports: Option<&(dyn Fn(Report) + Sync)>,
+        round: &RoundIn<'_>,
+    ) -> Result<Answer, GatewayError> {
+        let [meta, responses, state] =
+            scan::members(round.params, ["_meta", "inputResponses", "requestState"]);
+        let [capabilities, log_level] = scan::members(
+            meta,
+            [
+                crate::modelcontext::CAPABILITIES_META,
+                crate::modelcontext::LOG_LEVEL_META,
+            ],
+        );
+        let opened = match state {
+            None => None,
+            Some(state) => {
+                let sealed: Option<String> = serde_json::from_str(state.get()).ok();
+                let sealed = sealed.ok_or_else(|| {
+                    GatewayError::InvalidParams("requestState must be a string".into())
+                })?;
+                Some(super::rounds::open(
+                    self.sealer(),
+                    &tenant.name,
+                    id,
+                    &sealed,
+                )?)
+            }
+        };
+        let mirrored = if round.mirrors.is_empty() {
+            Vec::new()
+        } else {
+            let args = serde_json::from_str(arguments.get()).unwrap_or_default();
+            crate::modelcontext::param_headers::headers_for(round.mirrors, &args)
+        };
+        let call = StatelessCall {
+            arguments,
+            capabilities,
+            log_level,
+            input_responses: responses,
+            request_state: opened.as_ref().and_then(|o| o.state.as_deref()),
+            mirrored: &mirrored,
+        };
+        let upstream_error = |error| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error,
+        };
+        match up
+            .call_stateless(entry, &call, reports)
+            .await
+            .map_err(upstream_error)?
+        {
+            Round::Done(answer) => Ok(answer),
+            Round::InputRequired(result) => {
+                let Ok(result) = serde_json::from_str(result.get()) else {
+                    return Err(upstream_error(CallError::protocol(
+                        "an input_required result that is not an object",
+                    )));
+                };
+                Err(GatewayError::InputRequired(Box::new(
+                    super::rounds::sealed_result(
+                        self.sealer(),
+                        &tenant.name,
+                        id,
+                        result,
+                        self.round_lifetime(),
+                    ),
+                )))
+            }
+        }
     }
 
     /// The checks of a call before its upstream hears of it, whether it

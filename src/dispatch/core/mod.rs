@@ -9,6 +9,7 @@
 mod execute;
 mod links;
 mod own;
+mod rounds;
 mod tasks;
 
 use std::collections::HashMap;
@@ -28,7 +29,7 @@ use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
-pub use execute::Audit;
+pub use execute::{Audit, RoundIn};
 pub use tasks::RELATED_TASK_META;
 
 /// Change notifications a slow session may fall behind by before it misses some.
@@ -60,6 +61,8 @@ struct Inner {
     /// Seals what clients are handed and give back (set once, at start;
     /// a key of this process's own otherwise).
     sealer: std::sync::OnceLock<crate::seal::Sealer>,
+    /// See [`Dispatcher::set_round_lifetime`].
+    round_lifetime_ms: std::sync::atomic::AtomicU64,
     /// Tenants' limits held across replicas, with a shared store (set once, at start).
     shared: std::sync::OnceLock<crate::store::limits::SharedLimits>,
     /// Requests of upstreams forwarded to clients, waiting for their answers.
@@ -95,6 +98,7 @@ impl Dispatcher {
                 ),
                 subscriptions: std::sync::OnceLock::new(),
                 sealer: std::sync::OnceLock::new(),
+                round_lifetime_ms: std::sync::atomic::AtomicU64::new(300_000),
                 shared: std::sync::OnceLock::new(),
                 asks: Default::default(),
                 tasks: Default::default(),
@@ -169,6 +173,24 @@ impl Dispatcher {
     /// Sets the key what clients are handed is sealed with (before the faces serve a request).
     pub fn set_sealer(&self, sealer: crate::seal::Sealer) {
         let _ = self.inner.sealer.set(sealer);
+    }
+
+    /// How long a client has to retry an `input_required` round (and an
+    /// upstream's request forwarded to a client waits for its answer):
+    /// `gateway.server_request_timeout_ms`.
+    pub fn set_round_lifetime(&self, lifetime: std::time::Duration) {
+        let ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX);
+        self.inner
+            .round_lifetime_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn round_lifetime(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.inner
+                .round_lifetime_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// The sealer of what clients are handed and give back.

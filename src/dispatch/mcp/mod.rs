@@ -65,16 +65,14 @@ pub const MCPID_META: &str = "dev.mcp-gateway/mcpId";
 /// echoed when it is one of them, the newest otherwise).
 pub const REVISIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
 /// The stateless era's revision: no handshake, `_meta` on every request.
-pub const STATELESS: &str = "2026-07-28";
+pub const STATELESS: &str = crate::modelcontext::STATELESS_REVISION;
 /// Every revision the face serves, newest first: what `server/discover` and
 /// an unsupported version's error name.
 pub const SUPPORTED: [&str; 4] = [STATELESS, "2025-11-25", "2025-06-18", "2025-03-26"];
 
-const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
-const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+use crate::modelcontext::{CAPABILITIES_META, VERSION_META};
 const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
-/// The log level a 2026-07-28 request asks its log lines at.
-const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+use crate::modelcontext::LOG_LEVEL_META;
 /// Where a resource template's own `uriTemplate` (the upstream's) travels in `_meta`.
 pub const TEMPLATE_META: &str = "dev.mcp-gateway/uriTemplate";
 /// Tags every message of a `subscriptions/listen` stream.
@@ -199,22 +197,7 @@ pub fn meta_version(params: Option<Json<'_>>) -> Option<Cow<'_, str>> {
     version.and_then(string_of)
 }
 
-/// The members named `keys` of an object (`None` for those absent or when
-/// it is not an object), read by serde where the fast scan declines (a key
-/// with an escape, a member named twice: the last counts).
-fn members<'a, const N: usize>(value: Option<Json<'a>>, keys: [&str; N]) -> [Option<Json<'a>>; N] {
-    let Some(v) = value else {
-        return [None; N];
-    };
-    if let Some(found) = crate::jsonrpc::scan::members_of(v, keys) {
-        return found;
-    }
-    type Members<'a> = std::collections::HashMap<Cow<'a, str>, &'a serde_json::value::RawValue>;
-    match serde_json::from_str::<Members<'a>>(v.get()) {
-        Ok(map) => keys.map(|k| map.get(k).map(|raw| Json::from(*raw))),
-        Err(_) => [None; N],
-    }
-}
+use crate::jsonrpc::scan::members;
 
 /// The headers of an HTTP request that mirror its body (`MCP-Protocol-Version`,
 /// `Mcp-Method`, `Mcp-Name`), and `Mcp-Session-Id`. Empty off HTTP.

@@ -130,8 +130,10 @@ pub(super) fn stateless_result(method: &str, result: Out) -> Out {
         },
         Out::Value(mut result) => {
             if let Value::Object(m) = &mut result {
-                // A task the call became says so; every other result is complete.
-                if m.get("resultType").and_then(Value::as_str) != Some("task") {
+                // A task the call became, or a round that needs the
+                // client's input, says so; every other result is complete.
+                let kind = m.get("resultType").and_then(Value::as_str);
+                if !matches!(kind, Some("task" | "input_required")) {
                     m.insert("resultType".into(), "complete".into());
                 }
                 let meta = m.entry("_meta").or_insert_with(|| json!({}));

@@ -3,6 +3,7 @@
 
 use super::asking::Forwards;
 use super::*;
+use crate::dispatch::core::RoundIn;
 
 /// A tool's result as the protocol carries it: the upstream's own content
 /// blocks when the tool produced blocks; otherwise a text block holding the
@@ -204,6 +205,17 @@ impl ModelContext<'_> {
                 return Err(refused);
             }
         };
+        // An upstream's round that needs the client's input is answered as
+        // a result of its own kind, its state sealed (see `core::rounds`).
+        let result = match result {
+            Err(GatewayError::InputRequired(round)) => {
+                if audit.enabled() {
+                    audit.log_outcome(tenant, "input_required", started.elapsed());
+                }
+                return Ok(Out::Value(*round));
+            }
+            result => result,
+        };
         if audit.enabled() {
             audit.log(tenant, &result, started.elapsed());
         }
@@ -280,10 +292,16 @@ impl ModelContext<'_> {
             return Ok(Ran::Task(created));
         }
         let id = Cow::Borrowed(&*tool.id);
+        // A 2026-07-28 client's call reaches an upstream that takes that
+        // revision in it (its `input_required` rounds with it).
+        let round = (era == Era::Stateless).then_some(RoundIn {
+            params: call.params,
+            mirrors: &tool.mirrors,
+        });
         let result = match via.progress {
             None => {
                 self.core
-                    .call_tool(tenant, id, arguments, audit, None, None)
+                    .call_tool(tenant, id, arguments, audit, None, None, round.as_ref())
                     .await
             }
             // Boxed: a call whose client hears nothing before its result
@@ -293,6 +311,7 @@ impl ModelContext<'_> {
                     era,
                     out,
                     params: call.params,
+                    round: round.as_ref(),
                 };
                 Box::pin(self.call_reported(tenant, id, arguments, audit, via, reported)).await
             }
@@ -314,6 +333,7 @@ struct Reported<'a> {
     era: Era,
     out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
     params: Option<Json<'a>>,
+    round: Option<&'a RoundIn<'a>>,
 }
 
 impl ModelContext<'_> {
@@ -344,7 +364,7 @@ impl ModelContext<'_> {
             .filter(|_| reports.is_some())
             .map(|a| a.scope);
         self.core
-            .call_tool(tenant, id, arguments, audit, reports, session)
+            .call_tool(tenant, id, arguments, audit, reports, session, r.round)
             .await
     }
 }

@@ -152,6 +152,15 @@ pub(crate) fn sdk_server() -> Server {
     start_server(cmd, "PORT ", false)
 }
 
+/// The Python SDK server whose tools ask the SDK's own way (`Resolve`),
+/// over Streamable HTTP on a free port of 127.0.0.1: it takes both eras.
+pub(crate) fn resolve_server() -> Server {
+    servers();
+    let mut cmd = Command::new(venv().join("bin/python"));
+    cmd.arg(root().join("tests/fixtures/mcp_resolve_server.py"));
+    start_server(cmd, "PORT ", false)
+}
+
 pub(crate) fn everything_stdio() -> String {
     servers();
     format!(

@@ -1,0 +1,328 @@
+//! The 2026-07-28 revision's multi-round-trip requests through the gateway:
+//! an upstream that needs the client's input answers `input_required`, the
+//! client retries with its answers and the state it was handed. The
+//! upstream is the official Python SDK's server with tools that ask the
+//! SDK's own way (`Resolve`: `Elicit`, `Sample`), which takes both eras;
+//! the client is the official Python SDK's, which answers rounds itself.
+//! The state a client is handed is sealed by the gateway: another tenant's,
+//! another tool's, an altered or an expired one is refused before the
+//! upstream hears of it, and any replica with the same secret takes a retry.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn config(server: &Server, extra: &str) -> String {
+    format!(
+        "gateway: {{id: gw, session_secret: {:?}{extra}}}\nupstreams:\n  res: {}\ntenants:\n  a: {}\n  b: {}\n",
+        "s".repeat(40),
+        http(&server.url),
+        tenant("ka", &["res"]),
+        tenant("kb", &["res"]),
+    )
+}
+
+fn client_answers() -> Value {
+    json!({
+        "elicit": {"action": "accept", "content": {"confirm": true, "note": "ok", "name": "ada"}},
+        "sample": "a line from the client's model",
+    })
+}
+
+fn text_of(answer: &Value) -> String {
+    let content = answer["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content: {answer}"));
+    content
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A 2026-07-28 `tools/call` of `name` as `key`, posted to `url` with the
+/// revision's headers; `round` holds what a retry adds to the params.
+async fn call(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    name: &str,
+    arguments: Value,
+    round: Value,
+) -> (u16, Value) {
+    let mut params = json!({
+        "name": name,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        },
+    });
+    if let (Value::Object(params), Value::Object(round)) = (&mut params, round) {
+        params.extend(round);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+    let response = within(
+        client
+            .post(url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .body(body.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    let status = response.status().as_u16();
+    let text = within(response.text()).await.unwrap();
+    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+    (status, answer)
+}
+
+/// The first round of `res__confirm`: the upstream's question and the
+/// state the client is handed.
+async fn first_round(gw: &Gateway, key: &str) -> (Value, String) {
+    let (status, answer) = call(
+        &gw.client,
+        &gw.url,
+        key,
+        "res__confirm",
+        json!({"action": "deploy"}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    let (key, asked) = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .unwrap_or_else(|| panic!("no input request: {answer}"));
+    assert_eq!(asked["method"], "elicitation/create", "{answer}");
+    assert_eq!(asked["params"]["message"], "Really deploy?", "{answer}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    (
+        json!({ key: {"action": "accept", "content": {"confirm": true, "note": "yes"}} }),
+        state,
+    )
+}
+
+fn retry(responses: &Value, state: &str) -> Value {
+    json!({"inputResponses": responses, "requestState": state})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_clients_call_is_asked_in_rounds_and_its_answers_reach_the_upstream() {
+    let server = resolve_server();
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["res"]).await;
+    let steps = json!({"answers": client_answers(), "steps": [
+        {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
+        {"op": "call", "name": "res__greet_twice", "arguments": {"action": "ship"}},
+        {"op": "call", "name": "res__summarize", "arguments": {"topic": "gateways"}},
+        {"op": "call", "name": "res__echo", "arguments": {"text": "plain"}},
+        {"op": "asked"},
+    ]});
+    let (revision, answers) = sdk_client(&gw, "ka", "auto", steps).await;
+    assert_eq!(revision, "2026-07-28");
+    assert!(
+        text_of(&answers[0]).contains("deploy: confirmed ok"),
+        "{answers:?}"
+    );
+    // Two questions in one round, both answered in one retry.
+    assert!(
+        text_of(&answers[1]).contains("ada confirmed ship"),
+        "{answers:?}"
+    );
+    assert!(
+        text_of(&answers[2]).contains("model said: a line from the client's model"),
+        "{answers:?}"
+    );
+    assert!(text_of(&answers[3]).contains("plain"), "{answers:?}");
+    let asked = answers[4]["asked"].as_array().unwrap();
+    let methods: Vec<_> = asked
+        .iter()
+        .map(|a| a["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "elicitation/create",
+            "elicitation/create",
+            "elicitation/create",
+            "sampling/createMessage"
+        ],
+        "{asked:?}"
+    );
+    // The same tools for a handshake-era client: asked during the call.
+    let steps = json!({"answers": client_answers(), "steps": [
+        {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
+        {"op": "asked"},
+    ]});
+    let (revision, answers) = sdk_client(&gw, "kb", "legacy", steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert!(
+        text_of(&answers[0]).contains("deploy: confirmed ok"),
+        "{answers:?}"
+    );
+    assert_eq!(answers[1]["asked"][0]["method"], "elicitation/create");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_the_stdio_mode_is_asked_in_rounds_too() {
+    let server = resolve_server();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(&path, config(&server, "")).unwrap();
+    let steps = json!({"answers": client_answers(), "steps": [
+        {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
+    ]});
+    let (revision, answers) = sdk_stdio_client("auto", &path, "a", steps).await;
+    assert_eq!(revision, "2026-07-28");
+    assert!(
+        text_of(&answers[0]).contains("deploy: confirmed ok"),
+        "{answers:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_is_taken_back_only_from_its_tenant_for_its_tool_unaltered() {
+    let server = resolve_server();
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["res"]).await;
+    let (responses, state) = first_round(&gw, "ka").await;
+    let refused = |(status, answer): (u16, Value)| {
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    };
+    // Another tenant presenting it.
+    refused(
+        call(
+            &gw.client,
+            &gw.url,
+            "kb",
+            "res__confirm",
+            json!({"action": "deploy"}),
+            retry(&responses, &state),
+        )
+        .await,
+    );
+    // Another tool of the same upstream.
+    refused(
+        call(
+            &gw.client,
+            &gw.url,
+            "ka",
+            "res__greet_twice",
+            json!({"action": "deploy"}),
+            retry(&responses, &state),
+        )
+        .await,
+    );
+    // Altered: a character of its payload, or the upstream's own state
+    // presented as it is.
+    let mut altered = state.clone().into_bytes();
+    let last = altered.len() - 2;
+    altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    for forged in [altered.as_str(), "v1.forged", ""] {
+        refused(
+            call(
+                &gw.client,
+                &gw.url,
+                "ka",
+                "res__confirm",
+                json!({"action": "deploy"}),
+                retry(&responses, forged),
+            )
+            .await,
+        );
+    }
+    // Its own tenant, its own tool: the upstream takes the answer.
+    let (status, answer) = call(
+        &gw.client,
+        &gw.url,
+        "ka",
+        "res__confirm",
+        json!({"action": "deploy"}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert!(
+        text_of(&answer["result"]).contains("deploy: confirmed yes"),
+        "{answer}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_with_the_secret_takes_the_retry_and_a_round_ends_in_time() {
+    let server = resolve_server();
+    // The round's lifetime is the server requests' timeout.
+    let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 1000")).await;
+    let other = Gateway::start(&config(&server, "")).await;
+    let stranger =
+        Gateway::start(&config(&server, "").replace(&"s".repeat(40), &"t".repeat(40))).await;
+    for g in [&gw, &other, &stranger] {
+        g.wait_ready(&["res"]).await;
+    }
+    let (responses, state) = first_round(&gw, "ka").await;
+    // A replica with another secret refuses it.
+    let (status, answer) = call(
+        &stranger.client,
+        &stranger.url,
+        "ka",
+        "res__confirm",
+        json!({"action": "deploy"}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!(-32602)),
+        "{answer}"
+    );
+    // The other replica takes it on.
+    let (status, answer) = call(
+        &other.client,
+        &other.url,
+        "ka",
+        "res__confirm",
+        json!({"action": "deploy"}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        text_of(&answer["result"]).contains("deploy: confirmed yes"),
+        "{answer}"
+    );
+    // Past the round's end, nobody takes it.
+    let (responses, state) = first_round(&gw, "ka").await;
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    let (status, answer) = call(
+        &gw.client,
+        &gw.url,
+        "ka",
+        "res__confirm",
+        json!({"action": "deploy"}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!(-32602)),
+        "{answer}"
+    );
+    for g in [gw, other, stranger] {
+        g.stop().await;
+    }
+}
