@@ -674,6 +674,15 @@ impl Upstream {
             && self.mc.stateless()
     }
 
+    /// Whether its requests during a call can be told to be that call's: a
+    /// Streamable HTTP upstream of the protocol (each call's requests come
+    /// on its own stream), not one run as a child per session.
+    pub fn asks_during_calls(&self) -> bool {
+        self.dialect == Dialect::ModelContext
+            && self.per_session.get().is_none()
+            && read(&self.link).is_some_and(|link| link.as_streamable().is_some())
+    }
+
     /// `tools/call` of a 2026-07-28 client sent in that revision: the
     /// client's retry of an `input_required` round carries its
     /// `inputResponses` and the upstream's own `requestState` on, and only

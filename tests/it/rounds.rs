@@ -28,6 +28,7 @@ fn client_answers() -> Value {
     json!({
         "elicit": {"action": "accept", "content": {"confirm": true, "note": "ok", "name": "ada"}},
         "sample": "a line from the client's model",
+        "roots": [{"uri": "file:///work", "name": "work"}],
     })
 }
 
@@ -126,6 +127,7 @@ async fn a_stateless_clients_call_is_asked_in_rounds_and_its_answers_reach_the_u
         {"op": "call", "name": "res__greet_twice", "arguments": {"action": "ship"}},
         {"op": "call", "name": "res__summarize", "arguments": {"topic": "gateways"}},
         {"op": "call", "name": "res__echo", "arguments": {"text": "plain"}},
+        {"op": "call", "name": "res__where", "arguments": {}},
         {"op": "asked"},
     ]});
     let (revision, answers) = sdk_client(&gw, "ka", "auto", steps).await;
@@ -144,7 +146,11 @@ async fn a_stateless_clients_call_is_asked_in_rounds_and_its_answers_reach_the_u
         "{answers:?}"
     );
     assert!(text_of(&answers[3]).contains("plain"), "{answers:?}");
-    let asked = answers[4]["asked"].as_array().unwrap();
+    assert!(
+        text_of(&answers[4]).contains("roots: file:///work"),
+        "{answers:?}"
+    );
+    let asked = answers[5]["asked"].as_array().unwrap();
     let methods: Vec<_> = asked
         .iter()
         .map(|a| a["method"].as_str().unwrap())
@@ -155,7 +161,8 @@ async fn a_stateless_clients_call_is_asked_in_rounds_and_its_answers_reach_the_u
             "elicitation/create",
             "elicitation/create",
             "elicitation/create",
-            "sampling/createMessage"
+            "sampling/createMessage",
+            "roots/list"
         ],
         "{asked:?}"
     );
@@ -323,6 +330,186 @@ async fn any_replica_with_the_secret_takes_the_retry_and_a_round_ends_in_time() 
         "{answer}"
     );
     for g in [gw, other, stranger] {
+        g.stop().await;
+    }
+}
+
+// Between eras: server-everything speaks only the handshake era, and asks
+// during its calls. A 2026-07-28 client is asked in rounds.
+
+const ELICIT: &str = "evh__trigger-elicitation-request";
+const SAMPLE: &str = "evh__trigger-sampling-request";
+
+fn everything_config(server: &Server, extra: &str) -> String {
+    format!(
+        "gateway: {{id: gw, session_secret: {:?}{extra}}}\nupstreams:\n  evh: {}\ntenants:\n  a: {}\n  b: {}\n",
+        "s".repeat(40),
+        http(&server.url),
+        tenant("ka", &["evh"]),
+        tenant("kb", &["evh"]),
+    )
+}
+
+/// Calls the gateway holds for their clients' retries.
+fn held(gw: &Gateway) -> usize {
+    gw.running.as_ref().unwrap().dispatcher.held().len()
+}
+
+async fn waiting(gw: &Gateway) -> f64 {
+    metric(&gw.metrics().await, "mcp_gateway_server_requests_waiting").unwrap_or(-1.0)
+}
+
+async fn counted(gw: &Gateway, outcome: &str) -> f64 {
+    let text = gw.metrics().await;
+    metric(
+        &text,
+        &format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}"),
+    )
+    .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_upstreams_requests_reach_a_stateless_client_as_rounds() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&everything_config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    let steps = json!({
+        "answers": {
+            "elicit": {"action": "accept", "content": {"name": "Ada Lovelace", "check": true, "email": "ada@example.com"}},
+            "sample": "a sampled answer",
+        },
+        "steps": [
+            {"op": "call", "name": ELICIT, "arguments": {}},
+            {"op": "call", "name": SAMPLE, "arguments": {"prompt": "hello", "maxTokens": 10}},
+            {"op": "asked"},
+        ],
+    });
+    let (revision, answers) = sdk_client(&gw, "ka", "auto", steps).await;
+    assert_eq!(revision, "2026-07-28");
+    let elicited = text_of(&answers[0]);
+    assert!(
+        elicited.contains("Ada Lovelace") && elicited.contains("accept"),
+        "{answers:?}"
+    );
+    assert!(
+        text_of(&answers[1]).contains("a sampled answer"),
+        "{answers:?}"
+    );
+    let asked = answers[2]["asked"].as_array().unwrap();
+    let methods: Vec<_> = asked
+        .iter()
+        .map(|a| a["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "sampling/createMessage"],
+        "{asked:?}"
+    );
+    until(|| async { counted(&gw, "forwarded").await >= 2.0 }).await;
+    assert_eq!(held(&gw), 0);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_is_its_tenants_its_replicas_and_ends_with_its_round() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&everything_config(
+        &server,
+        ", server_request_timeout_ms: 1500",
+    ))
+    .await;
+    let other = Gateway::start(&everything_config(&server, "")).await;
+    gw.wait_ready(&["evh"]).await;
+    other.wait_ready(&["evh"]).await;
+    let first = || async {
+        let (status, answer) = call(&gw.client, &gw.url, "ka", ELICIT, json!({}), json!({})).await;
+        assert_eq!(status, 200, "{answer}");
+        let result = answer["result"].clone();
+        assert_eq!(result["resultType"], "input_required", "{answer}");
+        let (key, asked) = result["inputRequests"]
+            .as_object()
+            .and_then(|r| r.iter().next())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .unwrap_or_else(|| panic!("{answer}"));
+        assert_eq!(asked["method"], "elicitation/create", "{answer}");
+        let responses = json!({ key: {"action": "accept", "content": {"name": "Grace", "check": true, "email": "g@example.com"}} });
+        (
+            responses,
+            result["requestState"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (responses, state) = first().await;
+    assert_eq!(held(&gw), 1);
+    assert_eq!(waiting(&gw).await, 1.0);
+    // Another tenant's retry, and one on another replica (no shared store):
+    // refused, and the call is still held for its own client.
+    let (status, answer) = call(
+        &gw.client,
+        &gw.url,
+        "kb",
+        ELICIT,
+        json!({}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!(-32602)),
+        "{answer}"
+    );
+    let (status, answer) = call(
+        &other.client,
+        &other.url,
+        "ka",
+        ELICIT,
+        json!({}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!(-32602)),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["data"]
+            .as_str()
+            .unwrap()
+            .contains("another replica"),
+        "{answer}"
+    );
+    // Its own client's retry reaches the waiting upstream.
+    let (status, answer) = call(
+        &gw.client,
+        &gw.url,
+        "ka",
+        ELICIT,
+        json!({}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(text_of(&answer["result"]).contains("Grace"), "{answer}");
+    // Once taken, the same state continues nothing.
+    let (status, _) = call(
+        &gw.client,
+        &gw.url,
+        "ka",
+        ELICIT,
+        json!({}),
+        retry(&responses, &state),
+    )
+    .await;
+    assert_eq!(status, 400);
+    // A client that never retries: the round's time runs out, the upstream
+    // is answered with an error, nothing stays held.
+    let unanswered = counted(&gw, "unanswered").await;
+    let _ = first().await;
+    assert_eq!(held(&gw), 1);
+    until(|| async { held(&gw) == 0 }).await;
+    until(|| async { counted(&gw, "unanswered").await > unanswered }).await;
+    assert_eq!(waiting(&gw).await, 0.0);
+    for g in [gw, other] {
         g.stop().await;
     }
 }

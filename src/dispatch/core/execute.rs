@@ -239,12 +239,35 @@ impl Dispatcher {
                 Box::pin(self.call_round(tenant, &id, &up, &entry, arguments, reports, round))
                     .await?
             }
+            // An upstream of the handshake era that may ask during the
+            // call: held across the client's rounds (see `held`).
+            Some(round) if super::held::may_hold(&up, round.params) => {
+                Box::pin(self.call_held(tenant, &id, &up, &entry, arguments, reports, round))
+                    .await?
+            }
             _ => up
                 .call_tool(&entry, arguments, reports, session)
                 .await
                 .map_err(upstream_error)?,
         };
         check_output(&up, &entry, &id, answer)
+    }
+
+    /// The round a client's `requestState` names, opened (see `rounds`);
+    /// `None` when it sent none.
+    pub(super) fn opened_round(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        state: Option<Json<'_>>,
+    ) -> Result<Option<super::rounds::RoundState>, GatewayError> {
+        let Some(state) = state else {
+            return Ok(None);
+        };
+        let sealed: Option<String> = serde_json::from_str(state.get()).ok();
+        let sealed = sealed
+            .ok_or_else(|| GatewayError::InvalidParams("requestState must be a string".into()))?;
+        super::rounds::open(self.sealer(), &tenant.name, id, &sealed).map(Some)
     }
 
     /// One round of a 2026-07-28 client's call, sent to the upstream in
@@ -271,21 +294,7 @@ impl Dispatcher {
                 crate::modelcontext::LOG_LEVEL_META,
             ],
         );
-        let opened = match state {
-            None => None,
-            Some(state) => {
-                let sealed: Option<String> = serde_json::from_str(state.get()).ok();
-                let sealed = sealed.ok_or_else(|| {
-                    GatewayError::InvalidParams("requestState must be a string".into())
-                })?;
-                Some(super::rounds::open(
-                    self.sealer(),
-                    &tenant.name,
-                    id,
-                    &sealed,
-                )?)
-            }
-        };
+        let opened = self.opened_round(tenant, id, state)?;
         let mirrored = if round.mirrors.is_empty() {
             Vec::new()
         } else {

@@ -7,6 +7,7 @@
 //! ask these operations.
 
 mod execute;
+mod held;
 mod links;
 mod own;
 mod rounds;
@@ -63,6 +64,8 @@ struct Inner {
     sealer: std::sync::OnceLock<crate::seal::Sealer>,
     /// See [`Dispatcher::set_round_lifetime`].
     round_lifetime_ms: std::sync::atomic::AtomicU64,
+    /// 2026-07-28 clients' calls held across their rounds (see `held`).
+    held: held::HeldCalls,
     /// Tenants' limits held across replicas, with a shared store (set once, at start).
     shared: std::sync::OnceLock<crate::store::limits::SharedLimits>,
     /// Requests of upstreams forwarded to clients, waiting for their answers.
@@ -99,6 +102,7 @@ impl Dispatcher {
                 subscriptions: std::sync::OnceLock::new(),
                 sealer: std::sync::OnceLock::new(),
                 round_lifetime_ms: std::sync::atomic::AtomicU64::new(300_000),
+                held: Default::default(),
                 shared: std::sync::OnceLock::new(),
                 asks: Default::default(),
                 tasks: Default::default(),
@@ -191,6 +195,11 @@ impl Dispatcher {
                 .round_lifetime_ms
                 .load(std::sync::atomic::Ordering::Relaxed),
         )
+    }
+
+    /// 2026-07-28 clients' calls held across their rounds.
+    pub fn held(&self) -> &held::HeldCalls {
+        &self.inner.held
     }
 
     /// The sealer of what clients are handed and give back.

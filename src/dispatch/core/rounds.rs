@@ -36,6 +36,26 @@ pub struct RoundState {
     /// The upstream's own `requestState`, if it gave one.
     #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// The call held for the retry (see `held`), if the round is one.
+    #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+}
+
+impl RoundState {
+    /// A round of the call of `tool` that ends `lifetime` from now.
+    pub fn new(
+        tool: &str,
+        state: Option<String>,
+        held: Option<String>,
+        lifetime: Duration,
+    ) -> Self {
+        RoundState {
+            tool: tool.to_owned(),
+            expires: now_secs().saturating_add(lifetime.as_secs().max(1)),
+            state,
+            held,
+        }
+    }
 }
 
 fn now_secs() -> u64 {
@@ -44,21 +64,9 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The state a client is handed for a round of `tenant`'s call of `tool`,
-/// which ends `lifetime` from now.
-pub fn seal(
-    sealer: &crate::seal::Sealer,
-    tenant: &str,
-    tool: &str,
-    state: Option<String>,
-    lifetime: Duration,
-) -> String {
-    let round = RoundState {
-        tool: tool.to_owned(),
-        expires: now_secs().saturating_add(lifetime.as_secs().max(1)),
-        state,
-    };
-    let payload = B64.encode(serde_json::to_vec(&round).unwrap_or_default());
+/// The state a client of `tenant` is handed for `round`.
+pub fn seal(sealer: &crate::seal::Sealer, tenant: &str, round: &RoundState) -> String {
+    let payload = B64.encode(serde_json::to_vec(round).unwrap_or_default());
     let tag = sealer.tag(PURPOSE, &[tenant, &payload]);
     format!("{tag}.{payload}")
 }
@@ -106,10 +114,8 @@ pub fn sealed_result(
         Some(Value::String(s)) => Some(s),
         _ => None,
     };
-    result.insert(
-        "requestState".into(),
-        seal(sealer, tenant, tool, state, lifetime).into(),
-    );
+    let round = RoundState::new(tool, state, None, lifetime);
+    result.insert("requestState".into(), seal(sealer, tenant, &round).into());
     Value::Object(result)
 }
 
@@ -123,9 +129,11 @@ mod tests {
     fn a_state_opens_only_for_its_tenant_and_tool_unaltered_and_in_time() {
         let sealer = Sealer::new(&KeyDigest::of(b"secret"));
         let long = Duration::from_secs(300);
-        let sealed = seal(&sealer, "a", "gw/up/t", Some("own".into()), long);
+        let round = RoundState::new("gw/up/t", Some("own".into()), Some("h1".into()), long);
+        let sealed = seal(&sealer, "a", &round);
         let round = open(&sealer, "a", "gw/up/t", &sealed).expect("opens");
         assert_eq!(round.state.as_deref(), Some("own"));
+        assert_eq!(round.held.as_deref(), Some("h1"));
         // Another replica with the same secret opens it too.
         let replica = Sealer::new(&KeyDigest::of(b"secret"));
         assert!(open(&replica, "a", "gw/up/t", &sealed).is_ok());
@@ -139,6 +147,7 @@ mod tests {
             tool: "gw/up/t".into(),
             expires: u64::MAX,
             state: Some("mine".into()),
+            held: None,
         };
         let forged = format!("{tag}.{}", B64.encode(serde_json::to_vec(&forged).unwrap()));
         assert!(open(&sealer, "a", "gw/up/t", &forged).is_err());
@@ -150,6 +159,7 @@ mod tests {
             tool: "gw/up/t".into(),
             expires: now_secs() - 1,
             state: None,
+            held: None,
         };
         let payload = B64.encode(serde_json::to_vec(&ended).unwrap());
         let ended = format!("{}.{payload}", sealer.tag(PURPOSE, &["a", &payload]));
