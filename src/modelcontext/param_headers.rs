@@ -130,19 +130,19 @@ pub fn decode(value: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// A header value for `text` as a client writes it: as it is when it is
 /// visible ASCII (spaces inside) with no space at either end, otherwise
 /// base64 inside the `=?base64?...?=` sentinel.
-pub fn encode(text: &str) -> String {
+pub fn encode(text: &str) -> std::borrow::Cow<'_, str> {
     use base64::Engine as _;
     let visible = text.bytes().all(|b| (0x20..0x7f).contains(&b));
     let padded = text.starts_with(' ') || text.ends_with(' ');
     let sentinel = text.starts_with("=?") && text.ends_with("?=");
     let plain = visible && !padded && !sentinel;
     if plain {
-        return text.to_owned();
+        return std::borrow::Cow::Borrowed(text);
     }
-    format!(
+    std::borrow::Cow::Owned(format!(
         "=?base64?{}?=",
         base64::engine::general_purpose::STANDARD.encode(text)
-    )
+    ))
 }
 
 /// The `Mcp-Param-{Name}` headers a client sends with a call of these
@@ -153,7 +153,7 @@ pub fn headers_for(mirrors: &[Mirror], arguments: &Value) -> Vec<(String, String
         .filter_map(|m| {
             let value = m.path.iter().try_fold(arguments, |at, key| at.get(key))?;
             let text = rendered(value)?;
-            Some((format!("{PREFIX}{}", m.token), encode(&text)))
+            Some((format!("{PREFIX}{}", m.token), encode(&text).into_owned()))
         })
         .collect()
 }

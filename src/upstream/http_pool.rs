@@ -143,20 +143,22 @@ impl Pool {
         max_bytes: usize,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
-        self.post_until(now, deadline, request, max_bytes, |_| false, answer)
+        self.post_until(now, deadline, request, &[], max_bytes, |_| false, answer)
             .await
     }
 
     /// [`Self::post`], where a chunked answer is read only until `enough`
     /// says what has arrived of its body holds what the caller needs (an
     /// event stream the server keeps open after the answer): then the
-    /// connection is closed instead of kept.
+    /// connection is closed instead of kept. `extra`: headers of this
+    /// request's own, besides the pool's (and the trace's).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn post_until<T>(
         &self,
         now: Instant,
         deadline: Option<tokio::time::Instant>,
         (encode, len_hint, trace): (impl FnOnce(&mut Vec<u8>), usize, Option<&Outbound>),
+        extra: &[(&str, &str)],
         max_bytes: usize,
         enough: impl Fn(&[u8]) -> bool,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
@@ -177,7 +179,8 @@ impl Pool {
         // before the length.
         let (head, length_line) = self.head.split_at(self.head.len() - LENGTH.len());
         let traced = trace.map_or(0, Outbound::head_len);
-        let own_head = head.len() + traced + LENGTH.len();
+        let extra_len: usize = extra.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+        let own_head = head.len() + traced + extra_len + LENGTH.len();
         // The body is written after room for the head, and the head, once its
         // length is known, right before it: one buffer and one write, no copy.
         let room = own_head + 24;
@@ -197,6 +200,12 @@ impl Pool {
         put(head);
         if let Some(trace) = trace {
             trace.write_head(&mut put);
+        }
+        for (name, value) in extra {
+            put(name.as_bytes());
+            put(b": ");
+            put(value.as_bytes());
+            put(b"\r\n");
         }
         put(length_line);
         put(length);

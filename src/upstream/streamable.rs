@@ -60,6 +60,9 @@ struct Shared {
     reinit: tokio::sync::Mutex<()>,
     /// Plain http:// calls of the current session (see `http_pool`).
     fast: RwLock<Option<Arc<Pool>>>,
+    /// Plain http:// requests of the 2026-07-28 revision, which carry no
+    /// session (its header already written).
+    stateless: Option<Arc<Pool>>,
     /// How the server's own requests are answered.
     answers: ServerAnswers,
     /// The upstream's calls waiting for reports.
@@ -164,6 +167,10 @@ impl StreamableLink {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         let (events, rx) = mpsc::channel(EVENTS);
+        // 2026-07-28 requests carry no session: one pool serves them all.
+        let mut stateless_headers = headers.clone();
+        stateless_headers.insert(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION));
+        let stateless = Pool::new(&url, &stateless_headers).map(Arc::new);
         let link = StreamableLink(Arc::new(Shared {
             client,
             url,
@@ -175,6 +182,7 @@ impl StreamableLink {
             events,
             reinit: tokio::sync::Mutex::new(()),
             fast: RwLock::new(None),
+            stateless,
             answers,
             progress,
             tokens: Default::default(),
@@ -266,6 +274,7 @@ impl StreamableLink {
                 64 + params.len_hint(),
                 params.trace(),
             ),
+            &[],
             self.0.max_bytes,
             |body| scan.holds_answer(body),
             |status, body| self.read_answer(status, body, id, &scan),
@@ -614,20 +623,84 @@ impl StreamableLink {
     }
 
     /// A request of the 2026-07-28 revision (see [`Params::Stateless`]):
-    /// POSTed without the session, with that revision's headers. The
-    /// revision cancels a request by closing its connection, which dropping
-    /// this does. Its errors may come with a 4xx status and the JSON-RPC
-    /// error as the body: that error is the answer.
+    /// POSTed without the session, with that revision's headers, through
+    /// the plain-http pool when the upstream is http://. The revision
+    /// cancels a request by closing its connection, which dropping this
+    /// does. Its errors may come with a 4xx status and the JSON-RPC error
+    /// as the body: that error is the answer.
     async fn call_stateless(
         &self,
         method_name: &str,
         params: Params<'_>,
         mirrored: &[(String, String)],
+        started: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
         let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
         let _token = params.token().map(|token| TokenOf::new(self, id, token));
-        let body = encode_request(Some(id), method_name, params);
+        let name = params
+            .name()
+            .map(crate::modelcontext::param_headers::encode);
+        let Some(pool) = &self.0.stateless else {
+            let exchange = self.call_stateless_slow(method_name, params, name, mirrored, id);
+            return match deadline {
+                Some(at) => tokio::time::timeout_at(at, exchange)
+                    .await
+                    .unwrap_or(Err(CallError::Timeout)),
+                None => exchange.await,
+            };
+        };
+        let mut extra = Vec::with_capacity(2 + mirrored.len());
+        extra.push(("mcp-method", method_name));
+        if let Some(name) = &name {
+            extra.push(("mcp-name", name));
+        }
+        extra.extend(mirrored.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        let mut digits = [0; 20];
+        let scan = StreamScan {
+            link: self,
+            id_text: super::decimal(id, &mut digits),
+            scanned: AtomicUsize::new(0),
+            answer: std::sync::Mutex::new(None),
+            resume: std::sync::Mutex::new(Resume::default()),
+        };
+        pool.post_until(
+            started,
+            deadline,
+            (
+                |out: &mut Vec<u8>| write_request(out, Some(id), method_name, params),
+                64 + params.len_hint(),
+                params.trace(),
+            ),
+            &extra,
+            self.0.max_bytes,
+            |body| scan.holds_answer(body),
+            |status, body| {
+                let json = matches!(
+                    body.iter().find(|b| !b.is_ascii_whitespace()),
+                    Some(b'{' | b'[')
+                );
+                if status == StatusCode::OK && !json {
+                    scan.holds_answer(body);
+                    return scan
+                        .take_answer()
+                        .unwrap_or_else(|| Err(ended_without_answer()));
+                }
+                stateless_answer(status.as_u16(), body, id)
+            },
+        )
+        .await?
+    }
+
+    /// [`Self::call_stateless`] through reqwest (an https:// upstream).
+    async fn call_stateless_slow(
+        &self,
+        method_name: &str,
+        params: Params<'_>,
+        name: Option<std::borrow::Cow<'_, str>>,
+        mirrored: &[(String, String)],
+        id: u64,
+    ) -> Result<JsonBuf, CallError> {
         let mut req = self
             .0
             .client
@@ -636,41 +709,28 @@ impl StreamableLink {
             .headers(super::http::trace_headers(params.trace()))
             .header(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION))
             .header(MCP_METHOD, method_name);
-        if let Some(name) = params.name() {
-            req = req.header(MCP_NAME, crate::modelcontext::param_headers::encode(name));
+        if let Some(name) = name {
+            req = req.header(MCP_NAME, &*name);
         }
         for (name, value) in mirrored {
             req = req.header(name.as_str(), value.as_str());
         }
-        let exchange = async {
-            let response = req
-                .body(body)
-                .send()
-                .await
-                .map_err(|_| CallError::unavailable("connection failed"))?;
-            let status = response.status().as_u16();
-            match status {
-                200 => match self.read_response(response, id).await {
-                    Ok(answer) => Ok(answer),
-                    Err(Failure::Call(e)) => Err(e),
-                    Err(Failure::Ended(_) | Failure::Expired) => Err(ended_without_answer()),
-                },
-                502..=504 => Err(CallError::unavailable(format!("HTTP {status}"))),
-                _ => {
-                    let body = read_body(response, self.0.max_bytes).await?;
-                    match super::http::find_answer(&body, id) {
-                        Err(remote @ CallError::Remote(_)) => Err(remote),
-                        _ => Err(CallError::protocol(format!("HTTP {status} to a request"))),
-                    }
-                }
-            }
-        };
-        match deadline {
-            Some(at) => tokio::time::timeout_at(at, exchange)
-                .await
-                .unwrap_or(Err(CallError::Timeout)),
-            None => exchange.await,
+        let body = encode_request(Some(id), method_name, params);
+        let response = req
+            .body(body)
+            .send()
+            .await
+            .map_err(|_| CallError::unavailable("connection failed"))?;
+        let status = response.status().as_u16();
+        if status == 200 {
+            return match self.read_response(response, id).await {
+                Ok(answer) => Ok(answer),
+                Err(Failure::Call(e)) => Err(e),
+                Err(Failure::Ended(_) | Failure::Expired) => Err(ended_without_answer()),
+            };
         }
+        let body = read_body(response, self.0.max_bytes).await?;
+        stateless_answer(status, &body, id)
     }
 
     /// Whether the server takes requests of the 2026-07-28 revision: its
@@ -686,9 +746,10 @@ impl StreamableLink {
             token: None,
             headers: &[],
         };
-        let deadline = tokio::time::Instant::now() + within;
+        let started = std::time::Instant::now();
+        let deadline = tokio::time::Instant::from_std(started) + within;
         match self
-            .call_stateless(method::DISCOVER, params, &[], Some(deadline))
+            .call_stateless(method::DISCOVER, params, &[], started, Some(deadline))
             .await
         {
             Ok(answer) => mc::discovered_stateless(answer.get()),
@@ -892,6 +953,19 @@ impl Drop for CancelOnDrop<'_> {
     }
 }
 
+/// The answer to a 2026-07-28 request `id` in a whole JSON body of this
+/// status: that revision's errors may come with a 4xx status.
+fn stateless_answer(status: u16, body: &[u8], id: u64) -> Result<JsonBuf, CallError> {
+    match status {
+        200 => super::http::find_answer(body, id),
+        502..=504 => Err(CallError::unavailable(format!("HTTP {status}"))),
+        _ => match super::http::find_answer(body, id) {
+            Err(remote @ CallError::Remote(_)) => Err(remote),
+            _ => Err(CallError::protocol(format!("HTTP {status} to a request"))),
+        },
+    }
+}
+
 fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
@@ -983,7 +1057,7 @@ impl StreamableLink {
     ) -> Result<JsonBuf, CallError> {
         if let Some(mirrored) = params.stateless() {
             return self
-                .call_stateless(method_name, params, mirrored, deadline)
+                .call_stateless(method_name, params, mirrored, started, deadline)
                 .await;
         }
         let initialize = method_name == method::INITIALIZE;

@@ -440,7 +440,8 @@ async fn a_held_call_is_its_tenants_its_replicas_and_ends_with_its_round() {
     };
     let (responses, state) = first().await;
     assert_eq!(held(&gw), 1);
-    assert_eq!(waiting(&gw).await, 1.0);
+    // Counted by the link once it waits for the answer.
+    until(|| async { waiting(&gw).await == 1.0 }).await;
     // Another tenant's retry, and one on another replica (no shared store):
     // refused, and the call is still held for its own client.
     let (status, answer) = call(
