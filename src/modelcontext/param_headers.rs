@@ -286,8 +286,9 @@ mod tests {
             let sent = headers_for(&m, &args);
             assert_eq!(sent.len(), 3, "{sent:?}");
             let header = |name: &str| {
+                // Header names are case-insensitive; `check` asks in lowercase.
                 sent.iter()
-                    .filter(|(k, _)| k == name)
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
                     .map(|(_, v)| v.as_bytes())
                     .collect::<Vec<_>>()
             };

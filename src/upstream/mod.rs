@@ -94,48 +94,61 @@ impl StatelessCall<'_> {
     /// round's answers and state, and the revision's `_meta` envelope
     /// (with the gateway's progress `token`, when it asks for progress).
     fn params(&self, name: &str, token: Option<&str>) -> String {
-        use serde_json::json;
-        let mut params = serde_json::Map::new();
-        params.insert("name".into(), name.into());
-        let raw = |json: Json<'_>| serde_json::from_str::<serde_json::Value>(json.get()).ok();
-        params.insert(
-            "arguments".into(),
-            raw(self.arguments).unwrap_or_else(|| json!({})),
+        use crate::modelcontext::{CAPABILITIES_META, LOG_LEVEL_META, VERSION_META};
+        let raw = |json: Option<Json<'_>>| json.map_or(0, |j| j.get().len());
+        let mut out = Vec::with_capacity(
+            192 + name.len()
+                + self.arguments.get().len()
+                + raw(self.input_responses)
+                + self.request_state.map_or(0, str::len)
+                + raw(self.capabilities),
         );
-        if let Some(responses) = self.input_responses.and_then(raw) {
-            params.insert("inputResponses".into(), responses);
+        out.extend_from_slice(br#"{"name":"#);
+        wire::write_json_string(&mut out, name);
+        out.extend_from_slice(br#","arguments":"#);
+        out.extend_from_slice(self.arguments.get().as_bytes());
+        if let Some(responses) = self.input_responses {
+            out.extend_from_slice(br#","inputResponses":"#);
+            out.extend_from_slice(responses.get().as_bytes());
         }
         if let Some(state) = self.request_state {
-            params.insert("requestState".into(), state.into());
+            out.extend_from_slice(br#","requestState":"#);
+            wire::write_json_string(&mut out, state);
         }
-        let capabilities: serde_json::Map<String, serde_json::Value> = self
-            .capabilities
-            .and_then(raw)
-            .and_then(|c| match c {
-                serde_json::Value::Object(c) => Some(c),
-                _ => None,
-            })
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(k, _)| ROUND_CAPABILITIES.contains(&k.as_str()))
-            .collect();
-        let mut meta = serde_json::Map::new();
-        meta.insert(
-            crate::modelcontext::VERSION_META.into(),
-            crate::modelcontext::STATELESS_REVISION.into(),
-        );
-        meta.insert(
-            crate::modelcontext::CAPABILITIES_META.into(),
-            capabilities.into(),
-        );
-        if let Some(level) = self.log_level.and_then(raw) {
-            meta.insert(crate::modelcontext::LOG_LEVEL_META.into(), level);
+        let member = |out: &mut Vec<u8>, key: &str, value: &[u8]| {
+            out.push(b'"');
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(value);
+        };
+        out.extend_from_slice(br#","_meta":{"#);
+        member(&mut out, VERSION_META, b"\"");
+        out.extend_from_slice(crate::modelcontext::STATELESS_REVISION.as_bytes());
+        out.push(b'"');
+        out.push(b',');
+        member(&mut out, CAPABILITIES_META, b"{");
+        let kept = crate::jsonrpc::scan::members(self.capabilities, ROUND_CAPABILITIES);
+        let mut first = true;
+        for (key, value) in ROUND_CAPABILITIES.iter().zip(kept) {
+            if let Some(value) = value {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                member(&mut out, key, value.get().as_bytes());
+            }
         }
-        if let Some(token) = token.and_then(|t| serde_json::from_str(t).ok()) {
-            meta.insert("progressToken".into(), token);
+        out.push(b'}');
+        if let Some(level) = self.log_level {
+            out.push(b',');
+            member(&mut out, LOG_LEVEL_META, level.get().as_bytes());
         }
-        params.insert("_meta".into(), meta.into());
-        serde_json::Value::Object(params).to_string()
+        if let Some(token) = token {
+            out.push(b',');
+            member(&mut out, "progressToken", token.as_bytes());
+        }
+        out.extend_from_slice(b"}}");
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 
@@ -1126,5 +1139,67 @@ impl Upstream {
 
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn raw(v: Value) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_stateless_call_carries_the_round_and_only_the_capabilities_a_round_may_use() {
+        let arguments = raw(json!({"a": "x\"y"}));
+        let capabilities = raw(json!({
+            "elicitation": {"form": {}},
+            "roots": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+        }));
+        let responses = raw(json!({"k": {"action": "accept"}}));
+        let level = raw(json!("warning"));
+        let call = StatelessCall {
+            arguments: Json::from(&*arguments),
+            capabilities: Some(Json::from(&*capabilities)),
+            log_level: Some(Json::from(&*level)),
+            input_responses: Some(Json::from(&*responses)),
+            request_state: Some("own \"state\""),
+            mirrored: &[],
+        };
+        let params: Value =
+            serde_json::from_str(&call.params("tool \"one\"", Some("\"mcp-gateway/7\""))).unwrap();
+        assert_eq!(
+            params,
+            json!({
+                "name": "tool \"one\"",
+                "arguments": {"a": "x\"y"},
+                "inputResponses": {"k": {"action": "accept"}},
+                "requestState": "own \"state\"",
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}, "roots": {}},
+                    "io.modelcontextprotocol/logLevel": "warning",
+                    "progressToken": "mcp-gateway/7",
+                },
+            })
+        );
+        let bare = StatelessCall {
+            capabilities: None,
+            log_level: None,
+            input_responses: None,
+            request_state: None,
+            ..call
+        };
+        let params: Value = serde_json::from_str(&bare.params("t", None)).unwrap();
+        assert_eq!(
+            params["_meta"],
+            json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            })
+        );
     }
 }
