@@ -760,4 +760,12 @@ impl crate::store::bus::Here for Here {
             self.dispatcher.asks().answer(session, id, outcome);
         }
     }
+
+    fn continue_round(&self, origin: &str, round: crate::store::bus::RoundAsked) {
+        self.dispatcher.continue_round(origin, round);
+    }
+
+    fn round_news(&self, waiter: &str, news: &str) {
+        self.dispatcher.held().news(waiter, news);
+    }
 }

@@ -71,6 +71,31 @@ pub trait Here: Clone + Send + Sync + 'static {
     /// Hands a client's answer (a result or an error object, as JSON text)
     /// to the request `id` of an upstream's sent in `session`, if it waits here.
     fn answer_ask(&self, session: &[u8], id: &str, outcome: Result<&str, &str>);
+    /// Continues the call held here under `round.held`, if it is, for the
+    /// replica `origin`, which waits for what becomes of it.
+    fn continue_round(&self, origin: &str, round: RoundAsked);
+    /// What became of a round this replica asked another to continue
+    /// (`news`: JSON text), for the request waiting under `waiter`.
+    fn round_news(&self, waiter: &str, news: &str);
+}
+
+/// A 2026-07-28 client's retry of a round whose call another replica holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoundAsked {
+    /// The held call's id (from the sealed state).
+    #[serde(rename = "h")]
+    pub held: String,
+    #[serde(rename = "t")]
+    pub tenant: String,
+    /// The client's `inputResponses`, as JSON text ("" when it sent none).
+    #[serde(rename = "i")]
+    pub responses: String,
+    /// What the client declared it can be asked: elicitation, sampling, roots.
+    #[serde(rename = "d")]
+    pub declared: [bool; 3],
+    /// Where the asking replica waits for the news.
+    #[serde(rename = "w")]
+    pub waiter: String,
 }
 
 /// One notification on the channel.
@@ -92,6 +117,27 @@ struct Message {
     /// object as JSON text (`upstream` is empty).
     #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
     answer: Option<(String, String, bool, String)>,
+    /// A retry of a round whose call another replica holds (`upstream` is empty).
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    round: Option<RoundAsked>,
+    /// News of such a round for the replica that asked: that replica, its
+    /// waiter, and the news as JSON text (`upstream` is empty).
+    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
+    news: Option<(String, String, String)>,
+}
+
+impl Message {
+    fn of(origin: &str) -> Self {
+        Message {
+            origin: origin.to_owned(),
+            upstream: String::new(),
+            changed: None,
+            cancel: None,
+            answer: None,
+            round: None,
+            news: None,
+        }
+    }
 }
 
 impl Store {
@@ -103,11 +149,9 @@ impl Store {
     /// it (false: another replica heard the same and speaks for it).
     async fn publish(&self, heard: &Heard) -> Result<bool, super::StoreError> {
         let message = serde_json::to_string(&Message {
-            origin: self.replica_id().to_owned(),
             upstream: heard.upstream.to_string(),
             changed: heard.changed.clone(),
-            cancel: None,
-            answer: None,
+            ..Message::of(self.replica_id())
         })
         .unwrap_or_default();
         if !heard.shared {
@@ -140,11 +184,8 @@ impl Store {
     /// Tells every replica to relist `upstream` (its pins were approved).
     pub async fn announce_relisting(&self, upstream: &str) -> Result<(), super::StoreError> {
         self.announce(Message {
-            origin: self.replica_id().to_owned(),
             upstream: upstream.to_owned(),
-            changed: None,
-            cancel: None,
-            answer: None,
+            ..Message::of(self.replica_id())
         })
         .await
     }
@@ -153,11 +194,8 @@ impl Store {
     /// text) of `session`: the one running it ends it.
     pub async fn announce_cancel(&self, session: &[u8], id: &str) -> Result<(), super::StoreError> {
         self.announce(Message {
-            origin: self.replica_id().to_owned(),
-            upstream: String::new(),
-            changed: None,
             cancel: Some((String::from_utf8_lossy(session).into_owned(), id.to_owned())),
-            answer: None,
+            ..Message::of(self.replica_id())
         })
         .await
     }
@@ -176,16 +214,36 @@ impl Store {
             Err(error) => (true, error),
         };
         self.announce(Message {
-            origin: self.replica_id().to_owned(),
-            upstream: String::new(),
-            changed: None,
-            cancel: None,
             answer: Some((
                 String::from_utf8_lossy(session).into_owned(),
                 id.to_owned(),
                 error,
                 text.to_owned(),
             )),
+            ..Message::of(self.replica_id())
+        })
+        .await
+    }
+
+    /// Asks the replica that holds a round's call to continue it.
+    pub async fn announce_round(&self, round: RoundAsked) -> Result<(), super::StoreError> {
+        self.announce(Message {
+            round: Some(round),
+            ..Message::of(self.replica_id())
+        })
+        .await
+    }
+
+    /// Tells the replica `to` what became of the round its `waiter` asked for.
+    pub async fn announce_round_news(
+        &self,
+        to: &str,
+        waiter: &str,
+        news: &str,
+    ) -> Result<(), super::StoreError> {
+        self.announce(Message {
+            news: Some((to.to_owned(), waiter.to_owned(), news.to_owned())),
+            ..Message::of(self.replica_id())
         })
         .await
     }
@@ -302,6 +360,16 @@ impl Store {
             return;
         };
         if m.origin == self.replica_id() {
+            return;
+        }
+        if let Some(round) = m.round {
+            here.continue_round(&m.origin, round);
+            return;
+        }
+        if let Some((to, waiter, news)) = &m.news {
+            if to == self.replica_id() {
+                here.round_news(waiter, news);
+            }
             return;
         }
         match (&m.cancel, &m.answer) {

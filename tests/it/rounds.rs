@@ -514,3 +514,73 @@ async fn a_held_call_is_its_tenants_its_replicas_and_ends_with_its_round() {
         g.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_shared_store_a_retry_reaching_another_replica_continues_the_held_call() {
+    let redis = Redis::start();
+    let server = everything_http(0);
+    let store = format!(", store: {{url: {:?}, timeout_ms: 500}}", redis.url());
+    let (one, two) = (
+        Gateway::start(&everything_config(&server, &store)).await,
+        Gateway::start(&everything_config(&server, &store)).await,
+    );
+    for gw in [&one, &two] {
+        gw.wait_ready(&["evh"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    // The official client's first round on one replica, its retries on the other.
+    let steps = json!({
+        "answers": {
+            "elicit": {"action": "accept", "content": {"name": "answered elsewhere", "check": true, "email": "e@example.com"}},
+            "sample": "sampled elsewhere",
+        },
+        "steps": [
+            {"op": "call", "name": ELICIT, "arguments": {}},
+            {"op": "call", "name": SAMPLE, "arguments": {"prompt": "hello", "maxTokens": 10}},
+        ],
+    });
+    let args = vec![
+        "auto".into(),
+        "http".into(),
+        one.url.clone(),
+        "ka".into(),
+        format!("retries={}", two.url),
+    ];
+    let (revision, answers) = sdk_client_with(args, steps).await;
+    assert_eq!(revision, "2026-07-28");
+    assert!(
+        text_of(&answers[0]).contains("answered elsewhere"),
+        "{answers:?}"
+    );
+    assert!(
+        text_of(&answers[1]).contains("sampled elsewhere"),
+        "{answers:?}"
+    );
+    assert_eq!((held(&one), held(&two)), (0, 0));
+    // Another tenant's retry, sent to the other replica, continues nothing.
+    let (status, answer) = call(&one.client, &one.url, "ka", ELICIT, json!({}), json!({})).await;
+    assert_eq!(status, 200, "{answer}");
+    let state = answer["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, answer) = call(
+        &two.client,
+        &two.url,
+        "kb",
+        ELICIT,
+        json!({}),
+        retry(&json!({}), &state),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!(-32602)),
+        "{answer}"
+    );
+    assert_eq!(held(&one), 1);
+    for gw in [one, two] {
+        gw.stop().await;
+    }
+}

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Dispatcher;
+use super::rounds::RoundIn;
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::jsonrpc::scan;
@@ -18,15 +19,6 @@ use crate::protocol::{Method, ToolEntry, mcpid, schema};
 use crate::tenant::Tenant;
 use crate::upstream::progress::Report;
 use crate::upstream::{CallError, Round, StatelessCall, Status, Upstream};
-
-/// A 2026-07-28 client's call, for an upstream that takes that revision
-/// (see [`Dispatcher::call_tool`]): read only when one does.
-pub struct RoundIn<'a> {
-    /// The request's params as the client sent them.
-    pub params: Option<Json<'a>>,
-    /// The arguments the tool mirrors into `Mcp-Param-*` headers.
-    pub mirrors: &'a [crate::modelcontext::param_headers::Mirror],
-}
 
 /// Longest tool id written to the audit log (ids come from clients).
 const MAX_AUDITED_ID: usize = 512;

@@ -8,8 +8,9 @@
 //! again: another round). A held call ends when its round's time runs out
 //! (`gateway.server_request_timeout_ms`; the upstream is then answered with
 //! an error and the call cancelled); a tenant holds at most [`PER_TENANT`].
-//! The call lives in this replica: a retry that reaches another is refused
-//! with a clear error (see `docs/protocol-decisions.md`).
+//! The call lives in this replica: a retry that reaches another is carried
+//! here through the shared store (`continue_round`), and the round's
+//! outcome back; without a store it is refused with a clear error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +19,12 @@ use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Dispatcher;
-use super::execute::RoundIn;
-use super::rounds::{self, RoundState};
+use super::rounds::{self, RoundIn, RoundState};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf, scan};
 use crate::protocol::ToolEntry;
 use crate::protocol::tool_result::Answer;
+use crate::store::bus::RoundAsked;
 use crate::tenant::Tenant;
 use crate::upstream::progress::{Ask, AskReply, Report};
 use crate::upstream::{CallError, Upstream};
@@ -50,12 +51,30 @@ pub struct HeldCalls(Arc<Table>);
 struct Table {
     calls: DashMap<Box<str>, HeldCall>,
     per_tenant: DashMap<Arc<str>, usize>,
+    /// Retries waiting for another replica's news of their round.
+    waiters: DashMap<Box<str>, mpsc::Sender<String>>,
+}
+
+/// A retry's place among those waiting for news, left when dropped.
+struct Waiter {
+    table: HeldCalls,
+    id: String,
+    news: mpsc::Receiver<String>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.table.0.waiters.remove(self.id.as_str());
+    }
 }
 
 /// A call running upstream in a task of its own, and the request of the
 /// upstream's its client was last asked.
 pub struct HeldCall {
     tenant: Arc<str>,
+    /// The tool's namespaced id, and its upstream.
+    tool: Arc<str>,
+    upstream: Arc<str>,
     /// The key of the `inputRequests` entry the client was sent, and the
     /// upstream's request it stands for.
     asked: Option<(String, Ask)>,
@@ -80,7 +99,9 @@ impl HeldCall {
         entry: Arc<ToolEntry>,
         arguments: JsonBuf,
         tenant: Arc<str>,
+        tool: &str,
     ) -> HeldCall {
+        let upstream = up.name.clone();
         let (heard, reports) = mpsc::channel(QUEUED);
         let (done, result) = oneshot::channel();
         let task = tokio::spawn(async move {
@@ -96,6 +117,8 @@ impl HeldCall {
         });
         HeldCall {
             tenant,
+            tool: tool.into(),
+            upstream,
             asked: None,
             reports,
             result,
@@ -120,17 +143,15 @@ impl HeldCall {
 impl HeldCalls {
     /// Holds `call` for its client's retry, for `lifetime` at most: the id
     /// its state names; the call back when its tenant holds [`PER_TENANT`].
-    fn hold(&self, call: HeldCall, lifetime: Duration) -> Result<String, HeldCall> {
+    fn hold(&self, call: HeldCall, lifetime: Duration) -> Result<String, Box<HeldCall>> {
         {
             let mut count = self.0.per_tenant.entry(call.tenant.clone()).or_default();
             if *count >= PER_TENANT {
-                return Err(call);
+                return Err(Box::new(call));
             }
             *count += 1;
         }
-        let mut nonce = [0u8; 16];
-        let _ = getrandom::fill(&mut nonce);
-        let id: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let id = random_hex::<16>();
         self.0.calls.insert(id.as_str().into(), call);
         let table = self.clone();
         let expired = id.clone();
@@ -157,6 +178,31 @@ impl HeldCalls {
     pub fn len(&self) -> usize {
         self.0.calls.len()
     }
+
+    /// A new place to wait for another replica's news of a round.
+    fn wait_for_news(&self) -> Waiter {
+        let (tx, news) = mpsc::channel(2);
+        let id = random_hex::<16>();
+        self.0.waiters.insert(id.as_str().into(), tx);
+        Waiter {
+            table: self.clone(),
+            id,
+            news,
+        }
+    }
+
+    /// Hands another replica's news to the retry waiting under `waiter`.
+    pub fn news(&self, waiter: &str, news: &str) {
+        if let Some(tx) = self.0.waiters.get(waiter) {
+            let _ = tx.try_send(news.to_owned());
+        }
+    }
+}
+
+fn random_hex<const N: usize>() -> String {
+    let mut nonce = [0u8; N];
+    let _ = getrandom::fill(&mut nonce);
+    nonce.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether a 2026-07-28 client's call may be held for it: the upstream can
@@ -173,11 +219,22 @@ pub(super) fn may_hold(up: &Upstream, params: Option<Json<'_>>) -> bool {
     named && up.asks_during_calls()
 }
 
+/// How long a retry waits for the replica that holds its call to say so.
+const HELD_ELSEWHERE_WAIT: Duration = Duration::from_secs(2);
+
+fn not_held() -> GatewayError {
+    GatewayError::InvalidParams(
+        "the call this requestState continues is not held here: it ended, its round's time ran out, or another replica holds it; call the tool again"
+            .into(),
+    )
+}
+
 impl Dispatcher {
     /// A 2026-07-28 client's call of a handshake-era upstream that may ask
     /// during it: started (or, on a retry, taken up where its last round
     /// left it, with the client's answer), then followed until its result
-    /// or the upstream's next request, which ends this round.
+    /// or the upstream's next request, which ends this round. A retry whose
+    /// call another replica holds is sent there through the shared store.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn call_held(
         &self,
@@ -196,26 +253,46 @@ impl Dispatcher {
             scan::members(capabilities, ["elicitation", "sampling", "roots"]);
         let declared = [elicitation, sampling, roots].map(|c| c.is_some());
         let opened = self.opened_round(tenant, id, state)?;
-        let mut call = match opened.and_then(|o| o.held) {
-            Some(held) => {
-                let mut call = self.held().take(Some(&tenant.name), &held).ok_or_else(|| {
-                    GatewayError::InvalidParams(
-                        "the call this requestState continues is not held here: it ended, its round's time ran out, or another replica holds it; call the tool again"
-                            .into(),
-                    )
-                })?;
-                call.answer(responses);
-                call
-            }
+        let call = match opened.and_then(|o| o.held) {
+            Some(held) => match self.held().take(Some(&tenant.name), &held) {
+                Some(mut call) => {
+                    call.answer(responses);
+                    call
+                }
+                None => {
+                    let asked = RoundAsked {
+                        held,
+                        tenant: tenant.name.to_string(),
+                        responses: responses.map(|r| r.get().to_owned()).unwrap_or_default(),
+                        declared,
+                        waiter: String::new(),
+                    };
+                    return self.round_elsewhere(up, entry, asked).await;
+                }
+            },
             None => HeldCall::start(
                 up.clone(),
                 entry.clone(),
                 arguments.to_buf(),
                 tenant.name.clone(),
+                id,
             ),
         };
+        self.follow(call, declared, reports).await
+    }
+
+    /// Follows a held call until its result, or the upstream's next request
+    /// the client can be asked (the call held again, the round's
+    /// `input_required` returned as [`GatewayError::InputRequired`]).
+    async fn follow(
+        &self,
+        mut call: HeldCall,
+        declared: [bool; 3],
+        reports: Option<&(dyn Fn(Report) + Sync)>,
+    ) -> Result<Answer, GatewayError> {
+        let upstream = call.upstream.clone();
         let upstream_error = |error| GatewayError::Upstream {
-            upstream: up.name.clone(),
+            upstream: upstream.clone(),
             error,
         };
         loop {
@@ -273,22 +350,215 @@ impl Dispatcher {
             let request = serde_json::json!({"method": &*ask.method, "params": params});
             let key = ask_key();
             call.asked = Some((key.clone(), ask));
+            let (tenant, tool) = (call.tenant.clone(), call.tool.clone());
             match self.held().hold(call, self.round_lifetime()) {
                 Ok(held) => {
-                    let state = RoundState::new(id, None, Some(held), self.round_lifetime());
+                    let state = RoundState::new(&tool, None, Some(held), self.round_lifetime());
                     return Err(GatewayError::InputRequired(Box::new(serde_json::json!({
                         "resultType": "input_required",
                         "inputRequests": {key: request},
-                        "requestState": rounds::seal(self.sealer(), &tenant.name, &state),
+                        "requestState": rounds::seal(self.sealer(), &tenant, &state),
                     }))));
                 }
                 Err(mut back) => {
                     if let Some((_, ask)) = back.asked.take() {
                         ask.refuse("the tenant has as many calls waiting for input as it may");
                     }
-                    call = back;
+                    call = *back;
                 }
             }
+        }
+    }
+
+    /// A retry whose call this replica does not hold: asked of the others
+    /// through the shared store. The one holding it says so at once, then
+    /// sends the round's outcome (within the upstream's call timeout);
+    /// without a store, or when none says so in time, the retry is refused.
+    async fn round_elsewhere(
+        &self,
+        up: &Upstream,
+        entry: &ToolEntry,
+        mut asked: RoundAsked,
+    ) -> Result<Answer, GatewayError> {
+        let Some(store) = self.store() else {
+            return Err(not_held());
+        };
+        let mut waiter = self.held().wait_for_news();
+        asked.waiter = waiter.id.clone();
+        if store.announce_round(asked).await.is_err() {
+            return Err(GatewayError::StoreDown);
+        }
+        match tokio::time::timeout(HELD_ELSEWHERE_WAIT, waiter.news.recv()).await {
+            Ok(Some(news)) if news == HELD => {}
+            _ => return Err(not_held()),
+        }
+        let news = tokio::time::timeout(up.timeout(), waiter.news.recv())
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(|| GatewayError::Upstream {
+                upstream: up.name.clone(),
+                error: CallError::Timeout,
+            })?;
+        news::decode(&news, &up.name, entry)
+    }
+
+    /// Another replica's client retried a round whose call is held here:
+    /// it is continued for that replica, which is told first that it is
+    /// held here and then what became of the round.
+    pub fn continue_round(&self, origin: &str, asked: RoundAsked) {
+        let Some(mut call) = self.held().take(Some(&asked.tenant), &asked.held) else {
+            return;
+        };
+        let Some(store) = self.store().cloned() else {
+            return;
+        };
+        let (this, origin) = (self.clone(), origin.to_owned());
+        tokio::spawn(async move {
+            if store
+                .announce_round_news(&origin, &asked.waiter, HELD)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let responses: Option<Box<serde_json::value::RawValue>> =
+                serde_json::from_str(&asked.responses).ok();
+            call.answer(responses.as_deref().map(Json::from));
+            let outcome = this.follow(call, asked.declared, None).await;
+            let news = news::encode(&outcome);
+            let _ = store
+                .announce_round_news(&origin, &asked.waiter, &news)
+                .await;
+        });
+    }
+}
+
+/// The first news of a round held elsewhere: the replica holding it has it.
+const HELD: &str = r#"{"k":"held"}"#;
+
+/// A round's outcome as the bus carries it between replicas.
+mod news {
+    use super::*;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(tag = "k", rename_all = "snake_case")]
+    enum News {
+        /// The tool's result: the upstream's result text, and where its
+        /// output lies in it (see [`Answer`]).
+        Value {
+            j: String,
+            r: Option<(usize, usize)>,
+        },
+        Blocks {
+            j: String,
+            r: (usize, usize),
+        },
+        Object {
+            j: String,
+        },
+        /// Another round: the client's `input_required` result.
+        Round {
+            j: serde_json::Value,
+        },
+        /// The upstream's failure.
+        Failed {
+            e: String,
+            m: String,
+        },
+    }
+
+    pub(super) fn encode(outcome: &Result<Answer, GatewayError>) -> String {
+        let news = match outcome {
+            Ok(Answer::Value(j, r)) => News::Value {
+                j: j.get().to_owned(),
+                r: r.as_ref().map(|r| (r.start, r.end)),
+            },
+            Ok(Answer::Blocks(j, r)) => News::Blocks {
+                j: j.get().to_owned(),
+                r: (r.start, r.end),
+            },
+            Ok(Answer::Object(j)) => News::Object {
+                j: j.get().to_owned(),
+            },
+            Err(GatewayError::InputRequired(round)) => News::Round {
+                j: (**round).clone(),
+            },
+            Err(GatewayError::Upstream { error, .. }) => {
+                let m = match error {
+                    CallError::Remote(raw) => raw.get().to_owned(),
+                    CallError::Tool(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                News::Failed {
+                    e: error.outcome().to_owned(),
+                    m,
+                }
+            }
+            Err(other) => News::Failed {
+                e: "protocol_error".into(),
+                m: other.to_string(),
+            },
+        };
+        serde_json::to_string(&news).unwrap_or_default()
+    }
+
+    pub(super) fn decode(
+        news: &str,
+        upstream: &Arc<str>,
+        _entry: &ToolEntry,
+    ) -> Result<Answer, GatewayError> {
+        let failed = |error| GatewayError::Upstream {
+            upstream: upstream.clone(),
+            error,
+        };
+        let buf = |text: String| {
+            serde_json::value::RawValue::from_string(text)
+                .map(JsonBuf::from)
+                .map_err(|_| failed(CallError::protocol("the other replica's news is not JSON")))
+        };
+        let within = |j: &JsonBuf, (start, end): (usize, usize)| {
+            (start <= end
+                && end <= j.get().len()
+                && j.get().is_char_boundary(start)
+                && j.get().is_char_boundary(end))
+            .then_some(start..end)
+            .ok_or_else(|| {
+                failed(CallError::protocol(
+                    "the other replica's news is out of bounds",
+                ))
+            })
+        };
+        let news: News = serde_json::from_str(news).map_err(|_| {
+            failed(CallError::protocol(
+                "the other replica's news is unreadable",
+            ))
+        })?;
+        match news {
+            News::Value { j, r } => {
+                let j = buf(j)?;
+                let r = r.map(|r| within(&j, r)).transpose()?;
+                Ok(Answer::Value(j, r))
+            }
+            News::Blocks { j, r } => {
+                let j = buf(j)?;
+                let r = within(&j, r)?;
+                Ok(Answer::Blocks(j, r))
+            }
+            News::Object { j } => Ok(Answer::Object(buf(j)?)),
+            News::Round { j } => Err(GatewayError::InputRequired(Box::new(j))),
+            News::Failed { e, m } => Err(failed(match e.as_str() {
+                "timeout" => CallError::Timeout,
+                "unavailable" => CallError::Unavailable(m.into()),
+                "upstream_error" => match buf(m.clone()) {
+                    Ok(raw) => CallError::Remote(raw),
+                    Err(_) => CallError::Protocol(m.into()),
+                },
+                "tool_error" => CallError::Tool(m),
+                "over_capacity" => CallError::OverCapacity,
+                _ => CallError::Protocol(m.into()),
+            })),
         }
     }
 }
@@ -296,8 +566,5 @@ impl Dispatcher {
 /// The key of an `inputRequests` entry: random, so that a client's answer
 /// names the round it was asked in.
 fn ask_key() -> String {
-    let mut nonce = [0u8; 8];
-    let _ = getrandom::fill(&mut nonce);
-    let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-    format!("mcp-gateway-{hex}")
+    format!("mcp-gateway-{}", random_hex::<8>())
 }

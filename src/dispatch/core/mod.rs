@@ -30,7 +30,8 @@ use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
-pub use execute::{Audit, RoundIn};
+pub use execute::Audit;
+pub use rounds::RoundIn;
 pub use tasks::RELATED_TASK_META;
 
 /// Change notifications a slow session may fall behind by before it misses some.

@@ -19,6 +19,15 @@ use serde_json::Value;
 
 use crate::error::GatewayError;
 
+/// A 2026-07-28 client's call, for an upstream that takes that revision
+/// (see `Dispatcher::call_tool`): read only when one does.
+pub struct RoundIn<'a> {
+    /// The request's params as the client sent them.
+    pub params: Option<crate::jsonrpc::Json<'a>>,
+    /// The arguments the tool mirrors into `Mcp-Param-*` headers.
+    pub mirrors: &'a [crate::modelcontext::param_headers::Mirror],
+}
+
 /// What the seal of a request state is for.
 const PURPOSE: &str = "request_state";
 
