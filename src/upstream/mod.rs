@@ -29,8 +29,8 @@ mod wire;
 pub use call_error::CallError;
 pub use dialect::{Dialect, Op, TaskOp};
 use slots::Slots;
-pub use wire::Params;
 use wire::empty_object;
+pub use wire::{Params, StatelessBody};
 pub(crate) use wire::{decimal, encode_request, write_request, write_u64};
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -75,6 +75,7 @@ pub trait Transport: Send + Sync + 'static {
 
 /// A 2026-07-28 client's `tools/call`, as the upstream is sent it (see
 /// [`Upstream::call_stateless`]).
+#[derive(Debug)]
 pub struct StatelessCall<'a> {
     pub arguments: Json<'a>,
     /// The client's `clientCapabilities`, as it sent them.
@@ -90,21 +91,29 @@ pub struct StatelessCall<'a> {
 }
 
 impl StatelessCall<'_> {
-    /// The request's params: the upstream's tool name, the arguments, the
-    /// round's answers and state, and the revision's `_meta` envelope
-    /// (with the gateway's progress `token`, when it asks for progress).
-    fn params(&self, name: &str, token: Option<&str>) -> String {
-        use crate::modelcontext::{CAPABILITIES_META, LOG_LEVEL_META, VERSION_META};
+    /// About how long [`Self::write`] makes the params, less the name.
+    fn len_hint(&self) -> usize {
         let raw = |json: Option<Json<'_>>| json.map_or(0, |j| j.get().len());
-        let mut out = Vec::with_capacity(
-            192 + name.len()
-                + self.arguments.get().len()
-                + raw(self.input_responses)
-                + self.request_state.map_or(0, str::len)
-                + raw(self.capabilities),
-        );
+        192 + self.arguments.get().len()
+            + raw(self.input_responses)
+            + self.request_state.map_or(0, str::len)
+            + raw(self.capabilities)
+    }
+
+    /// Writes the request's params: the upstream's tool name, the
+    /// arguments, the round's answers and state, and the revision's `_meta`
+    /// envelope (with the gateway's progress `token`, when it asks for
+    /// progress, and the `trace`'s context, when there is one).
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        name: &str,
+        token: Option<&str>,
+        trace: Option<&crate::telemetry::traces::Outbound>,
+    ) {
+        use crate::modelcontext::{CAPABILITIES_META, LOG_LEVEL_META, VERSION_META};
         out.extend_from_slice(br#"{"name":"#);
-        wire::write_json_string(&mut out, name);
+        wire::write_json_string(out, name);
         out.extend_from_slice(br#","arguments":"#);
         out.extend_from_slice(self.arguments.get().as_bytes());
         if let Some(responses) = self.input_responses {
@@ -113,7 +122,7 @@ impl StatelessCall<'_> {
         }
         if let Some(state) = self.request_state {
             out.extend_from_slice(br#","requestState":"#);
-            wire::write_json_string(&mut out, state);
+            wire::write_json_string(out, state);
         }
         let member = |out: &mut Vec<u8>, key: &str, value: &[u8]| {
             out.push(b'"');
@@ -122,12 +131,14 @@ impl StatelessCall<'_> {
             out.extend_from_slice(value);
         };
         out.extend_from_slice(br#","_meta":{"#);
-        member(&mut out, VERSION_META, b"\"");
+        member(out, VERSION_META, b"\"");
         out.extend_from_slice(crate::modelcontext::STATELESS_REVISION.as_bytes());
         out.push(b'"');
         out.push(b',');
-        member(&mut out, CAPABILITIES_META, b"{");
-        let kept = crate::jsonrpc::scan::members(self.capabilities, ROUND_CAPABILITIES);
+        member(out, CAPABILITIES_META, b"{");
+        // Most clients declare nothing a round may use.
+        let declared = self.capabilities.filter(|c| c.get() != "{}");
+        let kept = crate::jsonrpc::scan::members(declared, ROUND_CAPABILITIES);
         let mut first = true;
         for (key, value) in ROUND_CAPABILITIES.iter().zip(kept) {
             if let Some(value) = value {
@@ -135,20 +146,23 @@ impl StatelessCall<'_> {
                     out.push(b',');
                 }
                 first = false;
-                member(&mut out, key, value.get().as_bytes());
+                member(out, key, value.get().as_bytes());
             }
         }
         out.push(b'}');
         if let Some(level) = self.log_level {
             out.push(b',');
-            member(&mut out, LOG_LEVEL_META, level.get().as_bytes());
+            member(out, LOG_LEVEL_META, level.get().as_bytes());
         }
         if let Some(token) = token {
             out.push(b',');
-            member(&mut out, "progressToken", token.as_bytes());
+            member(out, "progressToken", token.as_bytes());
+        }
+        if let Some(trace) = trace {
+            out.push(b',');
+            wire::write_trace(out, trace);
         }
         out.extend_from_slice(b"}}");
-        String::from_utf8(out).unwrap_or_default()
     }
 }
 
@@ -720,11 +734,8 @@ impl Upstream {
             None => (None, None),
         };
         let token = registered.as_ref().map(|r| &*r.token);
-        let params = call.params(name, token);
-        let params: &RawValue = serde_json::from_str(&params)
-            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
         let params = Params::Stateless {
-            params: params.into(),
+            params: StatelessBody::Call(call),
             name,
             token,
             headers: call.mirrored,
@@ -1169,8 +1180,12 @@ mod tests {
             request_state: Some("own \"state\""),
             mirrored: &[],
         };
-        let params: Value =
-            serde_json::from_str(&call.params("tool \"one\"", Some("\"mcp-gateway/7\""))).unwrap();
+        let written = |call: &StatelessCall<'_>, name: &str, token: Option<&str>| {
+            let mut out = Vec::new();
+            call.write(&mut out, name, token, None);
+            serde_json::from_slice::<Value>(&out).unwrap()
+        };
+        let params = written(&call, "tool \"one\"", Some("\"mcp-gateway/7\""));
         assert_eq!(
             params,
             json!({
@@ -1193,7 +1208,7 @@ mod tests {
             request_state: None,
             ..call
         };
-        let params: Value = serde_json::from_str(&bare.params("t", None)).unwrap();
+        let params = written(&bare, "t", None);
         assert_eq!(
             params["_meta"],
             json!({

@@ -556,7 +556,9 @@ pub(super) fn input_required(result: &JsonBuf) -> bool {
         #[serde(rename = "resultType", borrow)]
         result_type: Option<std::borrow::Cow<'a, str>>,
     }
-    result.get().contains("\"input_required\"")
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\"input_required\""));
+    FINDER.find(result.get().as_bytes()).is_some()
         && serde_json::from_str::<Typed<'_>>(result.get())
             .is_ok_and(|t| t.result_type.as_deref() == Some("input_required"))
 }

@@ -650,12 +650,23 @@ impl StreamableLink {
                 None => exchange.await,
             };
         };
-        let mut extra = Vec::with_capacity(2 + mirrored.len());
-        extra.push(("mcp-method", method_name));
-        if let Some(name) = &name {
-            extra.push(("mcp-name", name));
-        }
-        extra.extend(mirrored.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        let named = [
+            ("mcp-method", method_name),
+            ("mcp-name", name.as_deref().unwrap_or("")),
+        ];
+        let named = &named[..if name.is_some() { 2 } else { 1 }];
+        // The mirrored arguments' headers, for the few tools that have some.
+        let all: Vec<(&str, &str)>;
+        let extra = if mirrored.is_empty() {
+            named
+        } else {
+            all = named
+                .iter()
+                .copied()
+                .chain(mirrored.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+                .collect();
+            &all
+        };
         let mut digits = [0; 20];
         let scan = StreamScan {
             link: self,
@@ -672,7 +683,7 @@ impl StreamableLink {
                 64 + params.len_hint(),
                 params.trace(),
             ),
-            &extra,
+            extra,
             self.0.max_bytes,
             |body| scan.holds_answer(body),
             |status, body| {
@@ -741,7 +752,7 @@ impl StreamableLink {
             return false;
         };
         let params = Params::Stateless {
-            params: params.into(),
+            params: super::StatelessBody::Json(params.into()),
             name: "",
             token: None,
             headers: &[],
@@ -1056,8 +1067,8 @@ impl StreamableLink {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
         if let Some(mirrored) = params.stateless() {
-            return self
-                .call_stateless(method_name, params, mirrored, started, deadline)
+            // Boxed: a call of the session does not carry this one's state.
+            return Box::pin(self.call_stateless(method_name, params, mirrored, started, deadline))
                 .await;
         }
         let initialize = method_name == method::INITIALIZE;

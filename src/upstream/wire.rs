@@ -37,7 +37,7 @@ pub enum Params<'a> {
     /// token of the gateway's own its `_meta` carries, if any, and the
     /// arguments the tool mirrors in `headers` (`Mcp-Param-*`).
     Stateless {
-        params: Json<'a>,
+        params: StatelessBody<'a>,
         name: &'a str,
         token: Option<&'a str>,
         headers: &'a [(String, String)],
@@ -48,6 +48,14 @@ pub enum Params<'a> {
         params: &'a Params<'a>,
         trace: &'a Outbound,
     },
+}
+
+/// The params of a 2026-07-28 request: as they are, or a client's call
+/// written straight into the request (see [`super::StatelessCall`]).
+#[derive(Clone, Copy, Debug)]
+pub enum StatelessBody<'a> {
+    Json(Json<'a>),
+    Call(&'a super::StatelessCall<'a>),
 }
 
 impl<'a> Params<'a> {
@@ -106,7 +114,16 @@ impl<'a> From<Json<'a>> for Params<'a> {
 impl Params<'_> {
     pub(crate) fn len_hint(&self) -> usize {
         match self {
-            Params::Json(raw) | Params::Stateless { params: raw, .. } => raw.get().len(),
+            Params::Json(raw)
+            | Params::Stateless {
+                params: StatelessBody::Json(raw),
+                ..
+            } => raw.get().len(),
+            Params::Stateless {
+                params: StatelessBody::Call(call),
+                name,
+                ..
+            } => call.len_hint() + name.len(),
             Params::Execute { tool, arguments } => tool.len() + arguments.get().len() + 24,
             Params::CallTool {
                 name,
@@ -129,7 +146,17 @@ impl Params<'_> {
     fn write_with(&self, out: &mut Vec<u8>, extra: Option<&Outbound>) {
         match self {
             Params::Traced { params, trace } => params.write_with(out, Some(trace)),
-            Params::Json(raw) | Params::Stateless { params: raw, .. } => match extra {
+            Params::Stateless {
+                params: StatelessBody::Call(call),
+                name,
+                token,
+                ..
+            } => call.write(out, name, *token, extra),
+            Params::Json(raw)
+            | Params::Stateless {
+                params: StatelessBody::Json(raw),
+                ..
+            } => match extra {
                 None => out.extend_from_slice(raw.get().as_bytes()),
                 Some(extra) => write_json_with_meta(out, raw.get(), extra),
             },
@@ -171,7 +198,7 @@ impl Params<'_> {
 }
 
 /// `"traceparent":"…"` and the trace's other fields: members of `_meta`.
-fn write_trace(out: &mut Vec<u8>, trace: &Outbound) {
+pub(super) fn write_trace(out: &mut Vec<u8>, trace: &Outbound) {
     out.extend_from_slice(trace.traceparent_member());
     for (key, value) in trace.more() {
         out.extend_from_slice(b",\"");

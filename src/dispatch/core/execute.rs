@@ -277,15 +277,8 @@ impl Dispatcher {
         reports: Option<&(dyn Fn(Report) + Sync)>,
         round: &RoundIn<'_>,
     ) -> Result<Answer, GatewayError> {
-        let [meta, responses, state] =
-            scan::members(round.params, ["_meta", "inputResponses", "requestState"]);
-        let [capabilities, log_level] = scan::members(
-            meta,
-            [
-                crate::modelcontext::CAPABILITIES_META,
-                crate::modelcontext::LOG_LEVEL_META,
-            ],
-        );
+        let [responses, state] = round.answers();
+        let (capabilities, log_level) = (round.capabilities, round.log_level());
         let opened = self.opened_round(tenant, id, state)?;
         let mirrored = if round.mirrors.is_empty() {
             Vec::new()

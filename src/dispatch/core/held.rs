@@ -210,13 +210,14 @@ fn random_hex<const N: usize>() -> String {
 /// or continues a held call. A substring search first: most calls name
 /// none of it.
 pub(super) fn may_hold(up: &Upstream, params: Option<Json<'_>>) -> bool {
-    let Some(params) = params.map(|p| p.get()) else {
+    static NAMES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 4]> =
+        std::sync::LazyLock::new(|| {
+            ["requestState", "elicitation", "sampling", "roots"].map(memchr::memmem::Finder::new)
+        });
+    let Some(params) = params.map(|p| p.get().as_bytes()) else {
         return false;
     };
-    let named = ["requestState", "elicitation", "sampling", "roots"]
-        .iter()
-        .any(|n| params.contains(n));
-    named && up.asks_during_calls()
+    up.asks_during_calls() && NAMES.iter().any(|n| n.find(params).is_some())
 }
 
 /// How long a retry waits for the replica that holds its call to say so.
@@ -246,11 +247,9 @@ impl Dispatcher {
         reports: Option<&(dyn Fn(Report) + Sync)>,
         round: &RoundIn<'_>,
     ) -> Result<Answer, GatewayError> {
-        let [meta, responses, state] =
-            scan::members(round.params, ["_meta", "inputResponses", "requestState"]);
-        let [capabilities] = scan::members(meta, [crate::modelcontext::CAPABILITIES_META]);
+        let [responses, state] = round.answers();
         let [elicitation, sampling, roots] =
-            scan::members(capabilities, ["elicitation", "sampling", "roots"]);
+            scan::members(round.capabilities, ["elicitation", "sampling", "roots"]);
         let declared = [elicitation, sampling, roots].map(|c| c.is_some());
         let opened = self.opened_round(tenant, id, state)?;
         let call = match opened.and_then(|o| o.held) {

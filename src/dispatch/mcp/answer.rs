@@ -20,12 +20,14 @@ impl ModelContext<'_> {
             "tasks/get" | "tasks/cancel" => members(params, ["taskId"])[0],
             _ => name,
         };
+        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
         let call = Call {
             params,
             name,
             arguments,
+            meta,
+            capabilities: envelope[1],
         };
-        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
         let era = Era::given(method, envelope[0].is_some(), via.http.as_ref());
         let result = match era {
             Era::Handshake => {

@@ -358,6 +358,9 @@ struct Call<'a> {
     params: Option<Json<'a>>,
     name: Option<Json<'a>>,
     arguments: Option<Json<'a>>,
+    /// `params._meta`, and the 2026-07-28 revision's client capabilities in it.
+    meta: Option<Json<'a>>,
+    capabilities: Option<Json<'a>>,
 }
 
 /// A result object, as a value or already written (JSON object text).

@@ -296,6 +296,8 @@ impl ModelContext<'_> {
         // revision in it (its `input_required` rounds with it).
         let round = (era == Era::Stateless).then_some(RoundIn {
             params: call.params,
+            meta: call.meta,
+            capabilities: call.capabilities,
             mirrors: &tool.mirrors,
         });
         let result = match via.progress {
