@@ -638,8 +638,10 @@ impl StreamableLink {
     ) -> Result<JsonBuf, CallError> {
         let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
         let _token = params.token().map(|token| TokenOf::new(self, id, token));
+        // `server/discover` names nothing.
         let name = params
             .name()
+            .filter(|n| !n.is_empty())
             .map(crate::modelcontext::param_headers::encode);
         let Some(pool) = &self.0.stateless else {
             let exchange = self.call_stateless_slow(method_name, params, name, mirrored, id);
