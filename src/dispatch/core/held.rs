@@ -248,9 +248,8 @@ impl Dispatcher {
         round: &RoundIn<'_>,
     ) -> Result<Answer, GatewayError> {
         let [responses, state] = round.answers();
-        let [elicitation, sampling, roots] =
-            scan::members(round.capabilities, ["elicitation", "sampling", "roots"]);
-        let declared = [elicitation, sampling, roots].map(|c| c.is_some());
+        let declared =
+            scan::members(round.capabilities, ASKABLE.map(|(_, c)| c)).map(|c| c.is_some());
         let opened = self.opened_round(tenant, id, state)?;
         let call = match opened.and_then(|o| o.held) {
             Some(held) => match self.held().take(Some(&tenant.name), &held) {
