@@ -584,3 +584,48 @@ async fn with_a_shared_store_a_retry_reaching_another_replica_continues_the_held
         gw.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_arguments_a_tool_mirrors_reach_the_upstream_in_their_headers() {
+    let server = resolve_server();
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["res"]).await;
+    let post = |region: &'static str, header: &'static str| {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "res__regional",
+            "arguments": {"region": region, "text": "hi"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        }});
+        gw.client
+            .post(&gw.url)
+            .bearer_auth("ka")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "res__regional")
+            .header("mcp-param-region", header)
+            .body(body.to_string())
+            .send()
+    };
+    // Plain, and a value the revision carries base64-encoded; the upstream
+    // (the Python SDK) checks each header against the argument it mirrors.
+    for (region, header) in [
+        ("eu-west", "eu-west"),
+        ("zürich", "=?base64?esO8cmljaA==?="),
+    ] {
+        let response = within(post(region, header)).await.unwrap();
+        let status = response.status().as_u16();
+        let answer: Value = serde_json::from_str(&within(response.text()).await.unwrap()).unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(
+            answer["result"]["structuredContent"]["result"],
+            format!("{region}: hi"),
+            "{answer}"
+        );
+    }
+    gw.stop().await;
+}
