@@ -259,13 +259,7 @@ impl StreamableLink {
             };
         };
         let mut digits = [0; 20];
-        let scan = StreamScan {
-            link: self,
-            id_text: super::decimal(id, &mut digits),
-            scanned: AtomicUsize::new(0),
-            answer: std::sync::Mutex::new(None),
-            resume: std::sync::Mutex::new(Resume::default()),
-        };
+        let scan = StreamScan::new(self, super::decimal(id, &mut digits));
         pool.post_until(
             started,
             deadline,
@@ -670,13 +664,7 @@ impl StreamableLink {
             &all
         };
         let mut digits = [0; 20];
-        let scan = StreamScan {
-            link: self,
-            id_text: super::decimal(id, &mut digits),
-            scanned: AtomicUsize::new(0),
-            answer: std::sync::Mutex::new(None),
-            resume: std::sync::Mutex::new(Resume::default()),
-        };
+        let scan = StreamScan::new(self, super::decimal(id, &mut digits));
         pool.post_until(
             started,
             deadline,
@@ -1017,7 +1005,18 @@ struct StreamScan<'a> {
     resume: std::sync::Mutex<Resume>,
 }
 
-impl StreamScan<'_> {
+impl<'a> StreamScan<'a> {
+    /// A scan of the answer to request `id_text` on `link`, nothing heard yet.
+    fn new(link: &'a StreamableLink, id_text: &'a [u8]) -> Self {
+        StreamScan {
+            link,
+            id_text,
+            scanned: AtomicUsize::new(0),
+            answer: std::sync::Mutex::new(None),
+            resume: std::sync::Mutex::new(Resume::default()),
+        }
+    }
+
     /// Hears the complete events of `body` not heard yet; whether the answer is in.
     fn holds_answer(&self, body: &[u8]) -> bool {
         let mut answer = self
@@ -1243,13 +1242,7 @@ mod tests {
         );
         let (link, mut heard) =
             StreamableLink::new(client, &spec, 1 << 20, answers, Arc::default()).unwrap();
-        let scan = |id: &'static [u8]| StreamScan {
-            link: &link,
-            id_text: id,
-            scanned: AtomicUsize::new(0),
-            answer: std::sync::Mutex::new(None),
-            resume: std::sync::Mutex::new(Resume::default()),
-        };
+        let scan = |id: &'static [u8]| StreamScan::new(&link, id);
         let seven = scan(b"7");
         let mut body =
             b"id: 1\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n\n"

@@ -27,32 +27,11 @@ fn config(server: &Server, extra: &str) -> String {
     )
 }
 
-/// Every text of a result's content, joined.
-fn text_of(answer: &Value) -> String {
-    let content = answer["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content: {answer}"));
-    content
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn answering(name: &str, sample: &str) -> Value {
     json!({
         "elicit": {"action": "accept", "content": {"name": name, "check": true, "email": "x@example.com"}},
         "sample": sample,
     })
-}
-
-async fn counted(gw: &Gateway, outcome: &str) -> f64 {
-    let text = gw.metrics().await;
-    metric(
-        &text,
-        &format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}"),
-    )
-    .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,17 +32,6 @@ fn client_answers() -> Value {
     })
 }
 
-fn text_of(answer: &Value) -> String {
-    let content = answer["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content: {answer}"));
-    content
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// A 2026-07-28 `tools/call` of `name` as `key`, posted to `url` with the
 /// revision's headers; `round` holds what a retry adds to the params.
 async fn call(
@@ -357,15 +346,6 @@ fn held(gw: &Gateway) -> usize {
 
 async fn waiting(gw: &Gateway) -> f64 {
     metric(&gw.metrics().await, "mcp_gateway_server_requests_waiting").unwrap_or(-1.0)
-}
-
-async fn counted(gw: &Gateway, outcome: &str) -> f64 {
-    let text = gw.metrics().await;
-    metric(
-        &text,
-        &format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}"),
-    )
-    .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -195,11 +195,6 @@ async fn a_task_waiting_for_input_asks_the_client_that_waits_for_its_result() {
     gw.stop().await;
 }
 
-async fn counted(gw: &Gateway, outcome: &str) -> f64 {
-    let series = format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}");
-    metric(&gw.metrics().await, &series).unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_ids_are_sealed_to_their_tenant_and_listed_per_tenant() {
     // One stdio child shared by both tenants: the upstream lists every

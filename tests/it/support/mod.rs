@@ -333,6 +333,24 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 }
 
 /// A tenant config line.
+/// Every text of a result's content, joined.
+pub fn text_of(answer: &Value) -> String {
+    let content = answer["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content: {answer}"));
+    content
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Requests of upstreams the gateway counted with this outcome.
+pub async fn counted(gw: &Gateway, outcome: &str) -> f64 {
+    let series = format!("mcp_gateway_server_requests_total{{outcome=\"{outcome}\"}}");
+    metric(&gw.metrics().await, &series).unwrap_or(0.0)
+}
+
 pub fn tenant(key: &str, upstreams: &[&str]) -> String {
     format!(
         "{{api_keys: [{key}], upstreams: [{}]}}",
