@@ -198,7 +198,11 @@ async fn one_message(
         && (mcp::may_report(method, *params)
             || (matches!(&**method, "tools/call" | "tasks/result")
                 && s.mcp_sessions.is_some()
-                && mirrored.session.is_some_and(McpSessions::may_ask)))
+                && mirrored.session.is_some_and(McpSessions::may_ask))
+            || (method == "tools/call"
+                && s.mcp_sessions.is_some()
+                && mirrored.session.is_some()
+                && mcp::ModelContext::new(&s.dispatcher).logs_during(tenant, *params)))
     {
         return Exchange::Streamed;
     }
@@ -219,16 +223,22 @@ async fn one_message(
     let mut issue = None;
     let mut in_flight = None;
     let mut asks = None;
+    let mut log_level = None;
     if let Some(sessions) = &s.mcp_sessions {
         match handshake_session(s, sessions, tenant, &message, &mirrored).await {
             SessionStep::None => {}
-            SessionStep::Known(can) => {
+            SessionStep::Known(opened) => {
                 let session = mirrored.session.unwrap_or_default();
+                let can = mcp::ClientCan(opened.can);
                 if progress.is_some() && can.any() {
                     asks = Some(mcp::Asking {
                         scope: session,
                         can,
                     });
+                }
+                // Only a call answered as a stream hears log lines.
+                if progress.is_some() {
+                    log_level = sessions.level(&opened).await;
                 }
                 match &message {
                     Incoming::Request { id, .. } => {
@@ -265,7 +275,7 @@ async fn one_message(
         http: Some(mirrored),
         notifies: s.mcp_sessions.is_some(),
         progress,
-        log_level: None,
+        log_level,
         asks: asks.as_ref(),
     };
     let (out, _, status) = match &in_flight {
@@ -521,8 +531,9 @@ enum SessionStep<'a> {
     /// Answered here (`resources/subscribe` and `unsubscribe`).
     Reply(Reply),
     /// A message of this open session, checked: its calls can be
-    /// cancelled, and its client asked what it declared it answers.
-    Known(mcp::ClientCan),
+    /// cancelled, its client asked what it declared it answers, and its
+    /// calls' log lines filtered at the level it set.
+    Known(super::mcp_sessions::Opened),
 }
 
 async fn handshake_session<'a>(
@@ -556,7 +567,8 @@ async fn handshake_session<'a>(
     let on = match method {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
-        _ => return SessionStep::Known(mcp::ClientCan(opened.can)),
+        "logging/setLevel" => return set_level(sessions, &opened, id, params).await,
+        _ => return SessionStep::Known(opened),
     };
     #[derive(serde::Deserialize)]
     struct P<'a> {
@@ -588,6 +600,44 @@ async fn handshake_session<'a>(
         None => crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}")),
         Some(e) => write_gateway_error(&mut body, id, &e),
     }
+    let reply = Reply::json(status, body);
+    SessionStep::Reply(match status {
+        StatusCode::TOO_MANY_REQUESTS => {
+            reply.with_header(header::RETRY_AFTER, HeaderValue::from(1))
+        }
+        _ => reply,
+    })
+}
+
+/// `logging/setLevel` in a session: its level kept for the session's calls
+/// on every replica (see `McpSessions::set_level`).
+async fn set_level<'a>(
+    sessions: &McpSessions,
+    opened: &super::mcp_sessions::Opened,
+    id: Option<Json<'_>>,
+    params: Option<Json<'_>>,
+) -> SessionStep<'a> {
+    let mut body = Vec::new();
+    let kept = match mcp::level_of(params) {
+        None => Err(GatewayError::InvalidParams(mcp::LEVEL_PARAMS.into())),
+        Some(level) => sessions
+            .set_level(opened, level)
+            .await
+            .map_err(record_refused),
+    };
+    let status = match &kept {
+        Ok(()) => {
+            crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}"));
+            StatusCode::OK
+        }
+        Err(e) => {
+            write_gateway_error(&mut body, id, e);
+            match e {
+                GatewayError::OverCapacity { .. } => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::OK,
+            }
+        }
+    };
     let reply = Reply::json(status, body);
     SessionStep::Reply(match status {
         StatusCode::TOO_MANY_REQUESTS => {

@@ -7,8 +7,8 @@
 //! presented with another tenant's key is answered 404: the client starts a
 //! new session, as that revision says.
 //!
-//! What a replica keeps is a record per session it has seen ended or
-//! subscribed on, gone when the id expires, kept per tenant and bounded per
+//! What a replica keeps is a record per session it has seen ended,
+//! subscribed on, or given a log level, gone when the id expires, kept per tenant and bounded per
 //! tenant (in records, and in bytes of subscribed uris, which count against
 //! the tenant's subscription budget that listens share): one tenant filling
 //! its records is refused, and never touches another tenant's.
@@ -23,6 +23,7 @@ use hmac::{KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 
 use crate::config::KeyDigest;
+use crate::dispatch::mcp::LogLevel;
 use crate::tenant::subscriptions::{self, Subscribed, SubscriptionBudget};
 
 /// How long an id is accepted after it was issued.
@@ -82,6 +83,8 @@ struct Record {
     expires: u64,
     ended: bool,
     subscribed: Subscribed,
+    /// The level its client set with `logging/setLevel`.
+    level: Option<LogLevel>,
 }
 
 /// One tenant's records, by nonce.
@@ -237,6 +240,47 @@ impl McpSessions {
         }
     }
 
+    /// `logging/setLevel`: kept here (within the bounds) and (with a store)
+    /// for every replica, until the session would have expired. A store
+    /// that is down leaves the level to this replica.
+    pub async fn set_level(&self, s: &Opened, level: LogLevel) -> Result<(), Refused> {
+        self.set_level_here(s, level)?;
+        if let Some(store) = &self.store
+            && let Err(e) = store.set_level(&s.nonce, level.name(), s.expires).await
+        {
+            tracing::debug!(error = %e, "a session's log level kept on this replica only");
+        }
+        Ok(())
+    }
+
+    /// The level the session's client set, on whichever replica it set it
+    /// (the store's word first, this replica's while the store is down);
+    /// `None`: it set none.
+    pub async fn level(&self, s: &Opened) -> Option<LogLevel> {
+        if let Some(store) = &self.store
+            && let Ok(shared) = store.level(&s.nonce).await
+        {
+            return shared.as_deref().and_then(LogLevel::parse);
+        }
+        self.level_here(s)
+    }
+
+    /// [`Self::set_level`] on this replica.
+    pub fn set_level_here(&self, s: &Opened, level: LogLevel) -> Result<(), Refused> {
+        self.keep(s, |r| {
+            r.level = Some(level);
+            Ok(())
+        })
+    }
+
+    /// The level the session's client set (on this replica).
+    pub fn level_here(&self, s: &Opened) -> Option<LogLevel> {
+        self.records(&s.tenant).and_then(|records| {
+            let records = records.lock().unwrap_or_else(PoisonError::into_inner);
+            records.0.get(&s.nonce).and_then(|r| r.level)
+        })
+    }
+
     /// Whether the session was ended since it was opened, here or elsewhere.
     pub async fn ended(&self, s: &Opened) -> bool {
         if self.ended_here(s) {
@@ -323,10 +367,11 @@ impl McpSessions {
             expires: s.expires,
             ended: false,
             subscribed: Subscribed::default(),
+            level: None,
         });
         let kept = f(record);
         // A record that keeps nothing is not kept.
-        if !record.ended && record.subscribed.is_empty() {
+        if !record.ended && record.subscribed.is_empty() && record.level.is_none() {
             records.0.remove(&s.nonce);
         }
         kept
@@ -338,6 +383,7 @@ impl McpSessions {
         self.keep(s, |r| {
             r.ended = true;
             r.subscribed.clear();
+            r.level = None;
             Ok(())
         })
     }

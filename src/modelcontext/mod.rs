@@ -142,6 +142,8 @@ pub struct Handshake {
     pub subscribe: bool,
     /// The server answers `completion/complete`.
     pub completions: bool,
+    /// The server declared `logging`: it may log during calls.
+    pub logging: bool,
     /// What the server declared of tasks (the 2025-11-25 revision's).
     pub tasks: TaskCaps,
 }
@@ -217,6 +219,7 @@ pub fn read_initialize(result: &str) -> Result<Handshake, String> {
         },
         subscribe,
         completions: has("completions"),
+        logging: has("logging"),
         tasks: TaskCaps::of(init.capabilities.get("tasks")),
     })
 }

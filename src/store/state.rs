@@ -2,7 +2,9 @@
 //! (DELETE) is a key with the id's remaining lifetime, looked up by each
 //! replica that is asked to serve the session; a session's subscriptions
 //! are a set with the same lifetime, looked up by the replica that holds
-//! the session's stream when a resource changes. A session id is sealed
+//! the session's stream when a resource changes; its log level is a string
+//! with the same lifetime, read by the replica that runs a call of the
+//! session which may log. A session id is sealed
 //! and carries its expiry, so nothing else needs the store.
 
 use super::{Store, StoreError};
@@ -14,6 +16,35 @@ impl Store {
 
     fn subscribed_key(&self, nonce: &str) -> String {
         self.key(&["subscribed", nonce])
+    }
+
+    fn level_key(&self, nonce: &str) -> String {
+        self.key(&["level", nonce])
+    }
+
+    /// The log level a session's client set, kept until the session would
+    /// have expired.
+    pub async fn set_level(
+        &self,
+        nonce: &str,
+        level: &str,
+        expires_unix: u64,
+    ) -> Result<(), StoreError> {
+        let ttl = expires_unix.saturating_sub(crate::auth::now()).max(1);
+        self.query(
+            redis::cmd("SET")
+                .arg(self.level_key(nonce))
+                .arg(level)
+                .arg("EX")
+                .arg(ttl),
+        )
+        .await
+    }
+
+    /// The log level the session with this nonce set (on any replica), if any.
+    pub async fn level(&self, nonce: &str) -> Result<Option<String>, StoreError> {
+        self.query(redis::cmd("GET").arg(self.level_key(nonce)))
+            .await
     }
 
     /// Records that the session with this nonce ended, until it would have expired.
@@ -29,7 +60,11 @@ impl Store {
             )
             .await?;
         let _: Result<i64, _> = self
-            .query(redis::cmd("DEL").arg(self.subscribed_key(nonce)))
+            .query(
+                redis::cmd("DEL")
+                    .arg(self.subscribed_key(nonce))
+                    .arg(self.level_key(nonce)),
+            )
             .await;
         Ok(())
     }

@@ -398,6 +398,11 @@ impl Upstream {
         self.one_session.get()
     }
 
+    /// Whether it runs a stdio child per client session (`per_session`).
+    pub fn runs_children(&self) -> bool {
+        self.per_session.get().is_some()
+    }
+
     /// Ends the child of the client session `scope`, if it runs one.
     pub fn end_session(&self, scope: &[u8]) {
         if let Some(children) = self.per_session.get() {
@@ -708,6 +713,12 @@ impl Upstream {
         self.dialect == Dialect::ModelContext
             && self.per_session.get().is_none()
             && read(&self.link).is_some_and(|link| link.as_streamable().is_some())
+    }
+
+    /// Whether its log lines during a call can be told to be that call's
+    /// (see [`Self::asks_during_calls`]), and it declared it logs.
+    pub fn logs_during_calls(&self) -> bool {
+        self.dialect == Dialect::ModelContext && self.mc.logs() && self.asks_during_calls()
     }
 
     /// `tools/call` of a 2026-07-28 client sent in that revision: the

@@ -43,6 +43,8 @@ pub(super) struct State {
     subscribe: AtomicBool,
     /// The server answers `completion/complete`.
     completions: AtomicBool,
+    /// The server declared `logging`.
+    logging: AtomicBool,
     /// What it declared of tasks ([`mc::TaskCaps`] as bits).
     tasks: std::sync::atomic::AtomicU8,
     /// The server (over Streamable HTTP) takes 2026-07-28 requests too.
@@ -163,6 +165,7 @@ impl State {
         self.subscribe.store(handshake.subscribe, Ordering::Release);
         self.completions
             .store(handshake.completions, Ordering::Release);
+        self.logging.store(handshake.logging, Ordering::Release);
         self.tasks.store(handshake.tasks.bits(), Ordering::Release);
         // A server that also takes the 2026-07-28 revision is sent that
         // revision's calls in it (see `Upstream::call_stateless`); it
@@ -483,6 +486,11 @@ impl State {
     /// Whether the server answers `completion/complete`.
     pub(super) fn completes(&self) -> bool {
         self.completions.load(Ordering::Acquire)
+    }
+
+    /// Whether the server declared `logging`.
+    pub(super) fn logs(&self) -> bool {
+        self.logging.load(Ordering::Acquire)
     }
 
     /// Whether the server takes 2026-07-28 requests.

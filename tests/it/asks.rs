@@ -365,6 +365,43 @@ async fn a_stdio_child_per_session_asks_only_its_own_client() {
     gw.stop().await;
 }
 
+/// A 2026-07-28 client has no session: a call of it that may be asked runs
+/// on a child of its own request chain, whose request becomes the call's
+/// `input_required` round, and the child ends with the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_child_per_request_chain_asks_a_2026_07_28_client() {
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n  b: {}\n",
+        "s".repeat(40),
+        per_session(4, 60_000),
+        tenant("ka", &["loc"]),
+        tenant("kb", &["loc"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["loc"]).await;
+    let steps = |name: &str| {
+        json!({
+            "answers": {"elicit": {"action": "accept", "content": {"name": name}, "delay": 0.3}},
+            "steps": [
+                {"op": "call", "name": "loc__ask", "arguments": {}},
+                {"op": "asked"},
+            ],
+        })
+    };
+    let (a, b) = tokio::join!(
+        sdk_client(&gw, "ka", "auto", steps("Ada")),
+        sdk_client(&gw, "kb", "auto", steps("Grace")),
+    );
+    assert_eq!((a.0.as_str(), b.0.as_str()), ("2026-07-28", "2026-07-28"));
+    let (a, b) = (a.1, b.1);
+    assert_eq!(text_of(&a[0]), "accept: Ada", "{a:?}");
+    assert_eq!(text_of(&b[0]), "accept: Grace", "{b:?}");
+    assert_eq!(a[1]["asked"].as_array().unwrap().len(), 1, "{a:?}");
+    // Each chain's child ended with its call.
+    until(|| async { children(&gw.metrics().await) == Some(0.0) }).await;
+    gw.stop().await;
+}
+
 /// The pid a session's child answers with, through a raw call in `session`.
 async fn pid_in(gw: &Gateway, session: &str) -> i32 {
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",

@@ -203,13 +203,53 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
     let unrelated = ("info".to_owned(), "not about any call".to_owned());
     assert_eq!(logs(&answers[1]), [vec![unrelated], all.clone()].concat());
     assert_eq!(logs(&answers[2]), vec![]);
-    // The handshake era over HTTP (a call that asked for progress, so that
-    // its answer can be a stream): a line outside any call reaches no client.
-    let steps =
-        json!([{"op": "logged", "name": "web__chatty", "level": "debug", "progress": true}]);
+    // The handshake era over HTTP: the answer of a call whose upstream
+    // logs (it declared `logging`) is a stream, asked for progress or not,
+    // and the level is the session's (`logging/setLevel`), kept for its
+    // later calls. A line outside any call reaches no client.
+    let steps = json!([
+        {"op": "logged", "name": "web__chatty", "level": "debug", "progress": true},
+        {"op": "logged", "name": "web__chatty", "level": "warning"},
+        {"op": "logged", "name": "web__chatty"},
+        {"op": "logged", "name": "web__chatty", "level": "debug"},
+    ]);
     let (revision, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
     assert_eq!(revision, "2025-11-25");
+    assert!(answers.iter().all(chatted), "{answers:?}");
     assert_eq!(logs(&answers[0]), all);
+    assert_eq!(logs(&answers[1]), loud);
+    assert_eq!(logs(&answers[2]), loud);
+    assert_eq!(logs(&answers[3]), all);
+    // A level the protocol does not name is refused, and changes nothing.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = session_request(&gw, reqwest::Method::POST, "ka", None, Some(init)).await;
+    let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let session = Some((id.as_str(), Some("2025-11-25")));
+    let set = |level: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": level}});
+    let r = session_request(&gw, reqwest::Method::POST, "ka", session, Some(set("loud"))).await;
+    let refused: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let r = session_request(
+        &gw,
+        reqwest::Method::POST,
+        "ka",
+        session,
+        Some(set("error")),
+    )
+    .await;
+    let kept: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(kept["result"], json!({}), "{kept}");
+    // At `error`, the call's lines are all below it: nothing comes before
+    // the result, which is then plain JSON.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "web__chatty", "arguments": {}}});
+    let r = session_request(&gw, reqwest::Method::POST, "ka", session, Some(call)).await;
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let answer: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "chatted",
+        "{answer}"
+    );
 
     // Through `mcp-gateway stdio`, either era: the handshake era's level is
     // the session's (`logging/setLevel`).

@@ -124,16 +124,24 @@ async fn a_tenants_concurrency_holds_for_three_replicas_together() {
         statuses.iter().all(|s| matches!(s, 200 | 429)),
         "{statuses:?}"
     );
-    // Their slots are given back: four more run.
-    let calls = (0..4).map(|i| {
-        let (gw, body) = (&gws[i % 3], sleep.replace("1500", "10"));
-        async move {
-            gw.post_raw(Some("ka"), Some("application/json"), body)
-                .await
-                .0
+    // Their slots are given back: four more run. A slot goes back to the
+    // store just after its call answers, so the first try may come before.
+    let mut again = Vec::new();
+    for _ in 0..20 {
+        let calls = (0..4).map(|i| {
+            let (gw, body) = (&gws[i % 3], sleep.replace("1500", "10"));
+            async move {
+                gw.post_raw(Some("ka"), Some("application/json"), body)
+                    .await
+                    .0
+            }
+        });
+        again = within(futures_util::future::join_all(calls)).await;
+        if again == vec![200; 4] {
+            break;
         }
-    });
-    let again = within(futures_util::future::join_all(calls)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(again, vec![200; 4]);
     for gw in gws {
         gw.stop().await;
@@ -843,5 +851,53 @@ async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_re
         let text = r.text().await.unwrap();
         assert!(text.contains("shared store"), "{text}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
+
+/// The log level a handshake-era session sets through one replica filters
+/// its calls' log lines on another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
+    let redis = Redis::start();
+    let server = sdk_server();
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
+        redis.url(),
+        http(&server.url),
+        tenant("ka", &["web"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["web"]).await;
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = send(&one, reqwest::Method::POST, None, Some(init)).await;
+    let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "web__chatty", "arguments": {}}});
+    let heard = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter(|m| m["method"] == "notifications/message")
+            .map(|m| m["params"]["level"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // None set: every line of the call, on the call's stream.
+    let r = send(&two, reqwest::Method::POST, Some(&id), Some(call.clone())).await;
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let text = r.text().await.unwrap();
+    assert_eq!(heard(&text), ["debug", "warning"], "{text}");
+    assert!(text.contains("chatted"), "{text}");
+    // Set on the first, heard on the second.
+    let set = json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "warning"}});
+    let r = send(&one, reqwest::Method::POST, Some(&id), Some(set)).await;
+    assert_eq!(r.status(), 200);
+    let r = send(&two, reqwest::Method::POST, Some(&id), Some(call)).await;
+    let text = r.text().await.unwrap();
+    assert_eq!(heard(&text), ["warning"], "{text}");
+    assert!(text.contains("chatted"), "{text}");
+    for gw in [one, two] {
+        gw.stop().await;
     }
 }

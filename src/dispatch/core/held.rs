@@ -11,6 +11,10 @@
 //! The call lives in this replica: a retry that reaches another is carried
 //! here through the shared store (`continue_round`), and the round's
 //! outcome back; without a store it is refused with a clear error.
+//!
+//! A stdio upstream run `per_session` asks nobody from its shared child; a
+//! held call on it runs on a child of its own for the request chain (the
+//! call and its rounds), whose requests are that call's, ended with it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,14 +108,20 @@ impl HeldCall {
         let upstream = up.name.clone();
         let (heard, reports) = mpsc::channel(QUEUED);
         let (done, result) = oneshot::channel();
+        // The chain's own child, ended when the call ends or is dropped.
+        let chain = up.runs_children().then(|| ChainChild {
+            scope: format!("chain:{}", random_hex::<16>()).into_bytes().into(),
+            up: up.clone(),
+        });
         let task = tokio::spawn(async move {
             // A report past the queue is lost; an ask lost so is answered
             // to the upstream with an error when its reply is dropped.
             let heard = move |report: Report| {
                 let _ = heard.try_send(report);
             };
+            let scope = chain.as_ref().map(|c| &*c.scope);
             let answer = up
-                .call_tool(&entry, arguments.as_json(), Some(&heard), None)
+                .call_tool(&entry, arguments.as_json(), Some(&heard), scope)
                 .await;
             let _ = done.send(answer);
         });
@@ -205,10 +215,23 @@ fn random_hex<const N: usize>() -> String {
     nonce.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A request chain's child of an upstream run per session: ended when the
+/// chain's call ends, or is dropped (its round's time ran out).
+struct ChainChild {
+    scope: Box<[u8]>,
+    up: Arc<Upstream>,
+}
+
+impl Drop for ChainChild {
+    fn drop(&mut self) {
+        self.up.end_session(&self.scope);
+    }
+}
+
 /// Whether a 2026-07-28 client's call may be held for it: the upstream can
-/// ask during the call, and the client declared it can be asked something
-/// or continues a held call. A substring search first: most calls name
-/// none of it.
+/// ask during the call (or runs a child per request chain, which can), and
+/// the client declared it can be asked something or continues a held call.
+/// A substring search first: most calls name none of it.
 pub(super) fn may_hold(up: &Upstream, params: Option<Json<'_>>) -> bool {
     static NAMES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 4]> =
         std::sync::LazyLock::new(|| {
@@ -217,7 +240,7 @@ pub(super) fn may_hold(up: &Upstream, params: Option<Json<'_>>) -> bool {
     let Some(params) = params.map(|p| p.get().as_bytes()) else {
         return false;
     };
-    up.asks_during_calls() && NAMES.iter().any(|n| n.find(params).is_some())
+    (up.asks_during_calls() || up.runs_children()) && NAMES.iter().any(|n| n.find(params).is_some())
 }
 
 /// How long a retry waits for the replica that holds its call to say so.

@@ -160,7 +160,13 @@ impl ModelContext<'_> {
                 "supportedVersions": SUPPORTED,
                 "capabilities": self.offers(tenant, era, true).await,
             })),
-            "ping" | "logging/setLevel" => Ok(json!({})),
+            "ping" => Ok(json!({})),
+            // Kept by the session that carries it (stdio's, or the HTTP
+            // session table); checked here either way.
+            "logging/setLevel" => match level_of(params) {
+                Some(_) => Ok(json!({})),
+                None => Err(invalid(LEVEL_PARAMS)),
+            },
             "completion/complete" => self.complete(tenant, params).await,
             "resources/list" => {
                 let mut out = String::from(r#"{"resources":["#);

@@ -278,6 +278,20 @@ impl LogLevel {
         })
     }
 
+    /// Its name in the protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
     /// The level a JSON value names (a string), if it is one.
     fn of(value: Option<Json<'_>>) -> Option<LogLevel> {
         LogLevel::parse(&string_of(value?)?)
@@ -493,6 +507,9 @@ pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
         })
         && matches!(asked_reports(params), (Some(_), _) | (_, Some(_)))
 }
+
+/// What `logging/setLevel` takes, for the error that refuses other params.
+pub const LEVEL_PARAMS: &str = "params must be an object {\"level\": one of debug, info, notice, warning, error, critical, alert, emergency}";
 
 /// The level of a `logging/setLevel` request's params.
 pub fn level_of(params: Option<Json<'_>>) -> Option<LogLevel> {

@@ -83,6 +83,34 @@ impl ModelContext<'_> {
         self.find_named(tenant, name)
     }
 
+    /// Whether a handshake-era `tools/call` with these params may log before
+    /// its result: its tool's upstream declared `logging` and its lines of a
+    /// call come on that call's own stream. Most tenants have no such
+    /// upstream, which is known before the name is read.
+    pub fn logs_during(&self, tenant: &Tenant, params: Option<Json<'_>>) -> bool {
+        let any = self.core.visit_upstreams_of(tenant, |ups| {
+            for u in ups {
+                if u.logs_during_calls() {
+                    return true;
+                }
+            }
+            false
+        });
+        if !any {
+            return false;
+        }
+        let [name] = members(params, ["name"]);
+        let Some(tool) = name
+            .and_then(string_of)
+            .and_then(|name| self.find_named(tenant, &name))
+        else {
+            return false;
+        };
+        mcpid::upstream_of(self.core.gateway_id(), &tool.id)
+            .and_then(|u| self.core.upstream(u))
+            .is_some_and(|u| u.logs_during_calls())
+    }
+
     fn find_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
         self.core.visit_upstreams_of(tenant, |upstreams| {
             for u in upstreams {
