@@ -7,7 +7,8 @@
 # What it installs, each only when missing:
 # - Debian packages (as root, or it says what to install): python3 with venv,
 #   Node.js with npm, chromium (the browser tests), redis-server (the replicas' store),
-#   libpython3.11 (the traces tests' collector links it);
+#   libpython3.11 (the traces tests' collector links it), iproute2 (the
+#   conformance suite's network namespaces);
 # - pinned from PyPI and npm (tests/fixtures/mcp-servers.txt): the official
 #   Model Context Protocol SDKs and reference servers, the OpenID Connect
 #   provider and the Node it runs on, under target/ (never in git);
@@ -24,6 +25,9 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(n
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
+# The conformance suite's servers listen on every interface: each runs in a
+# network namespace of its own (unshare, util-linux), its loopback brought up.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # The traces tests' collector (rotel, from PyPI) links Python's shared runtime.
 ls /usr/lib/*/libpython3.11.so.1.0 /lib/*/libpython3.11.so.1.0 >/dev/null 2>&1 || missing+=(libpython3.11)
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -10,6 +10,7 @@ mod asks;
 pub(crate) mod binary;
 mod browser;
 mod compliance;
+mod conformance;
 mod deploy;
 mod edge;
 mod fuzz_corpus;
