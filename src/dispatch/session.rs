@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use super::mcp::{self, Via};
 use super::rpc::write_gateway_error;
-use super::watch::{Change, Watcher};
+use super::watch::{Announced, Change, Watcher};
 use super::{Dispatcher, respond, respond_traced};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
@@ -627,7 +627,7 @@ impl Session {
             self.notifier = Some(tokio::spawn(async move {
                 while let Some(change) = watcher.next().await {
                     let wanted = match &change {
-                        Change::Listing(_) => true,
+                        Change::Listing(_) | Change::TaskStatus(_) => true,
                         Change::Resource(uri) => subscribed
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
@@ -652,11 +652,13 @@ impl Session {
         self.notifier = Some(tokio::spawn(async move {
             loop {
                 match changes.recv().await {
-                    Ok(id) => {
+                    Ok(Announced::Resource(id)) => {
                         if out.send(resource_did_change(&id)).await.is_err() {
                             return;
                         }
                     }
+                    // MCP v1.0 has no tasks.
+                    Ok(Announced::TaskStatus(_)) => {}
                     Err(broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(broadcast::error::RecvError::Closed) => return,
                 }

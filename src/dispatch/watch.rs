@@ -1,8 +1,8 @@
 //! What changed for a tenant, as the Model Context Protocol's clients hear
 //! it: a listing of a kind (after a reload, an upstream's new catalog, an
-//! upstream going down or coming back) or one resource. A listing counts as
-//! changed only when what the tenant sees of it differs, so a refresh that
-//! brought nothing new says nothing.
+//! upstream going down or coming back), one resource, or one of the tenant's
+//! tasks. A listing counts as changed only when what the tenant sees of it
+//! differs, so a refresh that brought nothing new says nothing.
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
@@ -21,6 +21,18 @@ pub enum Change {
     Listing(Kind),
     /// The resource with this namespaced id changed.
     Resource(Arc<str>),
+    /// A task of the tenant's changed status: `notifications/tasks/status`
+    /// params, its id the one the tenant holds.
+    TaskStatus(Arc<str>),
+}
+
+/// What reaches a tenant's streams beside its listings.
+#[derive(Debug, Clone)]
+pub enum Announced {
+    /// The resource with this namespaced id changed.
+    Resource(Arc<str>),
+    /// A task of the tenant's changed status (see [`Change::TaskStatus`]).
+    TaskStatus(Arc<str>),
 }
 
 /// Follows one tenant's changes, by name: after a reload it follows what the
@@ -29,7 +41,7 @@ pub struct Watcher {
     dispatcher: Dispatcher,
     tenant: Arc<str>,
     listings: watch::Receiver<u64>,
-    resources: Option<broadcast::Receiver<Arc<str>>>,
+    resources: Option<broadcast::Receiver<Announced>>,
     digests: [u64; 3],
     pending: VecDeque<Change>,
 }
@@ -94,7 +106,8 @@ impl Watcher {
                     self.digests = now;
                 }
                 id = recv(&mut self.resources) => match id {
-                    Ok(id) => return Some(Change::Resource(id)),
+                    Ok(Announced::Resource(id)) => return Some(Change::Resource(id)),
+                    Ok(Announced::TaskStatus(params)) => return Some(Change::TaskStatus(params)),
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!(skipped = n, "resource change notifications dropped: the client fell behind");
                     }
@@ -106,8 +119,8 @@ impl Watcher {
 }
 
 async fn recv(
-    rx: &mut Option<broadcast::Receiver<Arc<str>>>,
-) -> Result<Arc<str>, broadcast::error::RecvError> {
+    rx: &mut Option<broadcast::Receiver<Announced>>,
+) -> Result<Announced, broadcast::error::RecvError> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,

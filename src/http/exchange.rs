@@ -757,7 +757,7 @@ pub(super) async fn session_request(
                 return super::listen::Rendered::End;
             }
             let heard = match &change {
-                Change::Listing(_) => true,
+                Change::Listing(_) | Change::TaskStatus(_) => true,
                 Change::Resource(uri) => sessions.subscribed(&opened, uri).await,
             };
             match heard {

@@ -237,6 +237,8 @@ pub struct Upstream {
     /// One refresh at a time; and on demand no more often than `MIN_REFRESH_INTERVAL`.
     refresh_gate: tokio::sync::Mutex<Option<Instant>>,
     changes: broadcast::Sender<Arc<str>>,
+    /// `notifications/tasks/status` params the upstream sent, as it sent them.
+    task_statuses: broadcast::Sender<JsonBuf>,
     /// Counts what may have changed its listings (a new catalog, a status change).
     listings: watch::Sender<u64>,
     slots: Option<Slots>,
@@ -355,6 +357,7 @@ impl Upstream {
             catalog: RwLock::new(Catalog::default()),
             refresh_gate: tokio::sync::Mutex::new(None),
             changes: broadcast::Sender::new(64),
+            task_statuses: broadcast::Sender::new(64),
             listings: watch::Sender::new(0),
             slots: limit.map(|(running, waiting)| Slots {
                 running: Arc::new(tokio::sync::Semaphore::new(
@@ -487,6 +490,18 @@ impl Upstream {
     /// Namespaced ids of resources the upstream said changed (`mcp/resourceDidChange`).
     pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<str>> {
         self.changes.subscribe()
+    }
+
+    /// The upstream's `notifications/tasks/status`, as it sent them.
+    pub fn subscribe_task_statuses(&self) -> broadcast::Receiver<JsonBuf> {
+        self.task_statuses.subscribe()
+    }
+
+    /// A task's status the upstream announced (no one listening is no error).
+    pub(super) fn task_status(&self, params: Option<Json<'_>>) {
+        if let Some(params) = params {
+            let _ = self.task_statuses.send(params.to_buf());
+        }
     }
 
     /// Changes whenever its listings may have: a new catalog, or a status change.

@@ -537,6 +537,7 @@ impl State {
                 lock(&self.resources).remove(&uri);
                 up.heard(Some(&mc::original_id(Kind::Resource, &uri)));
             }
+            "notifications/tasks/status" => up.task_status(params),
             method::MESSAGE => {
                 tracing::debug!(target: "upstream_log", upstream = %up.name, message = params.map_or("", Json::get), "log message from upstream");
             }

@@ -104,6 +104,7 @@ async fn a_task_runs_through_the_gateway_for_the_typescript_sdks_client() {
         {"op": "list_tasks"},
         {"op": "call", "name": RESEARCH, "arguments": {"topic": "gateways"}},
         {"op": "create_task", "name": "ev__echo", "arguments": {"message": "hi"}},
+        {"op": "task_status", "id": "$last", "status": "completed"},
     ]);
     let answers = ts_client(&gw, "ka", steps).await;
     // The gateway declares the revision's task capability for this tenant.
@@ -149,6 +150,10 @@ async fn a_task_runs_through_the_gateway_for_the_typescript_sdks_client() {
     assert!(answers[6]["error"].is_object(), "{}", answers[6]);
     // A tool that does not run as a task, asked to: -32601.
     assert_eq!(answers[7]["error"]["code"], -32601, "{}", answers[7]);
+    // The upstream's status notification reached the session's stream,
+    // naming the task by the id the client holds.
+    assert_eq!(answers[8]["taskId"], id, "{}", answers[8]);
+    assert_eq!(answers[8]["status"], "completed", "{}", answers[8]);
     gw.stop().await;
 }
 

@@ -23,6 +23,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::dispatch::watch::Announced;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::protocol::{Capabilities, Kind};
@@ -50,7 +51,7 @@ struct Inner {
     state: ArcSwap<State>,
     /// Per tenant: namespaced ids of resources that changed, for its open
     /// sessions. Kept across reloads, so open sessions keep hearing.
-    changes: DashMap<Arc<str>, broadcast::Sender<Arc<str>>>,
+    changes: DashMap<Arc<str>, broadcast::Sender<Announced>>,
     /// Counts what may have changed some tenant's listings: a reload, an
     /// upstream's new catalog or status (see [`watch::Watcher`]).
     listings: tokio::sync::watch::Sender<u64>,
@@ -222,8 +223,9 @@ impl Dispatcher {
         &self.inner.gateway_id
     }
 
-    /// Changed resources (namespaced ids) of the tenant's upstreams, as they happen.
-    pub fn subscribe_changes(&self, tenant: &Tenant) -> Option<broadcast::Receiver<Arc<str>>> {
+    /// Changed resources (namespaced ids) of the tenant's upstreams, and
+    /// its tasks' statuses, as they happen.
+    pub fn subscribe_changes(&self, tenant: &Tenant) -> Option<broadcast::Receiver<Announced>> {
         let sender = self
             .inner
             .changes
@@ -242,6 +244,7 @@ impl Dispatcher {
     ) {
         let mut rx = up.subscribe_changes();
         let mut listings = up.subscribe_listings();
+        let mut statuses = up.subscribe_task_statuses();
         let name = up.name.clone();
         let this = self.clone();
         tasks.spawn(async move {
@@ -254,6 +257,17 @@ impl Dispatcher {
                         this.listings_may_have_changed();
                         continue;
                     }
+                    status = statuses.recv() => match status {
+                        Ok(params) => {
+                            this.announce_task_status(&name, &params);
+                            continue;
+                        }
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(skipped = n, "task status notifications dropped: too many at once");
+                            continue;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
                     r = rx.recv() => match r {
                         Ok(id) => id,
                         Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -268,7 +282,7 @@ impl Dispatcher {
                 for t in state.tenants.iter().filter(|t| t.sees(&name)) {
                     if let Some(sender) = this.inner.changes.get(&t.name) {
                         // No open session is not an error.
-                        let _ = sender.send(id.clone());
+                        let _ = sender.send(Announced::Resource(id.clone()));
                     }
                 }
             }

@@ -10,7 +10,9 @@
 //! an altered or forged one, reads exactly like one that does not exist.
 //! Upstreams shared by tenants list every tenant's tasks, so each replica
 //! remembers (bounded, per tenant) the tasks it created, and `tasks/list`
-//! shows a tenant only those.
+//! shows a tenant only those. The same memory takes an upstream's
+//! `notifications/tasks/status` to the streams of the tenant whose task it
+//! is, its id sealed; a status of a task no tenant created here reaches no one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -125,6 +127,25 @@ impl TaskBook {
             }
         }
         by_upstream
+    }
+
+    /// The tenants that created the task `id` on `upstream` here, each with
+    /// the tool it runs.
+    fn creators(&self, upstream: &str, id: &str) -> Vec<(Arc<str>, String)> {
+        let mut found = Vec::new();
+        for book in self.by_tenant.iter() {
+            let tasks = book
+                .value()
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(t) = tasks
+                .iter()
+                .find(|t| &*t.upstream == upstream && t.id == id)
+            {
+                found.push((book.key().clone(), t.tool.clone()));
+            }
+        }
+        found
     }
 
     /// Forgets a tenant's tasks on `upstream` that are not in `alive` (its
@@ -297,6 +318,40 @@ impl Dispatcher {
             self.task_book().keep_only(&tenant.name, &upstream, &alive);
         }
         serde_json::json!({ "tasks": listed })
+    }
+
+    /// An upstream's `notifications/tasks/status`: to the open streams of
+    /// the tenant that created the task through this replica, the task's id
+    /// the one sealed for it; dropped (and logged) when no tenant did.
+    pub fn announce_task_status(&self, upstream: &str, params: &JsonBuf) {
+        let Ok(mut status) = serde_json::from_str::<Value>(params.get()) else {
+            return;
+        };
+        let Some(own) = task_id(&status).map(str::to_owned) else {
+            tracing::debug!(upstream, "a task status without a task id, dropped");
+            return;
+        };
+        let creators = self.task_book().creators(upstream, &own);
+        if creators.is_empty() {
+            tracing::debug!(
+                upstream,
+                "a status of a task no tenant created here, dropped"
+            );
+        }
+        for (tenant, tool) in creators {
+            let task = TaskRef {
+                upstream: upstream.to_owned(),
+                id: own.clone(),
+                tool,
+            };
+            status["taskId"] = seal(self.sealer(), &tenant, &task).into();
+            if let Some(sender) = self.inner.changes.get(&tenant) {
+                // No open stream is not an error.
+                let _ = sender.send(crate::dispatch::watch::Announced::TaskStatus(
+                    status.to_string().into(),
+                ));
+            }
+        }
     }
 
     /// The namespaced id of the tool a task runs.

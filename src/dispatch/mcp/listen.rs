@@ -22,6 +22,8 @@ impl Filter {
             Change::Listing(Kind::Prompt) => self.prompts_list_changed,
             Change::Listing(Kind::Resource) => self.resources_list_changed,
             Change::Resource(uri) => self.resources.contains(uri),
+            // A 2026-07-28 client polls its tasks (`tasks/get`).
+            Change::TaskStatus(_) => false,
         }
     }
 
@@ -152,6 +154,7 @@ pub fn listen_ended(id: Json<'_>, tag: &str) -> Vec<u8> {
 /// The notification `change` becomes; on a listen, tagged (see [`listen_tag`]).
 pub fn change_notification(change: &Change, tag: Option<&str>) -> Vec<u8> {
     let (method, uri) = match change {
+        Change::TaskStatus(params) => return notification("notifications/tasks/status", params),
         Change::Listing(Kind::Tool) => ("notifications/tools/list_changed", None),
         Change::Listing(Kind::Prompt) => ("notifications/prompts/list_changed", None),
         Change::Listing(Kind::Resource) => ("notifications/resources/list_changed", None),
