@@ -58,13 +58,24 @@ async fn post(gw: &Gateway, key: &str, method: &str, params: Value) -> Value {
 async fn post_stateless(
     gw: &Gateway,
     method: &str,
-    mut params: Value,
+    params: Value,
     name: Option<&str>,
     extensions: Value,
 ) -> (u16, Value) {
+    post_declaring(gw, method, params, name, json!({"extensions": extensions})).await
+}
+
+/// [`post_stateless`], its client declaring `capabilities`.
+async fn post_declaring(
+    gw: &Gateway,
+    method: &str,
+    mut params: Value,
+    name: Option<&str>,
+    capabilities: Value,
+) -> (u16, Value) {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     let body = json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params});
     let mut request = gw
@@ -372,6 +383,95 @@ async fn a_2026_client_with_the_tasks_extension_gets_a_task_and_its_result() {
         result["result"]["_meta"]
             .get("io.modelcontextprotocol/related-task")
             .is_none(),
+        "{done}"
+    );
+    gw.stop().await;
+}
+
+/// A task of a handshake-era upstream that needs input, for a 2026-07-28
+/// client: its poll says `input_required` with what the upstream asks, and
+/// `tasks/update` takes the answer back to the waiting upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_answers_its_tasks_question_with_tasks_update() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&http(&server.url))).await;
+    gw.wait_ready(&["ev"]).await;
+    let caps = json!({"extensions": tasks_extension(), "elicitation": {"form": {}}});
+    let call = json!({"name": RESEARCH, "arguments": {"topic": "tides", "ambiguous": true}});
+    let (_, created) = post_declaring(&gw, "tools/call", call, Some(RESEARCH), caps.clone()).await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let get = || {
+        post_declaring(
+            &gw,
+            "tasks/get",
+            json!({"taskId": id}),
+            Some(&id),
+            caps.clone(),
+        )
+    };
+    let poll_until = |status: &'static str| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, got) = get().await;
+            if got["result"]["status"] == status {
+                return got;
+            }
+            assert!(std::time::Instant::now() < deadline, "{got}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    };
+    let asking = poll_until("input_required").await;
+    let requests = asking["result"]["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{asking}"));
+    assert_eq!(requests.len(), 1, "{asking}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{asking}");
+    assert!(
+        request["params"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tides"),
+        "{asking}"
+    );
+    // Polled again before the answer: the same question, under the same key.
+    let (_, again) = get().await;
+    assert_eq!(
+        again["result"]["inputRequests"],
+        asking["result"]["inputRequests"]
+    );
+    // Another tenant cannot answer it: the task is not found for it.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/update", "params": {
+        "taskId": id, "inputResponses": {key.as_str(): {"action": "decline"}},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": caps.clone()}}});
+    let foreign = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth("kb")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tasks/update")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let foreign: Value = serde_json::from_str(&foreign.text().await.unwrap()).unwrap();
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    let answer = json!({"taskId": id, "inputResponses": {key.as_str(): {
+        "action": "accept", "content": {"interpretation": "historical"}}}});
+    let (_, ack) = post_declaring(&gw, "tasks/update", answer, None, caps.clone()).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = poll_until("completed").await;
+    let text = done["result"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("After receiving clarification (\"historical\")"),
         "{done}"
     );
     gw.stop().await;

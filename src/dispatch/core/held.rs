@@ -41,7 +41,7 @@ const QUEUED: usize = 64;
 
 /// What an upstream may ask a 2026-07-28 client in a round, and the
 /// capability the client must have declared for each.
-const ASKABLE: [(&str, &str); 3] = [
+pub(super) const ASKABLE: [(&str, &str); 3] = [
     ("elicitation/create", "elicitation"),
     ("sampling/createMessage", "sampling"),
     ("roots/list", "roots"),
@@ -586,6 +586,6 @@ mod news {
 
 /// The key of an `inputRequests` entry: random, so that a client's answer
 /// names the round it was asked in.
-fn ask_key() -> String {
+pub(super) fn ask_key() -> String {
     format!("mcp-gateway-{}", random_hex::<8>())
 }

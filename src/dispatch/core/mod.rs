@@ -11,6 +11,7 @@ mod held;
 mod links;
 mod own;
 mod rounds;
+mod task_input;
 mod tasks;
 
 use std::collections::HashMap;
@@ -74,6 +75,8 @@ struct Inner {
     asks: crate::upstream::asks::Asks,
     /// The tasks each tenant created through this replica.
     tasks: tasks::TaskBook,
+    /// Tasks of 2026-07-28 clients whose upstream waits for input.
+    task_inputs: task_input::TaskInputs,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -108,6 +111,7 @@ impl Dispatcher {
                 shared: std::sync::OnceLock::new(),
                 asks: Default::default(),
                 tasks: Default::default(),
+                task_inputs: Default::default(),
                 metrics,
             }),
         };

@@ -214,7 +214,7 @@ impl Dispatcher {
 
     /// The task a sealed id names for `tenant`, and its upstream: one the
     /// tenant no longer sees, another tenant's, or a forged id is not found.
-    fn task_of(
+    pub(super) fn task_of(
         &self,
         tenant: &Tenant,
         sealed: &str,

@@ -142,7 +142,7 @@ impl ModelContext<'_> {
         match method {
             "tools/call" => return self.call_named(tenant, call, era, via, started).await,
             "tools/list" => return Ok(self.list_tools(tenant, era).await),
-            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
                 return self
                     .answer_task(tenant, method, call.params, era, via)
                     .await;

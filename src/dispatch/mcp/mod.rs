@@ -80,7 +80,7 @@ pub const SUBSCRIPTION_META: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The protocol's methods that the face answers or knows (a closed set, also
 /// the `method` label of its metrics).
-const METHODS: [&str; 20] = [
+const METHODS: [&str; 21] = [
     "initialize",
     "ping",
     "tools/list",
@@ -101,10 +101,12 @@ const METHODS: [&str; 20] = [
     "tasks/result",
     "tasks/list",
     "tasks/cancel",
+    "tasks/update",
 ];
 
-/// Methods that exist only in the stateless era.
-const STATELESS_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
+/// Methods that exist only in the stateless era (`tasks/update`: the tasks
+/// extension's).
+const STATELESS_ONLY: [&str; 3] = ["server/discover", "subscriptions/listen", "tasks/update"];
 /// Methods the stateless era removed.
 const HANDSHAKE_ONLY: [&str; 7] = [
     "initialize",

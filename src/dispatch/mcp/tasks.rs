@@ -78,8 +78,8 @@ pub(super) fn task_created(created: Value, era: Era) -> Out {
 }
 
 /// A 2025-11-25 task object in the tasks extension's fields (`ttlMs`,
-/// `pollIntervalMs`); a status it has no word for (`input_required`, whose
-/// requests the gateway does not yet carry to such clients) reads `working`.
+/// `pollIntervalMs`); `input_required` reads `working` until the gateway
+/// has the upstream's request to show with it (see `stateless_get`).
 fn stateless_task(task: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     for (from, to) in [
@@ -103,7 +103,8 @@ fn stateless_task(task: &Value) -> Map<String, Value> {
 }
 
 impl ModelContext<'_> {
-    /// `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`.
+    /// `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`, and the
+    /// tasks extension's `tasks/update`.
     pub(super) async fn answer_task(
         &self,
         tenant: &Tenant,
@@ -113,9 +114,10 @@ impl ModelContext<'_> {
         via: Via<'_>,
     ) -> Built {
         let op = match method {
-            "tasks/get" => TaskOp::Get,
-            "tasks/result" => TaskOp::Result,
-            "tasks/cancel" => TaskOp::Cancel,
+            "tasks/get" => Some(TaskOp::Get),
+            "tasks/result" => Some(TaskOp::Result),
+            "tasks/cancel" => Some(TaskOp::Cancel),
+            "tasks/update" => None,
             _ => return Ok(Out::Value(self.core.list_tasks(tenant).await)),
         };
         if era == Era::Stateless && !declares_tasks(params) {
@@ -125,6 +127,11 @@ impl ModelContext<'_> {
         let id = id
             .and_then(string_of)
             .ok_or_else(|| invalid("params must be an object {\"taskId\": string}"))?;
+        let Some(op) = op else {
+            let [responses] = members(params, ["inputResponses"]);
+            self.core.task_update(tenant, &id, responses)?;
+            return Ok(Out::Value(json!({})));
+        };
         match (era, op) {
             (Era::Handshake, TaskOp::Result) => self.task_result(tenant, &id, params, via).await,
             (Era::Handshake, op) => {
@@ -135,7 +142,7 @@ impl ModelContext<'_> {
                 self.core.task_request(tenant, op, &id, None).await?;
                 Ok(Out::Value(json!({})))
             }
-            (Era::Stateless, _) => self.stateless_get(tenant, &id).await,
+            (Era::Stateless, _) => self.stateless_get(tenant, &id, params).await,
         }
     }
 
@@ -193,13 +200,25 @@ impl ModelContext<'_> {
 
     /// The tasks extension's `tasks/get`: the task, and once it is done its
     /// result (`completed`, a tool's own error included) or the JSON-RPC
-    /// error its call ended with (`failed`).
-    async fn stateless_get(&self, tenant: &Tenant, id: &str) -> Built {
+    /// error its call ended with (`failed`). A task waiting for input is
+    /// `input_required` with what its upstream asks (see
+    /// `core::task_input`), once the upstream has said it.
+    async fn stateless_get(&self, tenant: &Tenant, id: &str, params: Option<Json<'_>>) -> Built {
         let (task, _) = self
             .core
             .task_request(tenant, TaskOp::Get, id, None)
             .await?;
         let mut out = stateless_task(&task);
+        if task.get("status").and_then(Value::as_str) == Some("input_required") {
+            let [meta] = members(params, ["_meta"]);
+            let [capabilities] = members(meta, [CAPABILITIES_META]);
+            let declared =
+                members(capabilities, ["elicitation", "sampling", "roots"]).map(|c| c.is_some());
+            if let Some(asked) = self.core.task_input(tenant, id, declared).await? {
+                out.insert("status".into(), "input_required".into());
+                out.insert("inputRequests".into(), asked);
+            }
+        }
         let done = matches!(
             task.get("status").and_then(Value::as_str),
             Some("completed" | "failed")
