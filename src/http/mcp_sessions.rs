@@ -57,13 +57,14 @@ fn is_zero(bits: &u8) -> bool {
 /// base64url-encoded, up to where the next byte (a digit) begins.
 const ASKABLE: &str = "eyJjIjo";
 
-/// A session id that passed its checks.
+/// A session id that passed its checks: cloned from the checked ids for
+/// every request of the session, so it holds nothing a clone must copy.
 #[derive(Debug, Clone)]
 pub struct Opened {
-    nonce: String,
+    nonce: Arc<str>,
     expires: u64,
     tenant: Arc<str>,
-    pub revision: String,
+    pub revision: Arc<str>,
     /// What its client declared it answers (`mcp::ClientCan`'s bits).
     pub can: u8,
 }
@@ -277,7 +278,7 @@ impl McpSessions {
     pub fn level_here(&self, s: &Opened) -> Option<LogLevel> {
         self.records(&s.tenant).and_then(|records| {
             let records = records.lock().unwrap_or_else(PoisonError::into_inner);
-            records.0.get(&s.nonce).and_then(|r| r.level)
+            records.0.get(&*s.nonce).and_then(|r| r.level)
         })
     }
 
@@ -336,10 +337,10 @@ impl McpSessions {
             return None;
         }
         Some(Opened {
-            nonce: claims.n,
+            nonce: claims.n.into(),
             expires: claims.e,
             tenant: tenant.into(),
-            revision: claims.v,
+            revision: claims.v.into(),
             can: claims.c,
         })
     }
@@ -353,7 +354,7 @@ impl McpSessions {
     ) -> Result<T, Refused> {
         let records = self.tenants.entry(s.tenant.clone()).or_default().clone();
         let mut records = records.lock().unwrap_or_else(PoisonError::into_inner);
-        if !records.0.contains_key(&s.nonce) && records.0.len() >= self.max_records {
+        if !records.0.contains_key(&*s.nonce) && records.0.len() >= self.max_records {
             let t = now();
             records.0.retain(|_, r| r.expires > t);
             if records.0.len() >= self.max_records {
@@ -363,16 +364,19 @@ impl McpSessions {
                 });
             }
         }
-        let record = records.0.entry(s.nonce.clone()).or_insert_with(|| Record {
-            expires: s.expires,
-            ended: false,
-            subscribed: Subscribed::default(),
-            level: None,
-        });
+        let record = records
+            .0
+            .entry(s.nonce.to_string())
+            .or_insert_with(|| Record {
+                expires: s.expires,
+                ended: false,
+                subscribed: Subscribed::default(),
+                level: None,
+            });
         let kept = f(record);
         // A record that keeps nothing is not kept.
         if !record.ended && record.subscribed.is_empty() && record.level.is_none() {
-            records.0.remove(&s.nonce);
+            records.0.remove(&*s.nonce);
         }
         kept
     }
@@ -409,7 +413,7 @@ impl McpSessions {
             let records = records.lock().unwrap_or_else(PoisonError::into_inner);
             records
                 .0
-                .get(&s.nonce)
+                .get(&*s.nonce)
                 .is_some_and(|r| r.subscribed.contains(uri))
         })
     }
@@ -418,7 +422,7 @@ impl McpSessions {
     pub fn ended_here(&self, s: &Opened) -> bool {
         self.records(&s.tenant).is_some_and(|records| {
             let records = records.lock().unwrap_or_else(PoisonError::into_inner);
-            records.0.get(&s.nonce).is_some_and(|r| r.ended)
+            records.0.get(&*s.nonce).is_some_and(|r| r.ended)
         })
     }
 
@@ -496,7 +500,7 @@ mod tests {
         let opened = two
             .open_here(id.as_bytes(), a)
             .expect("another replica opens it");
-        assert_eq!(opened.revision, "2025-11-25");
+        assert_eq!(&*opened.revision, "2025-11-25");
         // Another tenant's key, another secret, a changed byte: not a session.
         assert!(two.open_here(id.as_bytes(), "b").is_none());
         let other = McpSessions::new(

@@ -201,6 +201,17 @@ impl Progress {
             })
     }
 
+    /// A log line of a child that serves one client session: every call
+    /// in flight on it is that client's, so the line goes to one of them
+    /// (the only one, on a child of one request chain). `false`: none is
+    /// in flight, or none asked to hear lines.
+    pub fn deliver_message_any(&self, params: Json<'_>) -> bool {
+        let waiting = self.lock();
+        waiting
+            .values()
+            .any(|call| call.try_send(Report::Message(params.to_buf())).is_ok())
+    }
+
     /// Hands an upstream's request to any call waiting here (on a child
     /// that serves one client session, every call is that client's); the
     /// ask back when none waits (or every queue is full).

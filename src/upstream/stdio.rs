@@ -517,6 +517,13 @@ impl Reader {
                     }
                     return;
                 }
+                // A child of one client session logs for that client.
+                if method == "notifications/message"
+                    && self.up.serves_one_session().is_some()
+                    && params.is_some_and(|p| self.up.progress().deliver_message_any(p))
+                {
+                    return;
+                }
                 // The child withdrawing a request it forwarded to a client.
                 if method == "notifications/cancelled"
                     && params.is_some_and(|p| self.up.progress().withdraw(p))

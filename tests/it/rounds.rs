@@ -609,3 +609,53 @@ async fn the_arguments_a_tool_mirrors_reach_the_upstream_in_their_headers() {
     }
     gw.stop().await;
 }
+
+/// With a shared store, a round continued on the replica that holds its
+/// call reports to the client through the replica its retry reached: the
+/// progress and log lines the upstream sends once answered arrive there,
+/// before the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_continued_on_another_replica_reports_through_the_replica_the_retry_reached() {
+    let redis = Redis::start();
+    let upstream = sdk_stdio().replace(
+        "timeout_ms: 1000}",
+        "timeout_ms: 20000, per_session: true, max_children: 4}",
+    );
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  loc: {upstream}\ntenants:\n  a: {}\n",
+        "s".repeat(40),
+        redis.url(),
+        tenant("ka", &["loc"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["loc"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept", "content": {"name": "Ada"}}},
+        "steps": [{"op": "logged", "name": "loc__ask_then_report", "level": "info", "progress": true}],
+    });
+    let args = vec![
+        "auto".into(),
+        "http".into(),
+        one.url.clone(),
+        "ka".into(),
+        format!("retries={}", two.url),
+    ];
+    let (revision, answers) = sdk_client_with(args, steps).await;
+    assert_eq!(revision, "2026-07-28");
+    let answer = &answers[0];
+    assert_eq!(text_of(&answer["result"]), "accept: Ada", "{answer}");
+    assert_eq!(
+        answer["logs"],
+        json!([{"level": "info", "data": "told Ada"}]),
+        "{answer}"
+    );
+    assert_eq!(answer["progress"], json!([1.0]), "{answer}");
+    assert_eq!((held(&one), held(&two)), (0, 0));
+    for gw in [one, two] {
+        gw.stop().await;
+    }
+}

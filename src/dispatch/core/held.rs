@@ -288,7 +288,7 @@ impl Dispatcher {
                         declared,
                         waiter: String::new(),
                     };
-                    return self.round_elsewhere(up, entry, asked).await;
+                    return self.round_elsewhere(up, entry, asked, reports).await;
                 }
             },
             None => HeldCall::start(
@@ -400,6 +400,7 @@ impl Dispatcher {
         up: &Upstream,
         entry: &ToolEntry,
         mut asked: RoundAsked,
+        reports: Option<&(dyn Fn(Report) + Sync)>,
     ) -> Result<Answer, GatewayError> {
         let Some(store) = self.store() else {
             return Err(not_held());
@@ -413,15 +414,27 @@ impl Dispatcher {
             Ok(Some(news)) if news == HELD => {}
             _ => return Err(not_held()),
         }
-        let news = tokio::time::timeout(up.timeout(), waiter.news.recv())
-            .await
-            .ok()
-            .flatten()
-            .ok_or_else(|| GatewayError::Upstream {
-                upstream: up.name.clone(),
-                error: CallError::Timeout,
-            })?;
-        news::decode(&news, &up.name, entry)
+        // The round's reports come first, then its outcome, all within the
+        // upstream's call timeout.
+        let deadline = tokio::time::Instant::now() + up.timeout();
+        loop {
+            let news = tokio::time::timeout_at(deadline, waiter.news.recv())
+                .await
+                .ok()
+                .flatten()
+                .ok_or_else(|| GatewayError::Upstream {
+                    upstream: up.name.clone(),
+                    error: CallError::Timeout,
+                })?;
+            match news::heard(&news) {
+                Some(report) => {
+                    if let Some(heard) = reports {
+                        heard(report);
+                    }
+                }
+                None => return news::decode(&news, &up.name, entry),
+            }
+        }
     }
 
     /// Another replica's client retried a round whose call is held here:
@@ -446,7 +459,26 @@ impl Dispatcher {
             let responses: Option<Box<serde_json::value::RawValue>> =
                 serde_json::from_str(&asked.responses).ok();
             call.answer(responses.as_deref().map(Json::from));
-            let outcome = this.follow(call, asked.declared, None).await;
+            // The round's progress and log lines go to the waiting replica
+            // as they come, in order, and all of them before its outcome.
+            let (relayed, mut relaying) = mpsc::channel::<String>(QUEUED);
+            let relay = {
+                let (store, origin, waiter) = (store.clone(), origin.clone(), asked.waiter.clone());
+                tokio::spawn(async move {
+                    while let Some(news) = relaying.recv().await {
+                        let _ = store.announce_round_news(&origin, &waiter, &news).await;
+                    }
+                })
+            };
+            let heard = move |report: Report| {
+                if let Some(news) = news::report(&report) {
+                    // Past the queue a report is lost, never the round.
+                    let _ = relayed.try_send(news);
+                }
+            };
+            let outcome = this.follow(call, asked.declared, Some(&heard)).await;
+            drop(heard);
+            let _ = relay.await;
             let news = news::encode(&outcome);
             let _ = store
                 .announce_round_news(&origin, &asked.waiter, &news)
@@ -488,6 +520,45 @@ mod news {
             e: String,
             m: String,
         },
+        /// A progress report of the round (the params, as the upstream sent them).
+        Progress {
+            j: String,
+        },
+        /// A log line of the round (its params).
+        Message {
+            j: String,
+        },
+    }
+
+    /// A round's progress report or log line, as news; `None` for other reports.
+    pub(super) fn report(report: &Report) -> Option<String> {
+        let news = match report {
+            Report::Progress(j) => News::Progress {
+                j: j.get().to_owned(),
+            },
+            Report::Message(j) => News::Message {
+                j: j.get().to_owned(),
+            },
+            Report::Ask(_) | Report::Withdrawn(_) => return None,
+        };
+        serde_json::to_string(&news).ok()
+    }
+
+    /// The report a news is, if it is one (not the round's outcome).
+    pub(super) fn heard(news: &str) -> Option<Report> {
+        if !news.starts_with(r#"{"k":"progress""#) && !news.starts_with(r#"{"k":"message""#) {
+            return None;
+        }
+        let buf = |j: String| {
+            serde_json::value::RawValue::from_string(j)
+                .ok()
+                .map(JsonBuf::from)
+        };
+        match serde_json::from_str::<News>(news).ok()? {
+            News::Progress { j } => buf(j).map(Report::Progress),
+            News::Message { j } => buf(j).map(Report::Message),
+            _ => None,
+        }
     }
 
     pub(super) fn encode(outcome: &Result<Answer, GatewayError>) -> String {
@@ -569,6 +640,9 @@ mod news {
             }
             News::Object { j } => Ok(Answer::Object(buf(j)?)),
             News::Round { j } => Err(GatewayError::InputRequired(Box::new(j))),
+            News::Progress { .. } | News::Message { .. } => Err(failed(CallError::protocol(
+                "the other replica sent a report where the round's outcome was due",
+            ))),
             News::Failed { e, m } => Err(failed(match e.as_str() {
                 "timeout" => CallError::Timeout,
                 "unavailable" => CallError::Unavailable(m.into()),
