@@ -730,6 +730,12 @@ impl Upstream {
             && read(&self.link).is_some_and(|link| link.as_streamable().is_some())
     }
 
+    /// Whether any upstream at all may log during calls (see
+    /// [`Self::logs_during_calls`]): `false` until one declared `logging`.
+    pub fn some_may_log() -> bool {
+        modelcontext::SOME_UPSTREAM_LOGS.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Whether its log lines during a call can be told to be that call's
     /// (see [`Self::asks_during_calls`]), and it declared it logs.
     pub fn logs_during_calls(&self) -> bool {

@@ -37,6 +37,11 @@ const MAX_RESOURCE_TEXT: usize = 1 << 20;
 const MAX_READ_TIME: Duration = Duration::from_secs(10);
 
 /// What the gateway keeps of one such upstream between refreshes.
+/// Set once any upstream of the process declared `logging`: until then no
+/// call needs to ask whether its upstream logs (most gateways front none
+/// that does).
+pub(super) static SOME_UPSTREAM_LOGS: AtomicBool = AtomicBool::new(false);
+
 #[derive(Default)]
 pub(super) struct State {
     /// The server takes `resources/subscribe`.
@@ -166,6 +171,9 @@ impl State {
         self.completions
             .store(handshake.completions, Ordering::Release);
         self.logging.store(handshake.logging, Ordering::Release);
+        if handshake.logging {
+            SOME_UPSTREAM_LOGS.store(true, Ordering::Release);
+        }
         self.tasks.store(handshake.tasks.bits(), Ordering::Release);
         // A server that also takes the 2026-07-28 revision is sent that
         // revision's calls in it (see `Upstream::call_stateless`); it

@@ -88,6 +88,9 @@ impl ModelContext<'_> {
     /// call come on that call's own stream. Most tenants have no such
     /// upstream, which is known before the name is read.
     pub fn logs_during(&self, tenant: &Tenant, params: Option<Json<'_>>) -> bool {
+        if !Upstream::some_may_log() {
+            return false;
+        }
         let any = self.core.visit_upstreams_of(tenant, |ups| {
             for u in ups {
                 if u.logs_during_calls() {
