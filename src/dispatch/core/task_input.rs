@@ -192,6 +192,12 @@ impl Dispatcher {
         let tenant = self
             .tenant_named(&tenant.name)
             .ok_or(GatewayError::TaskNotFound)?;
+        // Entered before its driver starts, so that a driver that ends at
+        // once leaves nothing behind; a poll that raced this one shares it.
+        let vacant = match self.task_inputs().0.entry(key.clone()) {
+            dashmap::Entry::Occupied(e) => return Ok(e.get().clone()),
+            dashmap::Entry::Vacant(v) => v,
+        };
         let (heard, reports) = mpsc::channel(QUEUED);
         let (this, id, lifetime) = (self.clone(), sealed.to_owned(), self.round_lifetime());
         let touched = Arc::new(Mutex::new(Instant::now()));
@@ -225,7 +231,7 @@ impl Dispatcher {
             touched,
             driver: driver.abort_handle(),
         });
-        self.task_inputs().0.insert(key, watch.clone());
+        vacant.insert(watch.clone());
         Ok(watch)
     }
 }
