@@ -456,6 +456,7 @@ async fn a_2026_client_answers_its_tasks_question_with_tasks_update() {
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tasks/update")
+        .header("mcp-name", &id)
         .body(body.to_string())
         .send()
         .await
@@ -464,7 +465,11 @@ async fn a_2026_client_answers_its_tasks_question_with_tasks_update() {
     assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
     let answer = json!({"taskId": id, "inputResponses": {key.as_str(): {
         "action": "accept", "content": {"interpretation": "historical"}}}});
-    let (_, ack) = post_declaring(&gw, "tasks/update", answer, None, caps.clone()).await;
+    // The extension names the task in Mcp-Name, on updates too.
+    let (_, unnamed) =
+        post_declaring(&gw, "tasks/update", answer.clone(), None, caps.clone()).await;
+    assert_eq!(unnamed["error"]["code"], -32020, "{unnamed}");
+    let (_, ack) = post_declaring(&gw, "tasks/update", answer, Some(&id), caps.clone()).await;
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
     let done = poll_until("completed").await;
     let text = done["result"]["result"]["content"][0]["text"]

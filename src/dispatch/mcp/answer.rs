@@ -17,7 +17,7 @@ impl ModelContext<'_> {
         let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
         let named = match method {
             "resources/read" => uri,
-            "tasks/get" | "tasks/cancel" => members(params, ["taskId"])[0],
+            "tasks/get" | "tasks/cancel" | "tasks/update" => members(params, ["taskId"])[0],
             _ => name,
         };
         let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);

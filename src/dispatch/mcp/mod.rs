@@ -119,12 +119,13 @@ const HANDSHAKE_ONLY: [&str; 7] = [
     "tasks/list",
 ];
 /// Requests whose name (or uri, or task id) the `Mcp-Name` header mirrors.
-const NAMED: [&str; 5] = [
+const NAMED: [&str; 6] = [
     "tools/call",
     "prompts/get",
     "resources/read",
     "tasks/get",
     "tasks/cancel",
+    "tasks/update",
 ];
 /// Results that carry `ttlMs` and `cacheScope` in the stateless era.
 const CACHEABLE: [&str; 6] = [
