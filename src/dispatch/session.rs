@@ -572,16 +572,26 @@ impl Session {
         let ack = mcp::acknowledged(&tag, &filter);
         let out = self.out.clone();
         let mut watcher = Watcher::new(&self.dispatcher, &self.tenant);
+        let (dispatcher, tenant) = (self.dispatcher.clone(), self.tenant.clone());
         let task = tokio::spawn(async move {
             if out.send(ack).await.is_err() {
                 return;
             }
             while let Some(change) = watcher.next().await {
-                if filter.hears(&change)
-                    && out
-                        .send(mcp::change_notification(&change, Some(&tag)))
-                        .await
-                        .is_err()
+                if !filter.hears(&change) {
+                    continue;
+                }
+                let message = match &change {
+                    // As `tasks/get` would answer it, which asks its upstream.
+                    Change::TaskStatus(status) => {
+                        mcp::ModelContext::new(&dispatcher)
+                            .task_notification(&tenant, status, &tag)
+                            .await
+                    }
+                    change => Some(mcp::change_notification(change, Some(&tag))),
+                };
+                if let Some(message) = message
+                    && out.send(message).await.is_err()
                 {
                     return;
                 }

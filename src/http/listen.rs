@@ -229,12 +229,38 @@ pub(super) async fn stream(
         // A listen is open until its client closes it; at shutdown it gets its final answer.
         last: Some(mcp::listen_ended(json_id, &tag)),
     };
+    let (dispatcher, owner) = (
+        s.dispatcher.clone(),
+        s.dispatcher.tenant_named(&tenant.name),
+    );
     let render = move |change: &Change| -> Rendering {
-        let rendered = match filter.hears(change) {
-            true => Rendered::Send(mcp::change_notification(change, Some(&tag))),
-            false => Rendered::Skip,
+        if !filter.hears(change) {
+            return Box::pin(std::future::ready(Rendered::Skip));
+        }
+        let Change::TaskStatus(status) = change else {
+            let message = mcp::change_notification(change, Some(&tag));
+            return Box::pin(std::future::ready(Rendered::Send(message)));
         };
-        Box::pin(std::future::ready(rendered))
+        // A task's status goes out as `tasks/get` would answer it, which
+        // asks its upstream.
+        let (dispatcher, owner, status, tag) = (
+            dispatcher.clone(),
+            owner.clone(),
+            status.clone(),
+            tag.clone(),
+        );
+        Box::pin(async move {
+            let Some(owner) = owner else {
+                return Rendered::Skip;
+            };
+            match mcp::ModelContext::new(&dispatcher)
+                .task_notification(&owner, &status, &tag)
+                .await
+            {
+                Some(message) => Rendered::Send(message),
+                None => Rendered::Skip,
+            }
+        })
     };
     let mut holder = holder;
     changes(s, tenant, place, framing, render, move || {

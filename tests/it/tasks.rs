@@ -482,6 +482,120 @@ async fn a_2026_client_answers_its_tasks_question_with_tasks_update() {
     gw.stop().await;
 }
 
+/// A 2026-07-28 client that listens for its task (`taskIds` on
+/// `subscriptions/listen`) hears `notifications/tasks` as the upstream's
+/// status changes, the task as `tasks/get` answers it (its result once it
+/// completed); another tenant's task id is not honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_listening_for_its_task_hears_its_status() {
+    let server = everything_http(0);
+    let gw = Gateway::start(&config(&http(&server.url))).await;
+    gw.wait_ready(&["ev"]).await;
+    let call = json!({"name": RESEARCH, "arguments": {"topic": "listening"}});
+    let (_, created) = post_stateless(
+        &gw,
+        "tools/call",
+        call.clone(),
+        Some(RESEARCH),
+        tasks_extension(),
+    )
+    .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    // Another tenant's task, by its own id.
+    let theirs = {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": RESEARCH, "arguments": {"topic": "theirs"}, "task": {"ttl": 60000}}});
+        let r = gw
+            .client
+            .post(&gw.url)
+            .bearer_auth("kb")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        v["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"))
+            .to_owned()
+    };
+    let listen = |extensions: Value| {
+        json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions}},
+            "notifications": {"taskIds": [id, theirs]}}})
+    };
+    let open = |body: Value| {
+        gw.client
+            .post(&gw.url)
+            .bearer_auth("ka")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(body.to_string())
+            .send()
+    };
+    // Without the extension declared, task notifications are refused.
+    let refused = within(open(listen(json!({})))).await.unwrap();
+    let refused: Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let mut stream = within(open(listen(tasks_extension()))).await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    let heard = within(async {
+        loop {
+            let chunk = stream.chunk().await.unwrap().expect("the listen is open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            let messages: Vec<Value> = seen
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str(d).ok())
+                .collect();
+            if messages.iter().any(|m| {
+                m["method"] == "notifications/tasks" && m["params"]["status"] == "completed"
+            }) {
+                return messages;
+            }
+        }
+    })
+    .await;
+    let ack = &heard[0];
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "{ack}"
+    );
+    let done = heard
+        .iter()
+        .find(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed")
+        .unwrap();
+    assert_eq!(done["params"]["taskId"], id, "{done}");
+    assert_eq!(
+        done["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "l1",
+        "{done}"
+    );
+    assert!(done["params"].get("ttlMs").is_some(), "{done}");
+    let text = done["params"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("listening"), "{done}");
+    // Nothing of the other tenant's task reached this listen.
+    assert!(!seen.contains(&theirs), "{seen}");
+    drop(stream);
+    gw.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_cancels_a_task() {
     let server = everything_http(0);

@@ -229,6 +229,11 @@ impl Dispatcher {
         Ok((up, task))
     }
 
+    /// Whether a sealed task id is one of `tenant`'s tasks it still sees.
+    pub fn task_is_tenants(&self, tenant: &Tenant, sealed: &str) -> bool {
+        self.task_of(tenant, sealed).is_ok()
+    }
+
     /// `tasks/get`, `tasks/result` or `tasks/cancel` of the task a sealed id
     /// names: the upstream's answer as a value, with the task's id the sealed
     /// one wherever the upstream named its own (the task object's `taskId`,

@@ -12,6 +12,9 @@ pub struct Filter {
     pub prompts_list_changed: bool,
     pub resources_list_changed: bool,
     pub resources: Subscribed,
+    /// Tasks of the tenant's whose status it hears (the tasks extension's
+    /// `notifications/tasks`), by the ids the tenant holds.
+    pub task_ids: Vec<Box<str>>,
 }
 
 impl Filter {
@@ -22,8 +25,14 @@ impl Filter {
             Change::Listing(Kind::Prompt) => self.prompts_list_changed,
             Change::Listing(Kind::Resource) => self.resources_list_changed,
             Change::Resource(uri) => self.resources.contains(uri),
-            // A 2026-07-28 client polls its tasks (`tasks/get`).
-            Change::TaskStatus(_) => false,
+            Change::TaskStatus(params) => {
+                let Ok(raw) = serde_json::from_str::<&serde_json::value::RawValue>(params) else {
+                    return false;
+                };
+                let [id] = members(Some(Json::from(raw)), ["taskId"]);
+                id.and_then(string_of)
+                    .is_some_and(|id| self.task_ids.iter().any(|t| **t == *id))
+            }
         }
     }
 
@@ -43,6 +52,9 @@ impl Filter {
             let mut uris: Vec<&str> = self.resources.iter().collect();
             uris.sort_unstable();
             m.insert("resourceSubscriptions".into(), json!(uris));
+        }
+        if !self.task_ids.is_empty() {
+            m.insert("taskIds".into(), json!(self.task_ids));
         }
         Value::Object(m)
     }
@@ -74,13 +86,15 @@ impl ModelContext<'_> {
             resources_list_changed: bool,
             #[serde(borrow, default)]
             resource_subscriptions: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            task_ids: Option<&'a serde_json::value::RawValue>,
         }
         #[derive(Deserialize)]
         struct Params<'a> {
             #[serde(borrow, default)]
             notifications: Option<Asked<'a>>,
         }
-        let shape = "params.notifications must be an object of booleans and resourceSubscriptions, a list of uris";
+        let shape = "params.notifications must be an object of booleans, resourceSubscriptions (a list of uris) and taskIds (a list of task ids)";
         let asked = params
             .map(|p| serde_json::from_str::<Params<'_>>(p.get()))
             .transpose()
@@ -93,17 +107,36 @@ impl ModelContext<'_> {
             prompts_list_changed: asked.prompts_list_changed,
             resources_list_changed: asked.resources_list_changed,
             resources: Subscribed::default(),
+            task_ids: Vec::new(),
         };
-        let Some(raw) = asked.resource_subscriptions else {
-            return Ok(filter);
-        };
+        let text = |raw: Option<&serde_json::value::RawValue>| raw.map_or(0, |r| r.get().len());
         // The text bounds what reading it can cost.
-        if id.get().len() + raw.get().len() > budget.per_session {
+        if id.get().len() + text(asked.resource_subscriptions) + text(asked.task_ids)
+            > budget.per_session
+        {
             return Err(invalid(&format!(
-                "a listen's id and resourceSubscriptions take at most {} bytes",
+                "a listen's id, resourceSubscriptions and taskIds take at most {} bytes",
                 budget.per_session
             )));
         }
+        if let Some(raw) = asked.task_ids {
+            let ids: Vec<Cow<'_, str>> =
+                serde_json::from_str(raw.get()).map_err(|_| invalid(shape))?;
+            // The extension's notifications are for clients that declared it.
+            if !ids.is_empty() && !super::tasks::declares_tasks(params) {
+                return Err(GatewayError::TasksExtensionMissing);
+            }
+            // Only the tenant's own tasks are honoured; another's id, or a
+            // made-up one, is left out of the acknowledgment.
+            filter.task_ids = ids
+                .into_iter()
+                .filter(|t| self.core.task_is_tenants(tenant, t))
+                .map(|t| t.into_owned().into_boxed_str())
+                .collect();
+        }
+        let Some(raw) = asked.resource_subscriptions else {
+            return Ok(filter);
+        };
         let uris: Vec<Cow<'_, str>> =
             serde_json::from_str(raw.get()).map_err(|_| invalid(shape))?;
         for uri in uris {

@@ -30,7 +30,7 @@ pub(super) fn offer_tasks(capabilities: &mut Map<String, Value>, era: Era) {
 }
 
 /// Whether a 2026-07-28 request's client declared the tasks extension.
-fn declares_tasks(params: Option<Json<'_>>) -> bool {
+pub(super) fn declares_tasks(params: Option<Json<'_>>) -> bool {
     let [meta] = members(params, ["_meta"]);
     let [capabilities] = members(meta, [CAPABILITIES_META]);
     let [extensions] = members(capabilities, ["extensions"]);
@@ -204,20 +204,57 @@ impl ModelContext<'_> {
     /// `input_required` with what its upstream asks (see
     /// `core::task_input`), once the upstream has said it.
     async fn stateless_get(&self, tenant: &Tenant, id: &str, params: Option<Json<'_>>) -> Built {
+        let [meta] = members(params, ["_meta"]);
+        let [capabilities] = members(meta, [CAPABILITIES_META]);
+        let declared =
+            members(capabilities, ["elicitation", "sampling", "roots"]).map(|c| c.is_some());
+        let task = self.detailed_task(tenant, id, Some(declared)).await?;
+        Ok(Out::Value(Value::Object(task)))
+    }
+
+    /// A task's status as the tasks extension's `notifications/tasks` on a
+    /// listen tagged `tag`: the task as `tasks/get` answers it (its result
+    /// once it ended); `None` when it cannot be had (the upstream no longer
+    /// knows it). A notification opens no watch for the task's input: the
+    /// poll that follows it does.
+    pub async fn task_notification(
+        &self,
+        tenant: &Tenant,
+        status: &str,
+        tag: &str,
+    ) -> Option<Vec<u8>> {
+        let status: Value = serde_json::from_str(status).ok()?;
+        let id = status.get("taskId")?.as_str()?;
+        let mut task = self.detailed_task(tenant, id, None).await.ok()?;
+        if let Ok(tag) = serde_json::from_str::<Value>(tag) {
+            task.insert("_meta".into(), tag);
+        }
+        Some(super::listen::notification(
+            "notifications/tasks",
+            &Value::Object(task).to_string(),
+        ))
+    }
+
+    /// The task as `tasks/get` answers it in the extension. `declared`: what
+    /// the polling client can be asked (see `core::task_input`); `None`: no
+    /// poll, so a task waiting for input reads `working`.
+    async fn detailed_task(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        declared: Option<[bool; 3]>,
+    ) -> Result<Map<String, Value>, GatewayError> {
         let (task, _) = self
             .core
             .task_request(tenant, TaskOp::Get, id, None)
             .await?;
         let mut out = stateless_task(&task);
-        if task.get("status").and_then(Value::as_str) == Some("input_required") {
-            let [meta] = members(params, ["_meta"]);
-            let [capabilities] = members(meta, [CAPABILITIES_META]);
-            let declared =
-                members(capabilities, ["elicitation", "sampling", "roots"]).map(|c| c.is_some());
-            if let Some(asked) = self.core.task_input(tenant, id, declared).await? {
-                out.insert("status".into(), "input_required".into());
-                out.insert("inputRequests".into(), asked);
-            }
+        if let Some(declared) = declared
+            && task.get("status").and_then(Value::as_str) == Some("input_required")
+            && let Some(asked) = self.core.task_input(tenant, id, declared).await?
+        {
+            out.insert("status".into(), "input_required".into());
+            out.insert("inputRequests".into(), asked);
         }
         let done = matches!(
             task.get("status").and_then(Value::as_str),
@@ -252,7 +289,7 @@ impl ModelContext<'_> {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Out::Value(Value::Object(out)))
+        Ok(out)
     }
 }
 
