@@ -768,4 +768,12 @@ impl crate::store::bus::Here for Here {
     fn round_news(&self, waiter: &str, news: &str) {
         self.dispatcher.held().news(waiter, news);
     }
+
+    fn task_status(&self, tenant: &str, status: &str) {
+        // Only one JSON object is taken (this replica does not trust the
+        // channel more than the one that published it).
+        if serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(status).is_ok() {
+            self.dispatcher.tell_task_status(tenant, status);
+        }
+    }
 }

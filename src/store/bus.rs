@@ -77,6 +77,9 @@ pub trait Here: Clone + Send + Sync + 'static {
     /// What became of a round this replica asked another to continue
     /// (`news`: JSON text), for the request waiting under `waiter`.
     fn round_news(&self, waiter: &str, news: &str);
+    /// A task of `tenant`'s changed status (`status`: the notification's
+    /// params, its id the tenant's), for this replica's streams of it.
+    fn task_status(&self, tenant: &str, status: &str);
 }
 
 /// A 2026-07-28 client's retry of a round whose call another replica holds.
@@ -124,6 +127,10 @@ struct Message {
     /// waiter, and the news as JSON text (`upstream` is empty).
     #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
     news: Option<(String, String, String)>,
+    /// A task's status for a tenant's streams: the tenant and the
+    /// notification's params as JSON text (`upstream` is empty).
+    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
+    task_status: Option<(String, String)>,
 }
 
 impl Message {
@@ -136,6 +143,7 @@ impl Message {
             answer: None,
             round: None,
             news: None,
+            task_status: None,
         }
     }
 }
@@ -243,6 +251,21 @@ impl Store {
     ) -> Result<(), super::StoreError> {
         self.announce(Message {
             news: Some((to.to_owned(), waiter.to_owned(), news.to_owned())),
+            ..Message::of(self.replica_id())
+        })
+        .await
+    }
+
+    /// Tells the other replicas' streams of `tenant` that one of its tasks
+    /// changed status (the upstream told this replica, whose session with
+    /// it holds the task).
+    pub async fn announce_task_status(
+        &self,
+        tenant: &str,
+        status: &str,
+    ) -> Result<(), super::StoreError> {
+        self.announce(Message {
+            task_status: Some((tenant.to_owned(), status.to_owned())),
             ..Message::of(self.replica_id())
         })
         .await
@@ -370,6 +393,10 @@ impl Store {
             if to == self.replica_id() {
                 here.round_news(waiter, news);
             }
+            return;
+        }
+        if let Some((tenant, status)) = &m.task_status {
+            here.task_status(tenant, status);
             return;
         }
         match (&m.cancel, &m.answer) {

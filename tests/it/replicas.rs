@@ -901,3 +901,62 @@ async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
         gw.stop().await;
     }
 }
+
+/// With a shared store, a task's status the upstream tells the replica that
+/// created it reaches the session's stream held by another replica, named
+/// by the id the client holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
+    let redis = Redis::start();
+    let server = everything_http(0);
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
+        redis.url(),
+        http(&server.url),
+        tenant("ka", &["ev"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["ev"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = send(&one, reqwest::Method::POST, None, Some(init)).await;
+    let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let mut stream = send(&two, reqwest::Method::GET, Some(&id), None).await;
+    assert_eq!(stream.status(), 200);
+    let create = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "ev__simulate-research-query", "arguments": {"topic": "replicas"}, "task": {"ttl": 60000}}});
+    let r = send(&one, reqwest::Method::POST, Some(&id), Some(create)).await;
+    let created: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let heard = within(async {
+        let mut seen = String::new();
+        loop {
+            let chunk = stream.chunk().await.unwrap().expect("the stream is open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            let done = seen
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .find(|m| {
+                    m["method"] == "notifications/tasks/status"
+                        && m["params"]["status"] == "completed"
+                });
+            if let Some(done) = done {
+                return done;
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard["params"]["taskId"], task, "{heard}");
+    drop(stream);
+    for gw in [one, two] {
+        gw.stop().await;
+    }
+}

@@ -263,7 +263,7 @@ impl Dispatcher {
                     }
                     status = statuses.recv() => match status {
                         Ok(params) => {
-                            this.announce_task_status(&name, &params);
+                            this.announce_task_status(&name, &params).await;
                             continue;
                         }
                         Err(broadcast::error::RecvError::Lagged(n)) => {

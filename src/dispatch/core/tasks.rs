@@ -326,9 +326,10 @@ impl Dispatcher {
     }
 
     /// An upstream's `notifications/tasks/status`: to the open streams of
-    /// the tenant that created the task through this replica, the task's id
-    /// the one sealed for it; dropped (and logged) when no tenant did.
-    pub fn announce_task_status(&self, upstream: &str, params: &JsonBuf) {
+    /// the tenant that created the task through this replica (here, and on
+    /// every replica through the shared store), the task's id the one sealed
+    /// for it; dropped (and logged) when no tenant did.
+    pub async fn announce_task_status(&self, upstream: &str, params: &JsonBuf) {
         let Ok(mut status) = serde_json::from_str::<Value>(params.get()) else {
             return;
         };
@@ -350,12 +351,22 @@ impl Dispatcher {
                 tool,
             };
             status["taskId"] = seal(self.sealer(), &tenant, &task).into();
-            if let Some(sender) = self.inner.changes.get(&tenant) {
-                // No open stream is not an error.
-                let _ = sender.send(crate::dispatch::watch::Announced::TaskStatus(
-                    status.to_string().into(),
-                ));
+            let status = status.to_string();
+            self.tell_task_status(&tenant, &status);
+            if let Some(store) = self.store()
+                && let Err(e) = store.announce_task_status(&tenant, &status).await
+            {
+                tracing::debug!(error = %e, "a task's status not shared with the other replicas");
             }
+        }
+    }
+
+    /// A task status of `tenant`'s (the notification's params, its id the
+    /// tenant's) to this replica's streams of it.
+    pub fn tell_task_status(&self, tenant: &str, status: &str) {
+        if let Some(sender) = self.inner.changes.get(tenant) {
+            // No open stream is not an error.
+            let _ = sender.send(crate::dispatch::watch::Announced::TaskStatus(status.into()));
         }
     }
 

@@ -123,7 +123,7 @@ impl ModelContext<'_> {
             let ids: Vec<Cow<'_, str>> =
                 serde_json::from_str(raw.get()).map_err(|_| invalid(shape))?;
             // The extension's notifications are for clients that declared it.
-            if !ids.is_empty() && !super::tasks::declares_tasks(params) {
+            if !ids.is_empty() && !declares_tasks(params) {
                 return Err(GatewayError::TasksExtensionMissing);
             }
             // Only the tenant's own tasks are honoured; another's id, or a

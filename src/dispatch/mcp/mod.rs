@@ -511,6 +511,16 @@ pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
         && matches!(asked_reports(params), (Some(_), _) | (_, Some(_)))
 }
 
+/// Whether a 2026-07-28 request's client declared the tasks extension (its
+/// task requests, and a listen for its tasks, need it).
+fn declares_tasks(params: Option<Json<'_>>) -> bool {
+    let [meta] = members(params, ["_meta"]);
+    let [capabilities] = members(meta, [CAPABILITIES_META]);
+    let [extensions] = members(capabilities, ["extensions"]);
+    let [tasks] = members(extensions, [tasks::TASKS_EXTENSION]);
+    tasks.is_some_and(|t| t.first_byte() == b'{')
+}
+
 /// What `logging/setLevel` takes, for the error that refuses other params.
 pub const LEVEL_PARAMS: &str = "params must be an object {\"level\": one of debug, info, notice, warning, error, critical, alert, emergency}";
 

@@ -29,15 +29,6 @@ pub(super) fn offer_tasks(capabilities: &mut Map<String, Value>, era: Era) {
     }
 }
 
-/// Whether a 2026-07-28 request's client declared the tasks extension.
-pub(super) fn declares_tasks(params: Option<Json<'_>>) -> bool {
-    let [meta] = members(params, ["_meta"]);
-    let [capabilities] = members(meta, [CAPABILITIES_META]);
-    let [extensions] = members(capabilities, ["extensions"]);
-    let [tasks] = members(extensions, [TASKS_EXTENSION]);
-    tasks.is_some_and(|t| t.first_byte() == b'{')
-}
-
 /// The `task` params a `tools/call` of `tool` runs as a task with, if it
 /// does: in the handshake era when the client asks (`params.task`); in the
 /// 2026-07-28 revision, where the server decides, when the tool runs only
