@@ -55,15 +55,20 @@ pub struct HeldCalls(Arc<Table>);
 struct Table {
     calls: DashMap<Box<str>, HeldCall>,
     per_tenant: DashMap<Arc<str>, usize>,
-    /// Retries waiting for another replica's news of their round.
-    waiters: DashMap<Box<str>, mpsc::Sender<String>>,
+    /// Retries waiting for another replica's news of their round: where
+    /// its outcomes ("held", then the round's) go, and where its reports do.
+    waiters: DashMap<Box<str>, (mpsc::Sender<String>, mpsc::Sender<String>)>,
 }
 
 /// A retry's place among those waiting for news, left when dropped.
 struct Waiter {
     table: HeldCalls,
     id: String,
+    /// "held", then the round's outcome: two news at most, never lost to a
+    /// full queue.
     news: mpsc::Receiver<String>,
+    /// The round's progress and log lines, in order; past [`QUEUED`] one is lost.
+    reports: mpsc::Receiver<String>,
 }
 
 impl Drop for Waiter {
@@ -192,19 +197,26 @@ impl HeldCalls {
     /// A new place to wait for another replica's news of a round.
     fn wait_for_news(&self) -> Waiter {
         let (tx, news) = mpsc::channel(2);
+        let (reported, reports) = mpsc::channel(QUEUED);
         let id = random_hex::<16>();
-        self.0.waiters.insert(id.as_str().into(), tx);
+        self.0.waiters.insert(id.as_str().into(), (tx, reported));
         Waiter {
             table: self.clone(),
             id,
             news,
+            reports,
         }
     }
 
     /// Hands another replica's news to the retry waiting under `waiter`.
     pub fn news(&self, waiter: &str, news: &str) {
         if let Some(tx) = self.0.waiters.get(waiter) {
-            let _ = tx.try_send(news.to_owned());
+            let (outcomes, reports) = &*tx;
+            let to = match news::is_report(news) {
+                true => reports,
+                false => outcomes,
+            };
+            let _ = to.try_send(news.to_owned());
         }
     }
 }
@@ -415,25 +427,34 @@ impl Dispatcher {
             _ => return Err(not_held()),
         }
         // The round's reports come first, then its outcome, all within the
-        // upstream's call timeout.
+        // upstream's call timeout. The holder publishes every report before
+        // the outcome, so once the outcome is here its reports are queued.
         let deadline = tokio::time::Instant::now() + up.timeout();
+        let heard = |news: &str| {
+            if let (Some(heard), Some(report)) = (reports, news::heard(news)) {
+                heard(report);
+            }
+        };
         loop {
-            let news = tokio::time::timeout_at(deadline, waiter.news.recv())
-                .await
+            let outcome = tokio::select! {
+                biased;
+                Some(report) = waiter.reports.recv() => {
+                    heard(&report);
+                    continue;
+                }
+                outcome = tokio::time::timeout_at(deadline, waiter.news.recv()) => outcome,
+            };
+            let news = outcome
                 .ok()
                 .flatten()
                 .ok_or_else(|| GatewayError::Upstream {
                     upstream: up.name.clone(),
                     error: CallError::Timeout,
                 })?;
-            match news::heard(&news) {
-                Some(report) => {
-                    if let Some(heard) = reports {
-                        heard(report);
-                    }
-                }
-                None => return news::decode(&news, &up.name, entry),
+            while let Ok(report) = waiter.reports.try_recv() {
+                heard(&report);
             }
+            return news::decode(&news, &up.name, entry);
         }
     }
 
@@ -544,9 +565,14 @@ mod news {
         serde_json::to_string(&news).ok()
     }
 
+    /// Whether a news is a report of the round (not its outcome).
+    pub(super) fn is_report(news: &str) -> bool {
+        news.starts_with(r#"{"k":"progress""#) || news.starts_with(r#"{"k":"message""#)
+    }
+
     /// The report a news is, if it is one (not the round's outcome).
     pub(super) fn heard(news: &str) -> Option<Report> {
-        if !news.starts_with(r#"{"k":"progress""#) && !news.starts_with(r#"{"k":"message""#) {
+        if !is_report(news) {
             return None;
         }
         let buf = |j: String| {

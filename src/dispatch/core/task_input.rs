@@ -111,14 +111,9 @@ impl Dispatcher {
         loop {
             let report = match tokio::time::timeout_at(deadline, reports.recv()).await {
                 Ok(Some(report)) => report,
-                // The task's result came: nothing more to ask.
-                Ok(None) => {
-                    self.task_inputs()
-                        .0
-                        .remove(&(tenant.name.clone(), sealed.to_owned()));
-                    return Ok(None);
-                }
-                Err(_) => return Ok(None),
+                // The task's result came (its driver left the table as it
+                // ended), or nothing was asked in time.
+                Ok(None) | Err(_) => return Ok(None),
             };
             let Report::Ask(ask) = report else {
                 continue;
