@@ -361,20 +361,9 @@ impl Dispatcher {
                     return result.map_err(upstream_error);
                 }
             };
-            if &*ask.method == "ping" {
-                if let Ok(empty) = serde_json::value::RawValue::from_string("{}".into()) {
-                    let _ = ask.reply.send(AskReply::Answered(Ok(JsonBuf::from(empty))));
-                }
+            let Some(ask) = for_the_client(ask, declared) else {
                 continue;
-            }
-            let may = ASKABLE
-                .iter()
-                .zip(declared)
-                .any(|((method, _), declared)| declared && *method == &*ask.method);
-            if !may {
-                ask.refuse("the client cannot be asked this: it did not declare it");
-                continue;
-            }
+            };
             let params: serde_json::Value = ask
                 .params
                 .as_ref()
@@ -682,6 +671,28 @@ mod news {
             })),
         }
     }
+}
+
+/// An upstream's request during a round, for a 2026-07-28 client that
+/// declared `declared` (of [`ASKABLE`]): a `ping` is answered here, one the
+/// client did not declare is refused upstream, and either way `None`; the
+/// rest is the client's to answer.
+pub(super) fn for_the_client(ask: Ask, declared: [bool; 3]) -> Option<Ask> {
+    if &*ask.method == "ping" {
+        if let Ok(empty) = serde_json::value::RawValue::from_string("{}".into()) {
+            let _ = ask.reply.send(AskReply::Answered(Ok(JsonBuf::from(empty))));
+        }
+        return None;
+    }
+    let may = ASKABLE
+        .iter()
+        .zip(declared)
+        .any(|((method, _), declared)| declared && *method == &*ask.method);
+    if !may {
+        ask.refuse("the client cannot be asked this: it did not declare it");
+        return None;
+    }
+    Some(ask)
 }
 
 /// The key of an `inputRequests` entry: random, so that a client's answer

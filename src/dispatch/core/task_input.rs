@@ -24,9 +24,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Dispatcher;
-use super::held::{ASKABLE, PER_TENANT, ask_key};
+use super::held::{PER_TENANT, ask_key, for_the_client};
 use crate::error::GatewayError;
-use crate::jsonrpc::{Json, JsonBuf, scan};
+use crate::jsonrpc::{Json, scan};
 use crate::tenant::Tenant;
 use crate::upstream::TaskOp;
 use crate::upstream::progress::{Ask, AskReply, Report};
@@ -93,7 +93,7 @@ impl Dispatcher {
     /// A 2026-07-28 client's poll found its task `input_required`: what the
     /// upstream asks, as the poll's `inputRequests` (a watch opened for it
     /// when there is none); `None` when it asks nothing the client can be
-    /// asked yet, or the task went on. `declared`: which of [`ASKABLE`] the
+    /// asked yet, or the task went on. `declared`: which of `held::ASKABLE` the
     /// client declared.
     pub async fn task_input(
         &self,
@@ -118,20 +118,9 @@ impl Dispatcher {
             let Report::Ask(ask) = report else {
                 continue;
             };
-            if &*ask.method == "ping" {
-                if let Ok(empty) = serde_json::value::RawValue::from_string("{}".into()) {
-                    let _ = ask.reply.send(AskReply::Answered(Ok(JsonBuf::from(empty))));
-                }
+            let Some(ask) = for_the_client(ask, declared) else {
                 continue;
-            }
-            let may = ASKABLE
-                .iter()
-                .zip(declared)
-                .any(|((method, _), declared)| declared && *method == &*ask.method);
-            if !may {
-                ask.refuse("the client cannot be asked this: it did not declare it");
-                continue;
-            }
+            };
             *watch.asked.lock().unwrap_or_else(PoisonError::into_inner) = Some((ask_key(), ask));
             return Ok(watch.input_requests());
         }
