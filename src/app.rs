@@ -195,6 +195,7 @@ impl Core {
             spec.protocol.into(),
             self.metrics.clone(),
         );
+        up.answers_within(gateway.server_request_timeout);
         up.bound_listings(crate::protocol::bounds::ListingBounds {
             listing_bytes: gateway.limits.max_listing_bytes,
             definition_bytes: gateway.limits.max_definition_bytes,

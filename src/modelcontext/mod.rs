@@ -48,6 +48,9 @@ pub const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 /// Where a 2026-07-28 request's `_meta` carries the client's capabilities.
 pub const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
+/// Where a 2026-07-28 request's `_meta` names its client.
+pub const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
+
 /// Where a 2026-07-28 request's `_meta` names the level its log lines are wanted at.
 pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
@@ -113,8 +116,7 @@ pub fn discover_params() -> String {
     json!({"_meta": {
         VERSION_META: STATELESS_REVISION,
         CAPABILITIES_META: {},
-        "io.modelcontextprotocol/clientInfo":
-            {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
+        CLIENT_INFO_META: {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
     }})
     .to_string()
 }
@@ -129,6 +131,72 @@ pub fn discovered_stateless(result: &str) -> bool {
     }
     serde_json::from_str::<Discovered<'_>>(result)
         .is_ok_and(|d| d.supported_versions.iter().any(|v| v == STATELESS_REVISION))
+}
+
+/// These params (a JSON object) as a server that speaks only the
+/// 2026-07-28 revision takes them: with that revision's `_meta` envelope
+/// merged in (the revision, the gateway as the client, and no client
+/// capabilities unless the params declare some: outside a call's rounds
+/// there is no client to ask); and the member the request's `Mcp-Name`
+/// header mirrors, for the methods that have one.
+pub fn enveloped(method_name: &str, params: &str) -> Result<(String, Option<String>), String> {
+    let mut object: Map<String, Value> = serde_json::from_str(params)
+        .map_err(|_| format!("the params of {method_name} are not an object"))?;
+    let meta = object
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Value::Object(meta) = meta {
+        meta.insert(VERSION_META.into(), STATELESS_REVISION.into());
+        meta.entry(CAPABILITIES_META).or_insert_with(|| json!({}));
+        meta.insert(
+            CLIENT_INFO_META.into(),
+            json!({"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")}),
+        );
+    }
+    let named = match method_name {
+        method::CALL_TOOL | method::GET_PROMPT => Some("name"),
+        method::READ_RESOURCE => Some("uri"),
+        _ => None,
+    };
+    let name = named
+        .and_then(|member| object.get(member))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok((Value::Object(object).to_string(), name))
+}
+
+/// Reads the `server/discover` result of a server that takes the
+/// 2026-07-28 revision: what it declares, as `initialize`'s answer would
+/// say it. One that does not list the revision is not such a server.
+pub fn read_discover(result: &str) -> Result<Handshake, String> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Discovered {
+        #[serde(default)]
+        supported_versions: Vec<String>,
+        #[serde(default)]
+        capabilities: Map<String, Value>,
+    }
+    let found: Discovered = serde_json::from_str(result)
+        .map_err(|e| format!("the server/discover result cannot be read: {e}"))?;
+    if !found
+        .supported_versions
+        .iter()
+        .any(|v| v == STATELESS_REVISION)
+    {
+        return Err(format!(
+            "the server offers {:?}, none of which the gateway speaks",
+            found.supported_versions
+        ));
+    }
+    let mut handshake = handshake_of(STATELESS_REVISION.into(), &found.capabilities);
+    // The revision hears of resource changes through `subscriptions/listen`;
+    // it has no `resources/subscribe`.
+    handshake.subscribe = false;
+    Ok(handshake)
 }
 
 /// What a server's `initialize` answer says.
@@ -202,15 +270,20 @@ pub fn read_initialize(result: &str) -> Result<Handshake, String> {
             init.protocol_version
         ));
     }
-    let has = |name: &str| init.capabilities.get(name).is_some_and(Value::is_object);
-    let subscribe = init
-        .capabilities
+    Ok(handshake_of(init.protocol_version, &init.capabilities))
+}
+
+/// What the server capabilities a server declared (in its `initialize`
+/// answer or its `server/discover` result) say.
+fn handshake_of(revision: String, capabilities: &Map<String, Value>) -> Handshake {
+    let has = |name: &str| capabilities.get(name).is_some_and(Value::is_object);
+    let subscribe = capabilities
         .get("resources")
         .and_then(|r| r.get("subscribe"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    Ok(Handshake {
-        revision: init.protocol_version,
+    Handshake {
+        revision,
         capabilities: Capabilities {
             list_tools_provider: has("tools"),
             list_resources_provider: has("resources"),
@@ -220,8 +293,8 @@ pub fn read_initialize(result: &str) -> Result<Handshake, String> {
         subscribe,
         completions: has("completions"),
         logging: has("logging"),
-        tasks: TaskCaps::of(init.capabilities.get("tasks")),
-    })
+        tasks: TaskCaps::of(capabilities.get("tasks")),
+    }
 }
 
 /// Everything but RFC 3986's unreserved characters is escaped in ids.

@@ -70,6 +70,11 @@ impl ToolEntry {
     pub fn output(&self) -> Result<&Validator, String> {
         self.output.get()
     }
+
+    /// The `inputSchema`'s JSON text.
+    pub fn input_schema(&self) -> &str {
+        &self.input.schema
+    }
 }
 
 /// A schema known to compile (it did when the catalog was built), compiled

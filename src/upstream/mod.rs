@@ -14,6 +14,7 @@ mod call_error;
 mod dialect;
 pub mod http;
 pub(crate) mod http_pool;
+mod input_rounds;
 mod modelcontext;
 mod pending;
 pub mod per_session;
@@ -269,6 +270,9 @@ pub struct Upstream {
     one_session: std::sync::OnceLock<(Duration, Metrics)>,
     /// Set when it runs a child per client session (`per_session: true`).
     per_session: std::sync::OnceLock<Arc<per_session::PerSession>>,
+    /// How long a question of a call's round waits for its client
+    /// (`gateway.server_request_timeout_ms`; see `input_rounds`).
+    answer_wait: Duration,
 }
 
 /// Relistings asked for by an upstream's notifications, coalesced: at most one
@@ -386,7 +390,15 @@ impl Upstream {
             metrics,
             one_session: std::sync::OnceLock::new(),
             per_session: std::sync::OnceLock::new(),
+            answer_wait: input_rounds::DEFAULT_WAIT,
         })
+    }
+
+    /// Sets how long a question of a call's round waits for its client.
+    pub fn answers_within(self: &mut Arc<Self>, wait: Duration) {
+        if let Some(up) = Arc::get_mut(self) {
+            up.answer_wait = wait;
+        }
     }
 
     /// Marks it a child that serves one client session (see `per_session`),
@@ -573,6 +585,10 @@ impl Upstream {
                     arguments,
                 };
                 self.call(Op::CallTool, params).await.map(Answer::Object)
+            }
+            // Boxed: a call of the handshake era does not carry its state.
+            Route::ByName { .. } if self.mc.modern_only() => {
+                Box::pin(self.call_in_rounds(tool, arguments, reports)).await
             }
             Route::ByName { name, structured } => {
                 let result = match reports {
@@ -846,6 +862,10 @@ impl Upstream {
 
     /// Sends `op` with the upstream's timeout, counting the outcome.
     pub async fn call(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
+        if self.mc.modern_only() && params.stateless().is_none() {
+            // Boxed: the call goes on through this function.
+            return Box::pin(self.call_enveloped(op, params)).await;
+        }
         let method = self.dialect.method(op);
         let started = Instant::now();
         let in_flight = &self.hot.in_flight;
@@ -927,6 +947,23 @@ impl Upstream {
             }
         }
         result
+    }
+
+    /// [`Self::call`] of a server that speaks only the 2026-07-28
+    /// revision: the params in that revision's envelope.
+    async fn call_enveloped(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
+        let method = self.dialect.method(op);
+        let (text, name) = crate::modelcontext::enveloped(method, &params.to_text())
+            .map_err(CallError::protocol)?;
+        let raw: &RawValue = serde_json::from_str(&text)
+            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+        let sent = Params::Stateless {
+            params: StatelessBody::Json(raw.into()),
+            name: name.as_deref().unwrap_or(""),
+            token: params.token(),
+            headers: &[],
+        };
+        self.call(op, sent).await
     }
 
     /// Handshake over a new connection, then fill the catalog, then serve.

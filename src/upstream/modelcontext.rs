@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{CallError, Op, Transport, Upstream};
+use super::{CallError, Op, Params, StatelessBody, Transport, Upstream};
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::metrics::Metrics;
 use crate::modelcontext::{self as mc, CallFailure, LeftOut, ResourceText, Unmapped, method};
@@ -54,6 +54,9 @@ pub(super) struct State {
     tasks: std::sync::atomic::AtomicU8,
     /// The server (over Streamable HTTP) takes 2026-07-28 requests too.
     stateless: AtomicBool,
+    /// The server speaks only the 2026-07-28 revision: every request goes
+    /// to it in that revision's envelope, and it has no handshake.
+    modern_only: AtomicBool,
     /// Resource contents by uri, as last read (failed reads are not kept).
     resources: Mutex<HashMap<String, Result<ResourceText, LeftOut>>>,
     /// Uris subscribed to on the current connection.
@@ -122,11 +125,48 @@ async fn ask(
     params: &str,
     within: Duration,
 ) -> Result<JsonBuf, CallError> {
+    let method_name = up.dialect.method(op);
+    if up.mc.modern_only() && op != Op::Initialize {
+        let (params, name) = mc::enveloped(method_name, params).map_err(CallError::protocol)?;
+        let params: &RawValue = serde_json::from_str(&params)
+            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+        let sent = Params::Stateless {
+            params: StatelessBody::Json(params.into()),
+            name: name.as_deref().unwrap_or(""),
+            token: None,
+            headers: &[],
+        };
+        return tokio::time::timeout(within, link.request(method_name, sent))
+            .await
+            .unwrap_or(Err(CallError::Timeout));
+    }
     let params: &RawValue = serde_json::from_str(params)
         .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
-    tokio::time::timeout(within, link.request(up.dialect.method(op), params.into()))
+    tokio::time::timeout(within, link.request(method_name, params.into()))
         .await
         .unwrap_or(Err(CallError::Timeout))
+}
+
+/// `server/discover`, asked in the 2026-07-28 revision: its result, or
+/// `None` when the server does not answer it so.
+async fn discover(up: &Upstream, link: &dyn Transport) -> Option<JsonBuf> {
+    let params = mc::discover_params();
+    let params: &RawValue = serde_json::from_str(&params).ok()?;
+    let sent = Params::Stateless {
+        params: StatelessBody::Json(params.into()),
+        name: "",
+        token: None,
+        headers: &[],
+    };
+    let asked = link.request(method::DISCOVER, sent);
+    match tokio::time::timeout(up.handshake_timeout(), asked).await {
+        Ok(Ok(found)) => Some(found),
+        Ok(Err(e)) => {
+            tracing::debug!(upstream = %up.name, error = %e, "no 2026-07-28 revision offered");
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 impl State {
@@ -144,13 +184,19 @@ impl State {
     }
 
     /// `initialize` offering the newest handshake-era revision, then
-    /// `notifications/initialized`.
+    /// `notifications/initialized`. A server that refuses the handshake
+    /// (as one that speaks only the 2026-07-28 revision answers it, with
+    /// an error) is asked `server/discover` in that revision: when it
+    /// lists the revision, every request goes to it that way; otherwise
+    /// the refusal stands.
     pub(super) async fn handshake(
         &self,
         up: &Upstream,
         link: &dyn Transport,
     ) -> Result<Capabilities, CallError> {
-        let answer = ask(
+        // A new connection is asked the handshake first, whatever the last one spoke.
+        self.modern_only.store(false, Ordering::Release);
+        let initialized = ask(
             up,
             link,
             Op::Initialize,
@@ -163,10 +209,25 @@ impl State {
             ),
             up.handshake_timeout(),
         )
-        .await?;
-        let handshake = mc::read_initialize(answer.get()).map_err(CallError::protocol)?;
-        link.notify(up.dialect.initialized(), super::empty_object())
-            .await?;
+        .await;
+        let (handshake, modern_only) = match initialized {
+            Ok(answer) => (
+                mc::read_initialize(answer.get()).map_err(CallError::protocol)?,
+                false,
+            ),
+            Err(refused @ (CallError::Protocol(_) | CallError::Remote(_))) => {
+                let found = discover(up, link).await;
+                match found.map(|found| mc::read_discover(found.get())) {
+                    Some(Ok(handshake)) => (handshake, true),
+                    _ => return Err(refused),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if !modern_only {
+            link.notify(up.dialect.initialized(), super::empty_object())
+                .await?;
+        }
         self.subscribe.store(handshake.subscribe, Ordering::Release);
         self.completions
             .store(handshake.completions, Ordering::Release);
@@ -178,14 +239,16 @@ impl State {
         // A server that also takes the 2026-07-28 revision is sent that
         // revision's calls in it (see `Upstream::call_stateless`); it
         // says so in a `server/discover` asked that way.
-        let stateless = match link.as_streamable() {
-            Some(link) => link.discover(up.handshake_timeout()).await,
-            None => false,
-        };
+        let stateless = modern_only
+            || (link.as_streamable().is_some()
+                && discover(up, link)
+                    .await
+                    .is_some_and(|found| mc::discovered_stateless(found.get())));
         self.stateless.store(stateless, Ordering::Release);
+        self.modern_only.store(modern_only, Ordering::Release);
         // A new connection holds no subscriptions.
         lock(&self.subscribed).clear();
-        tracing::info!(upstream = %up.name, revision = %handshake.revision, stateless, "Model Context Protocol handshake done");
+        tracing::info!(upstream = %up.name, revision = %handshake.revision, stateless, modern_only, "Model Context Protocol handshake done");
         Ok(handshake.capabilities)
     }
 
@@ -504,6 +567,11 @@ impl State {
     /// Whether the server takes 2026-07-28 requests.
     pub(super) fn stateless(&self) -> bool {
         self.stateless.load(Ordering::Acquire)
+    }
+
+    /// Whether the server speaks only the 2026-07-28 revision.
+    pub(super) fn modern_only(&self) -> bool {
+        self.modern_only.load(Ordering::Acquire)
     }
 
     /// What the server declared of tasks.

@@ -734,33 +734,6 @@ impl StreamableLink {
         stateless_answer(status, &body, id)
     }
 
-    /// Whether the server takes requests of the 2026-07-28 revision: its
-    /// `server/discover`, asked that way, lists it.
-    pub(crate) async fn discover(&self, within: Duration) -> bool {
-        let params = mc::discover_params();
-        let Ok(params) = serde_json::from_str::<&RawValue>(&params) else {
-            return false;
-        };
-        let params = Params::Stateless {
-            params: super::StatelessBody::Json(params.into()),
-            name: "",
-            token: None,
-            headers: &[],
-        };
-        let started = std::time::Instant::now();
-        let deadline = tokio::time::Instant::from_std(started) + within;
-        match self
-            .call_stateless(method::DISCOVER, params, &[], started, Some(deadline))
-            .await
-        {
-            Ok(answer) => mc::discovered_stateless(answer.get()),
-            Err(e) => {
-                tracing::debug!(url = %crate::redact::url(&self.0.url), error = %e, "no 2026-07-28 revision offered");
-                false
-            }
-        }
-    }
-
     /// Reads an SSE stream, handing each event's data to `answer` until it
     /// returns something; also where to resume it (from `at` on).
     async fn read_stream<T>(

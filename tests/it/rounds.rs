@@ -185,6 +185,19 @@ async fn a_client_of_the_stdio_mode_is_asked_in_rounds_too() {
         text_of(&answers[0]).contains("deploy: confirmed ok"),
         "{answers:?}"
     );
+    // A handshake-era client of the stdio mode, in front of a server of
+    // the 2026-07-28 revision alone: asked during its call.
+    let modern = resolve_server_modern();
+    std::fs::write(&path, config(&modern, "")).unwrap();
+    let steps = json!({"answers": client_answers(), "steps": [
+        {"op": "call", "name": "res__summarize", "arguments": {"topic": "pipes"}},
+    ]});
+    let (revision, answers) = sdk_stdio_client("legacy", &path, "a", steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert!(
+        text_of(&answers[0]).contains("model said: a line from the client's model"),
+        "{answers:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -658,4 +671,138 @@ async fn a_round_continued_on_another_replica_reports_through_the_replica_the_re
     for gw in [one, two] {
         gw.stop().await;
     }
+}
+
+/// A server that speaks only the 2026-07-28 revision (the Python SDK's,
+/// behind what such a server answers to anything else) is sent one
+/// handshake, which it refuses, and then everything in its revision. A
+/// handshake-era client is asked its rounds' questions during its call,
+/// as that era's requests, and the gateway calls again with the answers; a
+/// 2026-07-28 client gets the rounds themselves; an MCP v1.0 agent cannot
+/// be asked, and its call fails cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_of_the_2026_07_28_revision_alone_asks_clients_of_every_era() {
+    let server = resolve_server_modern();
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["res"]).await;
+    let steps = json!({"answers": client_answers(), "steps": [
+        {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
+        {"op": "call", "name": "res__greet_twice", "arguments": {"action": "ship"}},
+        {"op": "call", "name": "res__summarize", "arguments": {"topic": "gateways"}},
+        {"op": "call", "name": "res__where", "arguments": {}},
+        {"op": "call", "name": "res__regional", "arguments": {"region": "eu-west", "text": "hi"}},
+        {"op": "asked"},
+    ]});
+    let (revision, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert!(
+        text_of(&answers[0]).contains("deploy: confirmed ok"),
+        "{answers:?}"
+    );
+    // Two questions in one round, both asked during the call.
+    assert!(
+        text_of(&answers[1]).contains("ada confirmed ship"),
+        "{answers:?}"
+    );
+    assert!(
+        text_of(&answers[2]).contains("model said: a line from the client's model"),
+        "{answers:?}"
+    );
+    assert!(
+        text_of(&answers[3]).contains("roots: file:///work"),
+        "{answers:?}"
+    );
+    // The argument the tool mirrors reached the server in its header.
+    assert!(text_of(&answers[4]).contains("eu-west: hi"), "{answers:?}");
+    let mut methods: Vec<_> = answers[5]["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["method"].as_str().unwrap())
+        .collect();
+    methods.sort_unstable();
+    assert_eq!(
+        methods,
+        [
+            "elicitation/create",
+            "elicitation/create",
+            "elicitation/create",
+            "roots/list",
+            "sampling/createMessage",
+        ],
+        "{answers:?}"
+    );
+    assert_eq!(counted(&gw, "forwarded").await, 5.0);
+
+    // A 2026-07-28 client is handed the rounds themselves.
+    let steps = json!({"answers": client_answers(), "steps": [
+        {"op": "call", "name": "res__confirm", "arguments": {"action": "merge"}},
+    ]});
+    let (revision, answers) = sdk_client(&gw, "kb", "auto", steps).await;
+    assert_eq!(revision, "2026-07-28");
+    assert!(
+        text_of(&answers[0]).contains("merge: confirmed ok"),
+        "{answers:?}"
+    );
+    // Its first round, as the client sees it: the question, and a state sealed by the gateway.
+    let (_, state) = first_round(&gw, "kb").await;
+    assert!(state.contains('.'), "{state}");
+
+    // An MCP v1.0 agent cannot be asked: it is declared no capabilities,
+    // and its call fails with the server's own word on what it lacks.
+    let refused = gw
+        .execute(
+            "ka",
+            "mcp://gw/res/tool/confirm",
+            json!({"action": "deploy"}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("elicitation")),
+        "{refused}"
+    );
+    let plain = gw
+        .execute("ka", "mcp://gw/res/tool/echo", json!({"text": "plain"}))
+        .await;
+    assert!(plain.to_string().contains("plain"), "{plain}");
+    // One handshake was refused; everything since went in the revision.
+    let refusals = gw
+        .execute("ka", "mcp://gw/res/tool/handshakes", json!({}))
+        .await;
+    assert_eq!(refusals["result"]["output"]["result"], "1", "{refusals}");
+    gw.stop().await;
+}
+
+/// A handshake-era client that does not answer a round's question in time
+/// costs its call, which fails with -32603, and nothing stays waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_client_that_never_answers_a_rounds_question_costs_only_its_call() {
+    let server = resolve_server_modern();
+    let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 500")).await;
+    gw.wait_ready(&["res"]).await;
+    let answers = json!({"elicit": {"action": "accept", "content": {"confirm": true}, "delay": 5}});
+    let steps = json!({"answers": answers, "steps": [
+        {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
+    ]});
+    let started = std::time::Instant::now();
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert!(
+        answers[0]["isError"] == true || answers[0].get("error").is_some(),
+        "{answers:?}"
+    );
+    assert!(
+        !format!("{}", answers[0]).contains("confirmed"),
+        "{answers:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(counted(&gw, "unanswered").await, 1.0);
+    let text = gw.metrics().await;
+    assert_eq!(
+        metric(&text, "mcp_gateway_server_requests_waiting"),
+        Some(0.0)
+    );
+    gw.stop().await;
 }

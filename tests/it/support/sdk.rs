@@ -161,6 +161,16 @@ pub(crate) fn resolve_server() -> Server {
     start_server(cmd, "PORT ", false)
 }
 
+/// The same server speaking only the 2026-07-28 revision: anything else
+/// (an `initialize` above all) is refused as such a server refuses it.
+pub(crate) fn resolve_server_modern() -> Server {
+    servers();
+    let mut cmd = Command::new(venv().join("bin/python"));
+    cmd.arg(root().join("tests/fixtures/mcp_resolve_server.py"))
+        .arg("modern");
+    start_server(cmd, "PORT ", false)
+}
+
 pub(crate) fn everything_stdio() -> String {
     servers();
     format!(
