@@ -767,7 +767,13 @@ impl crate::store::bus::Here for Here {
     }
 
     fn round_news(&self, waiter: &str, news: &str) {
-        self.dispatcher.held().news(waiter, news);
+        if !self.dispatcher.held().news(waiter, news) {
+            self.dispatcher.task_news(waiter, news);
+        }
+    }
+
+    fn task_asked(&self, origin: &str, asked: crate::store::bus::TaskAsked) {
+        self.dispatcher.answer_task_asked(origin, asked);
     }
 
     fn task_status(&self, tenant: &str, status: &str) {

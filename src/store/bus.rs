@@ -80,6 +80,29 @@ pub trait Here: Clone + Send + Sync + 'static {
     /// A task of `tenant`'s changed status (`status`: the notification's
     /// params, its id the tenant's), for this replica's streams of it.
     fn task_status(&self, tenant: &str, status: &str);
+    /// Another replica's request about a task created here (or, for
+    /// `tasks/list`, about every task of the tenant's created here), for
+    /// the replica `origin`, which waits for the answer.
+    fn task_asked(&self, origin: &str, asked: TaskAsked);
+}
+
+/// A request about a task, asked of the replica whose session with the
+/// upstream holds it; the answer comes back as news for `waiter`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskAsked {
+    #[serde(rename = "t")]
+    pub tenant: String,
+    /// `tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/list`.
+    #[serde(rename = "m")]
+    pub method: String,
+    /// The task's id as the tenant holds it (empty for `tasks/list`).
+    #[serde(rename = "i")]
+    pub task: String,
+    /// The replica asked (empty: every replica, for `tasks/list`).
+    #[serde(rename = "r")]
+    pub to: String,
+    #[serde(rename = "w")]
+    pub waiter: String,
 }
 
 /// A 2026-07-28 client's retry of a round whose call another replica holds.
@@ -131,6 +154,9 @@ struct Message {
     /// notification's params as JSON text (`upstream` is empty).
     #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
     task_status: Option<(String, String)>,
+    /// A request about a task for the replica that created it (`upstream` is empty).
+    #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
+    task_asked: Option<TaskAsked>,
 }
 
 impl Message {
@@ -144,6 +170,7 @@ impl Message {
             round: None,
             news: None,
             task_status: None,
+            task_asked: None,
         }
     }
 }
@@ -266,6 +293,16 @@ impl Store {
     ) -> Result<(), super::StoreError> {
         self.announce(Message {
             task_status: Some((tenant.to_owned(), status.to_owned())),
+            ..Message::of(self.replica_id())
+        })
+        .await
+    }
+
+    /// Asks the replica that created a task (or, for `tasks/list`, every
+    /// replica) about it.
+    pub async fn announce_task_asked(&self, asked: TaskAsked) -> Result<(), super::StoreError> {
+        self.announce(Message {
+            task_asked: Some(asked),
             ..Message::of(self.replica_id())
         })
         .await
@@ -397,6 +434,12 @@ impl Store {
         }
         if let Some((tenant, status)) = &m.task_status {
             here.task_status(tenant, status);
+            return;
+        }
+        if let Some(asked) = m.task_asked {
+            if asked.to.is_empty() || asked.to == self.replica_id() {
+                here.task_asked(&m.origin, asked);
+            }
             return;
         }
         match (&m.cancel, &m.answer) {

@@ -960,3 +960,92 @@ async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
         gw.stop().await;
     }
 }
+
+/// A task lives in the upstream's session with the replica that created
+/// it (the TypeScript SDK keeps tasks per session). Asked about through
+/// another replica, the request is carried to that one through the store:
+/// `tasks/get`, `tasks/result` and `tasks/cancel` answer as if asked there,
+/// and `tasks/list` on any replica lists the tenant's tasks of every replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_created_through_one_replica_is_answered_through_another() {
+    let redis = Redis::start();
+    let server = everything_http(0);
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n  b: {}\n",
+        redis.url(),
+        http(&server.url),
+        tenant("ka", &["ev"]),
+        tenant("kb", &["ev"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["ev"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    let rpc = |gw: &Gateway, key: &'static str, method: &'static str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let request = gw
+            .client
+            .post(&gw.url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string());
+        async move {
+            let text = within(async { request.send().await.unwrap().text().await.unwrap() }).await;
+            serde_json::from_str::<Value>(&text).unwrap_or_else(|_| panic!("{text}"))
+        }
+    };
+    let create = |topic: &str| json!({"name": "ev__simulate-research-query", "arguments": {"topic": topic}, "task": {"ttl": 60000}});
+    let created = rpc(&one, "ka", "tools/call", create("replicas")).await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let got = rpc(&two, "ka", "tasks/get", json!({"taskId": task})).await;
+    assert_eq!(got["result"]["taskId"], task, "{got}");
+    assert!(
+        matches!(
+            got["result"]["status"].as_str(),
+            Some("working" | "completed")
+        ),
+        "{got}"
+    );
+    // Another tenant's request for it reads as a task that does not exist.
+    let foreign = rpc(&two, "kb", "tasks/get", json!({"taskId": task})).await;
+    assert!(foreign.get("error").is_some(), "{foreign}");
+    // A task of the other replica's, and one of this replica's own, listed together.
+    let mine = rpc(&two, "ka", "tools/call", create("here")).await;
+    let mine = mine["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = rpc(&two, "ka", "tasks/list", json!({})).await;
+    let ids: std::collections::HashSet<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert_eq!(ids, [task.as_str(), mine.as_str()].into(), "{listed}");
+    let none = rpc(&one, "kb", "tasks/list", json!({})).await;
+    assert_eq!(none["result"]["tasks"], json!([]), "{none}");
+    let cancelled = rpc(&one, "ka", "tasks/cancel", json!({"taskId": mine})).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    // The result, waited for through the replica that did not create it.
+    let result = rpc(&two, "ka", "tasks/result", json!({"taskId": task})).await;
+    assert!(
+        result["result"]["content"].to_string().contains("replicas"),
+        "{result}"
+    );
+    // The replica that created it gone, a request about it is answered
+    // where it arrives, in a few seconds, not held.
+    one.stop().await;
+    let started = std::time::Instant::now();
+    let orphan = rpc(&two, "ka", "tasks/get", json!({"taskId": task})).await;
+    assert!(orphan.get("error").is_some(), "{orphan}");
+    assert!(started.elapsed() < Duration::from_secs(8), "{orphan}");
+    two.stop().await;
+}

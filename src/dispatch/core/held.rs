@@ -208,20 +208,23 @@ impl HeldCalls {
         }
     }
 
-    /// Hands another replica's news to the retry waiting under `waiter`.
-    pub fn news(&self, waiter: &str, news: &str) {
-        if let Some(tx) = self.0.waiters.get(waiter) {
-            let (outcomes, reports) = &*tx;
-            let to = match news::is_report(news) {
-                true => reports,
-                false => outcomes,
-            };
-            let _ = to.try_send(news.to_owned());
-        }
+    /// Hands another replica's news to the retry waiting under `waiter`;
+    /// whether one waits there.
+    pub fn news(&self, waiter: &str, news: &str) -> bool {
+        let Some(tx) = self.0.waiters.get(waiter) else {
+            return false;
+        };
+        let (outcomes, reports) = &*tx;
+        let to = match news::is_report(news) {
+            true => reports,
+            false => outcomes,
+        };
+        let _ = to.try_send(news.to_owned());
+        true
     }
 }
 
-fn random_hex<const N: usize>() -> String {
+pub(super) fn random_hex<const N: usize>() -> String {
     let mut nonce = [0u8; N];
     let _ = getrandom::fill(&mut nonce);
     nonce.iter().map(|b| format!("{b:02x}")).collect()
@@ -501,7 +504,7 @@ impl Dispatcher {
 const HELD: &str = r#"{"k":"held"}"#;
 
 /// A round's outcome as the bus carries it between replicas.
-mod news {
+pub(super) mod news {
     use super::*;
     use serde::{Deserialize, Serialize};
 
@@ -593,15 +596,8 @@ mod news {
                 j: (**round).clone(),
             },
             Err(GatewayError::Upstream { error, .. }) => {
-                let m = match error {
-                    CallError::Remote(raw) => raw.get().to_owned(),
-                    CallError::Tool(text) => text.clone(),
-                    other => other.to_string(),
-                };
-                News::Failed {
-                    e: error.outcome().to_owned(),
-                    m,
-                }
+                let (e, m) = failure(error);
+                News::Failed { e, m }
             }
             Err(other) => News::Failed {
                 e: "protocol_error".into(),
@@ -658,17 +654,33 @@ mod news {
             News::Progress { .. } | News::Message { .. } => Err(failed(CallError::protocol(
                 "the other replica sent a report where the round's outcome was due",
             ))),
-            News::Failed { e, m } => Err(failed(match e.as_str() {
-                "timeout" => CallError::Timeout,
-                "unavailable" => CallError::Unavailable(m.into()),
-                "upstream_error" => match buf(m.clone()) {
-                    Ok(raw) => CallError::Remote(raw),
-                    Err(_) => CallError::Protocol(m.into()),
-                },
-                "tool_error" => CallError::Tool(m),
-                "over_capacity" => CallError::OverCapacity,
-                _ => CallError::Protocol(m.into()),
-            })),
+            News::Failed { e, m } => Err(failed(call_error(&e, m))),
+        }
+    }
+
+    /// An upstream's failure as news carries it: its kind and its text
+    /// (the upstream's error object, as JSON text, for `upstream_error`).
+    pub(in crate::dispatch::core) fn failure(error: &CallError) -> (String, String) {
+        let m = match error {
+            CallError::Remote(raw) => raw.get().to_owned(),
+            CallError::Tool(text) => text.clone(),
+            other => other.to_string(),
+        };
+        (error.outcome().to_owned(), m)
+    }
+
+    /// The failure a news carries (see [`failure`]).
+    pub(in crate::dispatch::core) fn call_error(e: &str, m: String) -> CallError {
+        match e {
+            "timeout" => CallError::Timeout,
+            "unavailable" => CallError::Unavailable(m.into()),
+            "upstream_error" => match serde_json::value::RawValue::from_string(m.clone()) {
+                Ok(raw) => CallError::Remote(JsonBuf::from(raw)),
+                Err(_) => CallError::Protocol(m.into()),
+            },
+            "tool_error" => CallError::Tool(m),
+            "over_capacity" => CallError::OverCapacity,
+            _ => CallError::Protocol(m.into()),
         }
     }
 }

@@ -11,6 +11,7 @@ mod held;
 mod links;
 mod own;
 mod rounds;
+mod task_homes;
 mod task_input;
 mod tasks;
 

@@ -13,6 +13,11 @@
 //! shows a tenant only those. The same memory takes an upstream's
 //! `notifications/tasks/status` to the streams of the tenant whose task it
 //! is, its id sealed; a status of a task no tenant created here reaches no one.
+//!
+//! An upstream keeps a task in its session with the replica that created
+//! it (the TypeScript SDK does), so with a shared store the sealed id also
+//! names that replica, and a request about the task that reaches another is
+//! carried there (see `task_homes`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -50,21 +55,32 @@ pub struct TaskRef {
     pub id: String,
     /// The tool's id on its upstream (the catalog's original id).
     pub tool: String,
+    /// The replica that created it, in the shared store (empty without one).
+    pub replica: String,
 }
 
-fn seal(sealer: &crate::seal::Sealer, tenant: &str, task: &TaskRef) -> String {
-    let tag = sealer.tag(PURPOSE, &[tenant, &task.upstream, &task.id, &task.tool]);
-    format!(
+pub(super) fn seal(sealer: &crate::seal::Sealer, tenant: &str, task: &TaskRef) -> String {
+    let tag = sealer.tag(
+        PURPOSE,
+        &[tenant, &task.upstream, &task.id, &task.tool, &task.replica],
+    );
+    let mut sealed = format!(
         "{tag}.{}.{}.{}",
         B64.encode(&task.upstream),
         B64.encode(&task.id),
         B64.encode(&task.tool)
-    )
+    );
+    if !task.replica.is_empty() {
+        sealed.push('.');
+        sealed.push_str(&B64.encode(&task.replica));
+    }
+    sealed
 }
 
 fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<TaskRef> {
     let mut parts = sealed.split('.');
     let (tag, upstream, id, tool) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let replica = parts.next();
     if parts.next().is_some() {
         return None;
     }
@@ -73,11 +89,15 @@ fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<Task
         upstream: text(upstream)?,
         id: text(id)?,
         tool: text(tool)?,
+        replica: match replica {
+            Some(replica) => text(replica).filter(|r| !r.is_empty())?,
+            None => String::new(),
+        },
     };
     sealer
         .verify(
             PURPOSE,
-            &[tenant, &task.upstream, &task.id, &task.tool],
+            &[tenant, &task.upstream, &task.id, &task.tool, &task.replica],
             tag,
         )
         .then_some(task)
@@ -87,6 +107,9 @@ fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<Task
 #[derive(Default)]
 pub struct TaskBook {
     by_tenant: DashMap<Arc<str>, Mutex<VecDeque<Remembered>>>,
+    /// Requests about tasks asked of other replicas, waiting for their
+    /// answers (see `task_homes`).
+    pub(super) waiters: DashMap<Box<str>, tokio::sync::mpsc::Sender<String>>,
 }
 
 /// A task the book remembers: its upstream, the upstream's id, its tool.
@@ -166,8 +189,15 @@ fn task_id(task: &Value) -> Option<&str> {
 }
 
 impl Dispatcher {
-    fn task_book(&self) -> &TaskBook {
+    pub(super) fn task_book(&self) -> &TaskBook {
         &self.inner.tasks
+    }
+
+    /// This replica's id in the shared store, which task ids name (empty without one).
+    fn replica_id(&self) -> String {
+        self.store()
+            .map(|s| s.replica_id().to_owned())
+            .unwrap_or_default()
     }
 
     /// `tools/call` as a task: the checks of any call (the tenant's policy
@@ -206,6 +236,7 @@ impl Dispatcher {
             upstream: up.name.to_string(),
             id: own,
             tool: entry.original_id.clone(),
+            replica: self.replica_id(),
         };
         created["task"]["taskId"] = seal(self.sealer(), &tenant.name, &task).into();
         self.task_book().remember(&tenant.name, &up.name, &task);
@@ -242,7 +273,26 @@ impl Dispatcher {
     /// `heard`: for `tasks/result`, what the upstream asks on its stream
     /// while the task waits for input (its `input_required` status), handed
     /// over as a call's reports are.
+    ///
+    /// A task another replica created is asked about there, through the
+    /// shared store (`heard` then hears nothing); when that replica does not
+    /// say it has the request in time, it is tried here.
     pub async fn task_request(
+        &self,
+        tenant: &Tenant,
+        op: TaskOp,
+        sealed: &str,
+        heard: Option<&(dyn Fn(Report) + Sync)>,
+    ) -> Result<(Value, TaskRef), GatewayError> {
+        let (up, task) = self.task_of(tenant, sealed)?;
+        if let Some(answered) = self.task_at_home(tenant, op, sealed, &up, &task).await {
+            return answered;
+        }
+        self.task_request_here(tenant, op, sealed, heard).await
+    }
+
+    /// [`Self::task_request`] on this replica's session with the upstream.
+    pub(super) async fn task_request_here(
         &self,
         tenant: &Tenant,
         op: TaskOp,
@@ -286,11 +336,22 @@ impl Dispatcher {
         Ok((answer, task))
     }
 
-    /// `tasks/list`: the tenant's tasks (those it created through this
-    /// replica) as their upstreams list them now, with sealed ids, in one
-    /// page. An upstream that is down or does not list tasks shows none.
+    /// `tasks/list`: the tenant's tasks as their upstreams list them now,
+    /// with sealed ids, in one page: those it created through this replica,
+    /// and with a shared store those of every replica that answers in time
+    /// (see `task_homes`). An upstream that is down or does not list tasks
+    /// shows none.
     pub async fn list_tasks(&self, tenant: &Tenant) -> Value {
+        let mut listed = self.list_tasks_here(tenant).await;
+        listed.extend(self.list_tasks_elsewhere(tenant).await);
+        serde_json::json!({ "tasks": listed })
+    }
+
+    /// The tenant's tasks created through this replica, as their upstreams
+    /// list them now (see [`Self::list_tasks`]).
+    pub(super) async fn list_tasks_here(&self, tenant: &Tenant) -> Vec<Value> {
         let mut listed = Vec::new();
+        let replica = self.replica_id();
         for (upstream, ids) in self.task_book().of(&tenant.name) {
             let Some(up) = self
                 .upstream(&upstream)
@@ -315,6 +376,7 @@ impl Dispatcher {
                     upstream: upstream.to_string(),
                     id: own.clone(),
                     tool,
+                    replica: replica.clone(),
                 };
                 task["taskId"] = seal(self.sealer(), &tenant.name, &task_ref).into();
                 alive.insert(own);
@@ -322,7 +384,7 @@ impl Dispatcher {
             }
             self.task_book().keep_only(&tenant.name, &upstream, &alive);
         }
-        serde_json::json!({ "tasks": listed })
+        listed
     }
 
     /// An upstream's `notifications/tasks/status`: to the open streams of
@@ -349,6 +411,7 @@ impl Dispatcher {
                 upstream: upstream.to_owned(),
                 id: own.clone(),
                 tool,
+                replica: self.replica_id(),
             };
             status["taskId"] = seal(self.sealer(), &tenant, &task).into();
             let status = status.to_string();
@@ -434,6 +497,7 @@ mod tests {
             upstream: "every.thing".into(),
             id: "0f3a.b/c".into(),
             tool: "mcp://tool/simulate-research-query".into(),
+            replica: String::new(),
         };
         let sealed = seal(&sealer, "acme", &task);
         assert_eq!(open(&sealer, "acme", &sealed), Some(task.clone()));
@@ -464,6 +528,18 @@ mod tests {
             }
         }
         assert_eq!(open(&sealer, "acme", &format!("{sealed}.x")), None);
+        // The replica that created it is sealed in too.
+        let homed = TaskRef {
+            replica: "replica-1".into(),
+            ..task.clone()
+        };
+        let at_home = seal(&sealer, "acme", &homed);
+        assert_eq!(open(&sealer, "acme", &at_home), Some(homed.clone()));
+        let moved = format!("{sealed}.{}", B64.encode("replica-2"));
+        assert_eq!(open(&sealer, "acme", &moved), None);
+        let elsewhere = at_home.replace(&B64.encode("replica-1"), &B64.encode("replica-2"));
+        assert_eq!(open(&sealer, "acme", &elsewhere), None);
+        assert_eq!(open(&sealer, "acme", &format!("{sealed}.")), None);
         assert_eq!(open(&sealer, "acme", "not-a-task"), None);
         assert_eq!(open(&sealer, "acme", ""), None);
     }
@@ -477,6 +553,7 @@ mod tests {
             upstream: "up".into(),
             id: id.into(),
             tool: "t".into(),
+            replica: String::new(),
         };
         for i in 0..REMEMBERED_PER_TENANT + 5 {
             book.remember(&a, &up, &task(&i.to_string()));
