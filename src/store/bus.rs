@@ -103,6 +103,13 @@ pub struct TaskAsked {
     pub to: String,
     #[serde(rename = "w")]
     pub waiter: String,
+    /// For a poll of a task's input: what the polling client declared it
+    /// can be asked (elicitation, sampling, roots).
+    #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<[bool; 3]>,
+    /// For `tasks/update`: the client's `inputResponses`, as JSON text.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub responses: Option<String>,
 }
 
 /// A 2026-07-28 client's retry of a round whose call another replica holds.

@@ -1049,3 +1049,97 @@ async fn a_task_created_through_one_replica_is_answered_through_another() {
     assert!(started.elapsed() < Duration::from_secs(8), "{orphan}");
     two.stop().await;
 }
+
+/// A 2026-07-28 client's task that waits for input, polled and answered
+/// through a replica other than the one that created it: the question is
+/// asked and answered there, where the upstream's session holds the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_question_is_asked_and_answered_through_any_replica() {
+    let redis = Redis::start();
+    let server = everything_http(0);
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
+        redis.url(),
+        http(&server.url),
+        tenant("ka", &["ev"]),
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&["ev"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    let caps =
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}});
+    let post = |gw: &Gateway, method: &'static str, mut params: Value, name: Option<String>| {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps.clone(),
+        });
+        let body = json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params});
+        let mut request = gw
+            .client
+            .post(&gw.url)
+            .bearer_auth("ka")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(name) = name {
+            request = request.header("mcp-name", name);
+        }
+        let request = request.body(body.to_string());
+        async move {
+            let text = within(async { request.send().await.unwrap().text().await.unwrap() }).await;
+            serde_json::from_str::<Value>(&text).unwrap_or_else(|_| panic!("{text}"))
+        }
+    };
+    const RESEARCH: &str = "ev__simulate-research-query";
+    let call = json!({"name": RESEARCH, "arguments": {"topic": "tides", "ambiguous": true}});
+    let created = post(&one, "tools/call", call, Some(RESEARCH.into())).await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let poll_until = |gw: &Gateway, status: &'static str| {
+        let get = post(gw, "tasks/get", json!({"taskId": id}), Some(id.clone()));
+        async move { (get.await, status) }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let asking = loop {
+        let (got, want) = poll_until(&two, "input_required").await;
+        if got["result"]["status"] == want {
+            break got;
+        }
+        assert!(std::time::Instant::now() < deadline, "{got}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let requests = asking["result"]["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{asking}"));
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{asking}");
+    let answer = json!({"taskId": id, "inputResponses": {key.as_str(): {
+        "action": "accept", "content": {"interpretation": "historical"}}}});
+    let ack = post(&two, "tasks/update", answer, Some(id.clone())).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let (got, want) = poll_until(&two, "completed").await;
+        if got["result"]["status"] == want {
+            break got;
+        }
+        assert!(std::time::Instant::now() < deadline, "{got}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let text = done["result"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("After receiving clarification (\"historical\")"),
+        "{done}"
+    );
+    for gw in [one, two] {
+        gw.stop().await;
+    }
+}

@@ -9,9 +9,12 @@
 //! `tasks/list` asks every replica for the tenant's tasks it created and
 //! lists what those that answer in time give, with its own.
 //!
-//! A `tasks/result` carried to another replica hears nothing of what the
+//! A 2026-07-28 client's poll of a task waiting for input, and its
+//! `tasks/update`, are carried the same way, so the task's watch (see
+//! `task_input`) lives where the task does. A handshake-era client's
+//! `tasks/result` carried to another replica hears nothing of what the
 //! upstream asks while the task waits for input: those requests are
-//! answered there as a call's that no client can be asked.
+//! refused there, as a call's that no client can be asked.
 
 use std::time::Duration;
 
@@ -50,6 +53,23 @@ enum TaskNews {
     Failed { e: String, m: String },
     /// The tenant's tasks created there, for a `tasks/list`.
     Tasks { j: Vec<Value> },
+    /// What the upstream asks of a task waiting for input there, as a
+    /// poll's `inputRequests` (none yet: `null`).
+    Input { j: Option<Value> },
+}
+
+/// The bus's name for a poll of a task's input (see `task_input`).
+const INPUT: &str = "mcp-gateway/taskInput";
+/// The bus's name for `tasks/update`.
+const UPDATE: &str = "tasks/update";
+
+/// What a request about a task asks of the replica that created it.
+struct Asked<'a> {
+    method: &'a str,
+    declared: Option<[bool; 3]>,
+    responses: Option<String>,
+    /// How long its answer may take once that replica has it.
+    within: Duration,
 }
 
 fn encode(news: &TaskNews) -> String {
@@ -97,9 +117,41 @@ impl Dispatcher {
         }
     }
 
+    /// Asks the replica that created `task` about it, through the store:
+    /// its answer (`None` when none came within `asked.within`), or `None`
+    /// when the task is this replica's, there is no store, or that replica
+    /// did not say in time that it has the request.
+    async fn ask_home(
+        &self,
+        tenant: &Tenant,
+        sealed: &str,
+        task: &TaskRef,
+        asked: Asked<'_>,
+    ) -> Option<Option<TaskNews>> {
+        let store = self.store()?;
+        if task.replica.is_empty() || task.replica == store.replica_id() {
+            return None;
+        }
+        let mut waiter = self.task_waiter();
+        let message = TaskAsked {
+            tenant: tenant.name.to_string(),
+            method: asked.method.to_owned(),
+            task: sealed.to_owned(),
+            to: task.replica.clone(),
+            waiter: waiter.id.clone(),
+            declared: asked.declared,
+            responses: asked.responses,
+        };
+        store.announce_task_asked(message).await.ok()?;
+        if !matches!(waiter.next(HOME_WAIT).await, Some(TaskNews::Here)) {
+            tracing::debug!(replica = %task.replica, "the replica that created a task did not answer; asked here");
+            return None;
+        }
+        Some(waiter.next(asked.within).await)
+    }
+
     /// A request about a task another replica created, asked there: its
-    /// answer, or `None` when the task is this replica's, there is no
-    /// store, or that replica did not say in time that it has the request.
+    /// answer, or `None` when it is to be asked here (see [`Self::ask_home`]).
     pub(super) async fn task_at_home(
         &self,
         tenant: &Tenant,
@@ -107,40 +159,66 @@ impl Dispatcher {
         sealed: &str,
         up: &Upstream,
         task: &TaskRef,
-    ) -> Option<Result<(serde_json::Value, TaskRef), GatewayError>> {
-        let store = self.store()?;
-        if task.replica.is_empty() || task.replica == store.replica_id() {
-            return None;
-        }
-        let mut waiter = self.task_waiter();
-        let asked = TaskAsked {
-            tenant: tenant.name.to_string(),
-            method: op.method().to_owned(),
-            task: sealed.to_owned(),
-            to: task.replica.clone(),
-            waiter: waiter.id.clone(),
-        };
-        store.announce_task_asked(asked).await.ok()?;
-        if !matches!(waiter.next(HOME_WAIT).await, Some(TaskNews::Here)) {
-            tracing::debug!(replica = %task.replica, "the replica that created a task did not answer; asked here");
-            return None;
-        }
-        let failed = |error| GatewayError::Upstream {
-            upstream: up.name.clone(),
-            error,
-        };
+    ) -> Option<Result<(Value, TaskRef), GatewayError>> {
         // The other replica keeps the upstream's timeout; this one waits a
         // little longer for its word.
-        let answered = match waiter.next(up.timeout() + HOME_WAIT).await {
-            Some(TaskNews::Answered { j }) => Ok((j, task.clone())),
-            Some(TaskNews::NotFound) => Err(GatewayError::TaskNotFound),
-            Some(TaskNews::Failed { e, m }) => Err(failed(call_error(&e, m))),
-            None => Err(failed(CallError::Timeout)),
-            Some(TaskNews::Here | TaskNews::Tasks { .. }) => Err(failed(CallError::protocol(
-                "the other replica answered out of turn",
-            ))),
+        let asked = Asked {
+            method: op.method(),
+            declared: None,
+            responses: None,
+            within: up.timeout() + HOME_WAIT,
         };
-        Some(answered)
+        let news = self.ask_home(tenant, sealed, task, asked).await?;
+        Some(match news {
+            Some(TaskNews::Answered { j }) => Ok((j, task.clone())),
+            news => Err(unexpected(news, up)),
+        })
+    }
+
+    /// A poll of the input of a task another replica created, watched
+    /// there (see `task_input`); `None` when it is to be watched here.
+    pub(super) async fn task_input_at_home(
+        &self,
+        tenant: &Tenant,
+        sealed: &str,
+        declared: [bool; 3],
+    ) -> Option<Result<Option<Value>, GatewayError>> {
+        let (up, task) = self.task_of(tenant, sealed).ok()?;
+        let asked = Asked {
+            method: INPUT,
+            declared: Some(declared),
+            responses: None,
+            within: super::task_input::FIRST_ASK_WAIT + HOME_WAIT,
+        };
+        let news = self.ask_home(tenant, sealed, &task, asked).await?;
+        Some(match news {
+            Some(TaskNews::Input { j }) => Ok(j),
+            // Nothing said in time reads as nothing asked yet.
+            None => Ok(None),
+            news => Err(unexpected(news, &up)),
+        })
+    }
+
+    /// `tasks/update` of a task another replica created, to its watch
+    /// there; `None` when it is to be answered here.
+    pub(super) async fn task_update_at_home(
+        &self,
+        tenant: &Tenant,
+        sealed: &str,
+        responses: Option<crate::jsonrpc::Json<'_>>,
+    ) -> Option<Result<(), GatewayError>> {
+        let (up, task) = self.task_of(tenant, sealed).ok()?;
+        let asked = Asked {
+            method: UPDATE,
+            declared: None,
+            responses: responses.map(|r| r.get().to_owned()),
+            within: HOME_WAIT,
+        };
+        let news = self.ask_home(tenant, sealed, &task, asked).await?;
+        Some(match news {
+            Some(TaskNews::Answered { .. }) => Ok(()),
+            news => Err(unexpected(news, &up)),
+        })
     }
 
     /// The tenant's tasks created through the other replicas, from those
@@ -160,6 +238,8 @@ impl Dispatcher {
             task: String::new(),
             to: String::new(),
             waiter: waiter.id.clone(),
+            declared: None,
+            responses: None,
         };
         if store.announce_task_asked(asked).await.is_err() {
             return Vec::new();
@@ -186,10 +266,11 @@ impl Dispatcher {
             return;
         };
         let op = match asked.method.as_str() {
-            m if m == TaskOp::Get.method() => TaskOp::Get,
-            m if m == TaskOp::Result.method() => TaskOp::Result,
-            m if m == TaskOp::Cancel.method() => TaskOp::Cancel,
-            m if m == TaskOp::List.method() => TaskOp::List,
+            m if m == TaskOp::Get.method() => Some(TaskOp::Get),
+            m if m == TaskOp::Result.method() => Some(TaskOp::Result),
+            m if m == TaskOp::Cancel.method() => Some(TaskOp::Cancel),
+            m if m == TaskOp::List.method() => Some(TaskOp::List),
+            INPUT | UPDATE => None,
             _ => return,
         };
         let (this, origin) = (self.clone(), origin.to_owned());
@@ -203,7 +284,7 @@ impl Dispatcher {
                         .is_ok()
                 }
             };
-            if op == TaskOp::List {
+            if op == Some(TaskOp::List) {
                 tell(TaskNews::Tasks {
                     j: this.list_tasks_here(&tenant).await,
                 })
@@ -213,19 +294,58 @@ impl Dispatcher {
             if !tell(TaskNews::Here).await {
                 return;
             }
-            let news = match this.task_request_here(&tenant, op, &asked.task, None).await {
-                Ok((j, _)) => TaskNews::Answered { j },
-                Err(GatewayError::TaskNotFound) => TaskNews::NotFound,
-                Err(GatewayError::Upstream { error, .. }) => {
-                    let (e, m) = failure(&error);
-                    TaskNews::Failed { e, m }
+            let (id, declared) = (&asked.task, asked.declared.unwrap_or_default());
+            let news = match op {
+                Some(op) => this
+                    .task_request_here(&tenant, op, id, None)
+                    .await
+                    .map(|(j, _)| TaskNews::Answered { j }),
+                None if asked.method == INPUT => this
+                    .task_input_here(&tenant, id, declared)
+                    .await
+                    .map(|j| TaskNews::Input { j }),
+                None => {
+                    let responses: Option<Box<serde_json::value::RawValue>> = asked
+                        .responses
+                        .as_deref()
+                        .and_then(|r| serde_json::from_str(r).ok());
+                    let responses = responses.as_deref().map(crate::jsonrpc::Json::from);
+                    this.task_update_here(&tenant, id, responses)
+                        .map(|()| TaskNews::Answered { j: Value::Null })
                 }
-                Err(other) => TaskNews::Failed {
-                    e: "protocol_error".into(),
-                    m: other.to_string(),
-                },
             };
-            tell(news).await;
+            tell(news.unwrap_or_else(|error| failed_news(&error))).await;
         });
+    }
+}
+
+/// A failure as news carries it back.
+fn failed_news(error: &GatewayError) -> TaskNews {
+    match error {
+        GatewayError::TaskNotFound => TaskNews::NotFound,
+        GatewayError::Upstream { error, .. } => {
+            let (e, m) = failure(error);
+            TaskNews::Failed { e, m }
+        }
+        other => TaskNews::Failed {
+            e: "protocol_error".into(),
+            m: other.to_string(),
+        },
+    }
+}
+
+/// The error a news that is not the answer asked for stands for.
+fn unexpected(news: Option<TaskNews>, up: &Upstream) -> GatewayError {
+    let failed = |error| GatewayError::Upstream {
+        upstream: up.name.clone(),
+        error,
+    };
+    match news {
+        Some(TaskNews::NotFound) => GatewayError::TaskNotFound,
+        Some(TaskNews::Failed { e, m }) => failed(call_error(&e, m)),
+        None => failed(CallError::Timeout),
+        Some(_) => failed(CallError::protocol(
+            "the other replica answered out of turn",
+        )),
     }
 }

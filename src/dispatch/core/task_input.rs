@@ -13,8 +13,9 @@
 //! A watch ends with its `tasks/result` (the task's end), or once nobody
 //! polled or answered it for `gateway.server_request_timeout_ms` (the
 //! upstream's request is then refused); a tenant keeps at most
-//! [`PER_TENANT`]. It lives in the replica that opened it, as the upstream's
-//! session with the task does.
+//! [`PER_TENANT`]. It lives in the replica that created the task, where
+//! the upstream's session holds it: with a shared store, a poll or an
+//! update that reaches another replica is carried there (see `task_homes`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ use crate::upstream::progress::{Ask, AskReply, Report};
 
 /// How long a poll waits for the upstream to send what it asks once its
 /// `tasks/result` is open (it sends a queued request at once).
-const FIRST_ASK_WAIT: Duration = Duration::from_secs(2);
+pub(super) const FIRST_ASK_WAIT: Duration = Duration::from_secs(2);
 
 /// Reports a watch keeps before a poll takes them.
 const QUEUED: usize = 64;
@@ -95,7 +96,22 @@ impl Dispatcher {
     /// when there is none); `None` when it asks nothing the client can be
     /// asked yet, or the task went on. `declared`: which of `held::ASKABLE` the
     /// client declared.
+    ///
+    /// A task another replica created is watched there (see `task_homes`).
     pub async fn task_input(
+        &self,
+        tenant: &Tenant,
+        sealed: &str,
+        declared: [bool; 3],
+    ) -> Result<Option<Value>, GatewayError> {
+        if let Some(answered) = self.task_input_at_home(tenant, sealed, declared).await {
+            return answered;
+        }
+        self.task_input_here(tenant, sealed, declared).await
+    }
+
+    /// [`Self::task_input`], watched from this replica.
+    pub(super) async fn task_input_here(
         &self,
         tenant: &Tenant,
         sealed: &str,
@@ -129,7 +145,21 @@ impl Dispatcher {
     /// `tasks/update`: the client's answers, by the keys of the
     /// `inputRequests` it was given, to the upstream waiting for them. An
     /// answer to a key nobody asked is ignored, as the extension says.
-    pub fn task_update(
+    /// A task another replica created takes its answers there.
+    pub async fn task_update(
+        &self,
+        tenant: &Tenant,
+        sealed: &str,
+        responses: Option<Json<'_>>,
+    ) -> Result<(), GatewayError> {
+        if let Some(answered) = self.task_update_at_home(tenant, sealed, responses).await {
+            return answered;
+        }
+        self.task_update_here(tenant, sealed, responses)
+    }
+
+    /// [`Self::task_update`], to this replica's watch.
+    pub(super) fn task_update_here(
         &self,
         tenant: &Tenant,
         sealed: &str,

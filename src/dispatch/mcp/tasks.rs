@@ -120,7 +120,7 @@ impl ModelContext<'_> {
             .ok_or_else(|| invalid("params must be an object {\"taskId\": string}"))?;
         let Some(op) = op else {
             let [responses] = members(params, ["inputResponses"]);
-            self.core.task_update(tenant, &id, responses)?;
+            self.core.task_update(tenant, &id, responses).await?;
             return Ok(Out::Value(json!({})));
         };
         match (era, op) {
