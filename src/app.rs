@@ -744,7 +744,9 @@ impl crate::store::bus::Here for Here {
     }
 
     fn cancel_call(&self, session: &[u8], id: &str) {
-        self.calls.cancel(session, id);
+        if let Ok(nonce) = std::str::from_utf8(session) {
+            self.calls.cancel(nonce, id);
+        }
     }
 
     fn answer_ask(&self, session: &[u8], id: &str, outcome: Result<&str, &str>) {

@@ -1,5 +1,5 @@
 //! Calls in flight of the handshake era's sessions over HTTP, by session
-//! and request id: a client's `notifications/cancelled` comes in a POST of
+//! (its nonce) and request id: a client's `notifications/cancelled` comes in a POST of
 //! its own, and ends the call it names when that call runs on this replica
 //! (the call is dropped, and with it the upstream call, which is cancelled
 //! there); with a shared store, a cancellation of a call not running here
@@ -12,11 +12,59 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::oneshot;
 
-/// Shared between the table and the call's [`InFlight`]: entering copies
-/// each id once.
-type Key = (Arc<[u8]>, Arc<str>);
+/// A session's nonce (shared with the checked session, so entering copies
+/// nothing of it) and a request id.
+type Key = (Arc<str>, CallId);
+
+/// A request id's JSON text, held in place when it is short (as the ids
+/// clients send are: a number, a short string), so most calls enter the
+/// table without allocating.
+#[derive(Clone)]
+enum CallId {
+    Inline { len: u8, text: [u8; INLINE] },
+    Shared(Arc<str>),
+}
+
+const INLINE: usize = 30;
+
+impl CallId {
+    fn of(id: &str) -> Self {
+        match id.len() {
+            len @ 0..=INLINE => {
+                let mut text = [0; INLINE];
+                text[..len].copy_from_slice(id.as_bytes());
+                CallId::Inline {
+                    len: len as u8,
+                    text,
+                }
+            }
+            _ => CallId::Shared(id.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            CallId::Inline { len, text } => &text[..usize::from(*len)],
+            CallId::Shared(id) => id.as_bytes(),
+        }
+    }
+}
+
+impl PartialEq for CallId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for CallId {}
+
+impl std::hash::Hash for CallId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
 
 /// A cheap clone.
 #[derive(Clone, Default)]
@@ -26,9 +74,10 @@ pub struct Calls(Arc<Table>);
 struct Table {
     /// Each entry's serial, so a call leaves only its own entry.
     next: AtomicU64,
-    /// Keyed by a session id (some 150 bytes) and a request id, hashed
-    /// with foldhash: every request of a session enters and leaves.
-    calls: DashMap<Key, (u64, CancellationToken), foldhash::fast::RandomState>,
+    /// Keyed by a session's nonce and a request id, hashed with foldhash:
+    /// every request of a session enters and leaves.
+    /// A cancellation takes the entry out and says so through its sender.
+    calls: DashMap<Key, (u64, oneshot::Sender<()>), foldhash::fast::RandomState>,
 }
 
 /// A call's place in the table, left when dropped.
@@ -36,18 +85,19 @@ pub struct InFlight {
     calls: Calls,
     key: Key,
     serial: u64,
-    pub cancelled: CancellationToken,
+    /// Answered `Ok` when the call is cancelled. An error only says the
+    /// entry went otherwise (a later request that reused the id took its
+    /// place), which is no cancellation.
+    pub cancelled: oneshot::Receiver<()>,
 }
 
 impl Calls {
-    /// Enters the call `id` (JSON text) of `session`.
-    pub fn begin(&self, session: &[u8], id: &str) -> InFlight {
-        let key: Key = (session.into(), id.into());
-        let cancelled = CancellationToken::new();
+    /// Enters the call `id` (JSON text) of the session with this nonce.
+    pub fn begin(&self, session: &Arc<str>, id: &str) -> InFlight {
+        let key: Key = (session.clone(), CallId::of(id));
+        let (cancel, cancelled) = oneshot::channel();
         let serial = self.0.next.fetch_add(1, Ordering::Relaxed);
-        self.0
-            .calls
-            .insert(key.clone(), (serial, cancelled.clone()));
+        self.0.calls.insert(key.clone(), (serial, cancel));
         InFlight {
             calls: self.clone(),
             key,
@@ -56,12 +106,13 @@ impl Calls {
         }
     }
 
-    /// Cancels the call `id` (JSON text) of `session`, if it runs here.
-    pub fn cancel(&self, session: &[u8], id: &str) -> bool {
-        let key: Key = (session.into(), id.into());
-        match self.0.calls.get(&key) {
-            Some(call) => {
-                call.1.cancel();
+    /// Cancels the call `id` (JSON text) of the session with this nonce,
+    /// if it runs here.
+    pub fn cancel(&self, session: &str, id: &str) -> bool {
+        let key: Key = (session.into(), CallId::of(id));
+        match self.0.calls.remove(&key) {
+            Some((_, (_, cancel))) => {
+                let _ = cancel.send(());
                 true
             }
             None => false,
@@ -76,6 +127,9 @@ impl Calls {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        // Closed first, so that the sender leaving the table does not wake
+        // the call's task to say so.
+        self.cancelled.close();
         // A later request that reused the id holds its own entry.
         self.calls
             .0
@@ -91,22 +145,35 @@ mod tests {
     #[test]
     fn a_call_is_cancelled_by_its_session_and_id_only() {
         let calls = Calls::default();
-        let call = calls.begin(b"session-a", "7");
-        assert!(!calls.cancel(b"session-b", "7"));
-        assert!(!calls.cancel(b"session-a", "8"));
-        assert!(!call.cancelled.is_cancelled());
-        assert!(calls.cancel(b"session-a", "7"));
-        assert!(call.cancelled.is_cancelled());
+        let (a, s): (Arc<str>, Arc<str>) = ("session-a".into(), "s".into());
+        let call = calls.begin(&a, "7");
+        assert!(!calls.cancel("session-b", "7"));
+        assert!(!calls.cancel("session-a", "8"));
+        assert!(call.cancelled.is_empty());
+        assert!(calls.cancel("session-a", "7"));
+        assert!(!call.cancelled.is_empty());
         drop(call);
         assert_eq!(calls.len(), 0);
-        assert!(!calls.cancel(b"session-a", "7"));
+        assert!(!calls.cancel("session-a", "7"));
         // An id used again while the first is in flight: each leaves its own.
-        let first = calls.begin(b"s", "1");
-        let second = calls.begin(b"s", "1");
+        let first = calls.begin(&s, "1");
+        let second = calls.begin(&s, "1");
         drop(first);
-        assert!(calls.cancel(b"s", "1"));
-        assert!(second.cancelled.is_cancelled());
+        assert!(calls.cancel("s", "1"));
+        assert!(!second.cancelled.is_empty());
         drop(second);
         assert_eq!(calls.len(), 0);
+        // Ids past the inline length, and ids that differ only there.
+        let long = format!("\"{}\"", "x".repeat(40));
+        let longer = format!("\"{}y\"", "x".repeat(40));
+        let call = calls.begin(&a, &long);
+        assert!(!calls.cancel("session-a", &longer));
+        assert!(calls.cancel("session-a", &long));
+        assert!(!call.cancelled.is_empty());
+        let edge = "1".repeat(INLINE);
+        let call = calls.begin(&a, &edge);
+        assert!(!calls.cancel("session-a", &"1".repeat(INLINE - 1)));
+        assert!(calls.cancel("session-a", &edge));
+        assert!(!call.cancelled.is_empty());
     }
 }

@@ -242,18 +242,19 @@ async fn one_message(
                 }
                 match &message {
                     Incoming::Request { id, .. } => {
-                        in_flight = Some(s.calls.begin(session, id.get()))
+                        in_flight = Some(s.calls.begin(&opened.nonce, id.get()))
                     }
                     Incoming::Notification { method, params }
                         if method == "notifications/cancelled" =>
                     {
                         if let Some(id) = dispatch::session::cancelled_request(*params)
-                            && !s.calls.cancel(session, id.get())
+                            && !s.calls.cancel(&opened.nonce, id.get())
                             && let Some(store) = sessions.store()
                         {
                             // Not here: the replica running it hears it through
                             // the store; while that is down, the client is told.
-                            if let Err(e) = store.announce_cancel(session, id.get()).await {
+                            let nonce = opened.nonce.as_bytes();
+                            if let Err(e) = store.announce_cancel(nonce, id.get()).await {
                                 tracing::debug!(error = %e, "a cancellation not shared with the other replicas");
                                 return Exchange::Reply(store_unavailable("cancellation"));
                             }
@@ -278,7 +279,7 @@ async fn one_message(
         log_level,
         asks: asks.as_ref(),
     };
-    let (out, _, status) = match &in_flight {
+    let (out, _, status) = match &mut in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
         // A call its client cancelled is dropped, and with it the upstream
         // call. Pinned in place: this branch's future and the other's are
@@ -293,7 +294,7 @@ async fn one_message(
             ));
             tokio::select! {
                 responded = responded => responded,
-                () = call.cancelled.cancelled() => return Exchange::Reply(cancelled(id)),
+                Ok(()) = &mut call.cancelled => return Exchange::Reply(cancelled(id)),
             }
         }
     };

@@ -61,7 +61,7 @@ const ASKABLE: &str = "eyJjIjo";
 /// every request of the session, so it holds nothing a clone must copy.
 #[derive(Debug, Clone)]
 pub struct Opened {
-    nonce: Arc<str>,
+    pub nonce: Arc<str>,
     expires: u64,
     tenant: Arc<str>,
     pub revision: Arc<str>,
@@ -107,10 +107,11 @@ const VERIFIED_PER_TENANT: usize = 4096;
 pub struct McpSessions {
     /// The HMAC keyed and fed the ids' domain, cloned for each id.
     keyed: HmacSha256,
-    verified: Arc<DashMap<Arc<str>, Arc<Mutex<Verified>>>>,
+    /// By tenant (foldhash: every request of a session looks here).
+    verified: Arc<DashMap<Arc<str>, Arc<Mutex<Verified>>, foldhash::fast::RandomState>>,
     max_records: usize,
     budget: SubscriptionBudget,
-    tenants: Arc<DashMap<Arc<str>, Arc<Mutex<Records>>>>,
+    tenants: Arc<DashMap<Arc<str>, Arc<Mutex<Records>>, foldhash::fast::RandomState>>,
     /// The replicas' shared store: ends and subscriptions every replica sees.
     store: Option<crate::store::Store>,
 }

@@ -66,7 +66,7 @@ pub trait Here: Clone + Send + Sync + 'static {
     /// the store could not be asked.
     fn recheck_pins(&self);
     /// Cancels the call `id` (JSON text) of the handshake-era session
-    /// `session`, if it runs here.
+    /// whose nonce is `session`, if it runs here.
     fn cancel_call(&self, session: &[u8], id: &str);
     /// Hands a client's answer (a result or an error object, as JSON text)
     /// to the request `id` of an upstream's sent in `session`, if it waits here.
@@ -233,7 +233,7 @@ impl Store {
     }
 
     /// Tells every replica that a client cancelled its call `id` (JSON
-    /// text) of `session`: the one running it ends it.
+    /// text) of the session whose nonce is `session`: the one running it ends it.
     pub async fn announce_cancel(&self, session: &[u8], id: &str) -> Result<(), super::StoreError> {
         self.announce(Message {
             cancel: Some((String::from_utf8_lossy(session).into_owned(), id.to_owned())),

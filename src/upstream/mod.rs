@@ -275,6 +275,33 @@ pub struct Upstream {
     answer_wait: Duration,
 }
 
+/// A request's params in the 2026-07-28 revision's envelope (see
+/// [`crate::modelcontext::enveloped`]), for a server that speaks only it.
+struct Enveloped {
+    text: String,
+    name: Option<String>,
+}
+
+impl Enveloped {
+    fn of(method: &str, params: Params<'_>) -> Result<Self, CallError> {
+        let (text, name) = crate::modelcontext::enveloped(method, &params.to_text())
+            .map_err(CallError::protocol)?;
+        Ok(Enveloped { text, name })
+    }
+
+    /// The params to send, carrying the progress `token` the request had.
+    fn params<'a>(&'a self, token: Option<&'a str>) -> Result<Params<'a>, CallError> {
+        let raw: &RawValue = serde_json::from_str(&self.text)
+            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
+        Ok(Params::Stateless {
+            params: StatelessBody::Json(raw.into()),
+            name: self.name.as_deref().unwrap_or(""),
+            token,
+            headers: &[],
+        })
+    }
+}
+
 /// Relistings asked for by an upstream's notifications, coalesced: at most one
 /// runs and at most one more is pending, however many notifications arrive,
 /// so that a storm of `list_changed` costs two listings, not one each.
@@ -862,11 +889,17 @@ impl Upstream {
 
     /// Sends `op` with the upstream's timeout, counting the outcome.
     pub async fn call(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
-        if self.mc.modern_only() && params.stateless().is_none() {
-            // Boxed: the call goes on through this function.
-            return Box::pin(self.call_enveloped(op, params)).await;
-        }
         let method = self.dialect.method(op);
+        // A server of the 2026-07-28 revision alone takes every request in
+        // that revision's envelope.
+        let enveloped;
+        let params = match self.mc.modern_only() && params.stateless().is_none() {
+            false => params,
+            true => {
+                enveloped = Enveloped::of(method, params)?;
+                enveloped.params(params.token())?
+            }
+        };
         let started = Instant::now();
         let in_flight = &self.hot.in_flight;
         in_flight.inc();
@@ -947,23 +980,6 @@ impl Upstream {
             }
         }
         result
-    }
-
-    /// [`Self::call`] of a server that speaks only the 2026-07-28
-    /// revision: the params in that revision's envelope.
-    async fn call_enveloped(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
-        let method = self.dialect.method(op);
-        let (text, name) = crate::modelcontext::enveloped(method, &params.to_text())
-            .map_err(CallError::protocol)?;
-        let raw: &RawValue = serde_json::from_str(&text)
-            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
-        let sent = Params::Stateless {
-            params: StatelessBody::Json(raw.into()),
-            name: name.as_deref().unwrap_or(""),
-            token: params.token(),
-            headers: &[],
-        };
-        self.call(op, sent).await
     }
 
     /// Handshake over a new connection, then fill the catalog, then serve.
