@@ -227,8 +227,11 @@ impl Dispatcher {
             error,
         };
         let answer = match round {
+            // In place, not boxed: its state overlaps the other arms', so
+            // the call's future is no larger for it, and a box would cost
+            // an allocation and a copy of the state.
             Some(round) if up.speaks_stateless() => {
-                Box::pin(self.call_round(tenant, &id, &up, &entry, arguments, reports, round))
+                self.call_round(tenant, &id, &up, &entry, arguments, reports, round)
                     .await?
             }
             // An upstream of the handshake era that may ask during the
