@@ -126,22 +126,15 @@ async fn ask(
     within: Duration,
 ) -> Result<JsonBuf, CallError> {
     let method_name = up.dialect.method(op);
+    let params: &RawValue = serde_json::from_str(params)
+        .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
     if up.mc.modern_only() && op != Op::Initialize {
-        let (params, name) = mc::enveloped(method_name, params).map_err(CallError::protocol)?;
-        let params: &RawValue = serde_json::from_str(&params)
-            .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
-        let sent = Params::Stateless {
-            params: StatelessBody::Json(params.into()),
-            name: name.as_deref().unwrap_or(""),
-            token: None,
-            headers: &[],
-        };
+        let enveloped = super::Enveloped::of(method_name, params.into())?;
+        let sent = enveloped.params(None)?;
         return tokio::time::timeout(within, link.request(method_name, sent))
             .await
             .unwrap_or(Err(CallError::Timeout));
     }
-    let params: &RawValue = serde_json::from_str(params)
-        .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
     tokio::time::timeout(within, link.request(method_name, params.into()))
         .await
         .unwrap_or(Err(CallError::Timeout))

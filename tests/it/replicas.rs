@@ -698,12 +698,7 @@ async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
         http(&server.url).replace("10000", "60000"),
         tenant("ka", &["web"]),
     );
-    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
-    for gw in [&one, &two] {
-        gw.wait_ready(&["web"]).await;
-        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
-            .await;
-    }
+    let (one, two) = two_replicas(&yaml, "web").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let r = send(&one, reqwest::Method::POST, None, Some(init)).await;
@@ -765,6 +760,18 @@ async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
     two.stop().await;
 }
 
+/// Two replicas of `yaml`, which shares a store: each has `upstream`
+/// ready and sees the other in the store.
+async fn two_replicas(yaml: &str, upstream: &str) -> (Gateway, Gateway) {
+    let (one, two) = (Gateway::start(yaml).await, Gateway::start(yaml).await);
+    for gw in [&one, &two] {
+        gw.wait_ready(&[upstream]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    (one, two)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream() {
     let redis = Redis::start();
@@ -775,12 +782,7 @@ async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream(
         http(&server.url),
         tenant("ka", &["evh"]),
     );
-    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
-    for gw in [&one, &two] {
-        gw.wait_ready(&["evh"]).await;
-        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
-            .await;
-    }
+    let (one, two) = two_replicas(&yaml, "evh").await;
     // The call (and the request it makes) on the first replica, the
     // client's answer posted to the second.
     let steps = json!({
@@ -915,12 +917,7 @@ async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
         http(&server.url),
         tenant("ka", &["ev"]),
     );
-    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
-    for gw in [&one, &two] {
-        gw.wait_ready(&["ev"]).await;
-        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
-            .await;
-    }
+    let (one, two) = two_replicas(&yaml, "ev").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let r = send(&one, reqwest::Method::POST, None, Some(init)).await;
@@ -977,12 +974,7 @@ async fn a_task_created_through_one_replica_is_answered_through_another() {
         tenant("ka", &["ev"]),
         tenant("kb", &["ev"]),
     );
-    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
-    for gw in [&one, &two] {
-        gw.wait_ready(&["ev"]).await;
-        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
-            .await;
-    }
+    let (one, two) = two_replicas(&yaml, "ev").await;
     let rpc = |gw: &Gateway, key: &'static str, method: &'static str, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let request = gw
@@ -1063,12 +1055,7 @@ async fn a_tasks_question_is_asked_and_answered_through_any_replica() {
         http(&server.url),
         tenant("ka", &["ev"]),
     );
-    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
-    for gw in [&one, &two] {
-        gw.wait_ready(&["ev"]).await;
-        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
-            .await;
-    }
+    let (one, two) = two_replicas(&yaml, "ev").await;
     let caps =
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}});
     let post = |gw: &Gateway, method: &'static str, mut params: Value, name: Option<String>| {
