@@ -416,12 +416,21 @@ impl Live {
     }
 
     pub async fn send(&self, msg: Value) {
+        assert!(
+            self.try_send(msg).await,
+            "the session's request body is closed"
+        );
+    }
+
+    /// Sends a message; false when the request's body is already closed
+    /// (the gateway ended the session and its response).
+    pub async fn try_send(&self, msg: Value) -> bool {
         self.tx
             .as_ref()
             .unwrap()
             .send(Ok(format!("{msg}\n").into_bytes()))
             .await
-            .unwrap();
+            .is_ok()
     }
 
     /// The next message, or None when the response ended.

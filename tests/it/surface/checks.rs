@@ -84,11 +84,21 @@ async fn a_withdrawn_key_verifies_nothing_it_verified_before() {
             .unwrap()
             .contains("invalid_token")
     );
-    live.send(json!({"jsonrpc": "2.0", "id": 2, "method": "mcp/listTools"}))
-        .await;
-    let r = live.next_answer().await;
-    assert_eq!(r["error"]["message"], "Unauthorized", "{r}");
-    assert_eq!(live.next().await, None, "the session ended");
+    // The session opened with the withdrawn key serves nothing more: its
+    // next request is refused and the session ends. Under load the session
+    // may already have ended by the time the request is written; then
+    // nothing it sent after the rotation was answered.
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": "mcp/listTools"});
+    if live.try_send(request).await {
+        let r = live.next_answer().await;
+        assert_eq!(r["error"]["message"], "Unauthorized", "{r}");
+    }
+    while let Some(m) = live.next().await {
+        assert!(
+            m.get("result").is_none(),
+            "answered after the key was withdrawn: {m}"
+        );
+    }
     gw.stop().await;
 }
 
