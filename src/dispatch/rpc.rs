@@ -87,7 +87,8 @@ pub async fn respond_classified(
         Incoming::Request { id, method, params } => {
             // Only a traced exchange reports how long it took.
             let started = trace.then(Instant::now);
-            let mcp = via.http.is_some_and(|h| h.say_modelcontext())
+            let mcp = via.scanned.is_some()
+                || via.http.is_some_and(|h| h.say_modelcontext())
                 || super::mcp::speaks(&method, params);
             dispatcher.metrics().by_protocol[usize::from(mcp)].inc();
             // Made where it is awaited: a future bound to a name first would

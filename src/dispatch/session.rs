@@ -432,6 +432,7 @@ impl Session {
             progress: None,
             log_level: self.log_level,
             asks: None,
+            scanned: None,
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {

@@ -213,11 +213,11 @@ pub(crate) async fn connection(
             Next::Closed => return,
             Next::Other => break,
         };
-        let id = RequestId::of(conn.header(&head).request_id);
+        let id = RequestId::of(conn.value(&head.request_id));
         // The credentials are read first, so that the span is made with its
         // tenant rather than the field recorded into it afterwards.
         let tenant = auth
-            .authenticate(&edge.keys, conn.header(&head).authorization)
+            .authenticate(&edge.keys, conn.value(&head.authorization))
             .await;
         // The request's future is made in place and polled inside its span
         // or scope (what `Instrument` does): wrapping it would copy its

@@ -15,8 +15,29 @@ use dashmap::DashMap;
 use tokio::sync::oneshot;
 
 /// A session's nonce (shared with the checked session, so entering copies
-/// nothing of it) and a request id.
-type Key = (Arc<str>, CallId);
+/// nothing of it) and a request id, with their hash: made once with the
+/// table's random seed, and all that its map hashes when a call enters and
+/// when it leaves.
+#[derive(Clone)]
+struct Key {
+    hash: u64,
+    session: Arc<str>,
+    id: CallId,
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.id == other.id && self.session == other.session
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
 
 /// A request id's JSON text, held in place when it is short (as the ids
 /// clients send are: a number, a short string), so most calls enter the
@@ -60,12 +81,6 @@ impl PartialEq for CallId {
 
 impl Eq for CallId {}
 
-impl std::hash::Hash for CallId {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
-    }
-}
-
 /// A cheap clone.
 #[derive(Clone, Default)]
 pub struct Calls(Arc<Table>);
@@ -74,15 +89,28 @@ pub struct Calls(Arc<Table>);
 struct Table {
     /// Each entry's serial, so a call leaves only its own entry.
     next: AtomicU64,
+    /// Seeds the keys' hashes: a client chooses its request ids, not where they land.
+    seed: foldhash::fast::RandomState,
     /// Keyed by a session's nonce and a request id, hashed with foldhash:
     /// every request of a session enters and leaves.
     /// A cancellation takes the entry out and says so through its sender.
     calls: DashMap<Key, (u64, oneshot::Sender<()>), foldhash::fast::RandomState>,
 }
 
+impl Table {
+    fn key(&self, session: Arc<str>, id: &str) -> Key {
+        use std::hash::BuildHasher as _;
+        Key {
+            hash: self.seed.hash_one((&*session, id)),
+            session,
+            id: CallId::of(id),
+        }
+    }
+}
+
 /// A call's place in the table, left when dropped.
-pub struct InFlight {
-    calls: Calls,
+pub struct InFlight<'a> {
+    calls: &'a Calls,
     key: Key,
     serial: u64,
     /// Answered `Ok` when the call is cancelled. An error only says the
@@ -93,13 +121,13 @@ pub struct InFlight {
 
 impl Calls {
     /// Enters the call `id` (JSON text) of the session with this nonce.
-    pub fn begin(&self, session: &Arc<str>, id: &str) -> InFlight {
-        let key: Key = (session.clone(), CallId::of(id));
+    pub fn begin(&self, session: &Arc<str>, id: &str) -> InFlight<'_> {
+        let key = self.0.key(session.clone(), id);
         let (cancel, cancelled) = oneshot::channel();
         let serial = self.0.next.fetch_add(1, Ordering::Relaxed);
         self.0.calls.insert(key.clone(), (serial, cancel));
         InFlight {
-            calls: self.clone(),
+            calls: self,
             key,
             serial,
             cancelled,
@@ -109,7 +137,7 @@ impl Calls {
     /// Cancels the call `id` (JSON text) of the session with this nonce,
     /// if it runs here.
     pub fn cancel(&self, session: &str, id: &str) -> bool {
-        let key: Key = (session.into(), CallId::of(id));
+        let key = self.0.key(session.into(), id);
         match self.0.calls.remove(&key) {
             Some((_, (_, cancel))) => {
                 let _ = cancel.send(());
@@ -125,7 +153,7 @@ impl Calls {
     }
 }
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         // Closed first, so that the sender leaving the table does not wake
         // the call's task to say so.

@@ -190,12 +190,22 @@ async fn one_message(
             }
         };
     }
+    // A request of the Model Context Protocol has its params scanned here,
+    // once, for the session's checks, the stream's and the face's.
+    let scanned = match &message {
+        Incoming::Request { method, params, .. } | Incoming::Notification { method, params }
+            if mirrored.say_modelcontext() || mcp::speaks(method, *params) =>
+        {
+            Some(mcp::Scanned::of(method, *params))
+        }
+        _ => None,
+    };
     // A call that may report, or whose client can be asked by the upstream
     // while it runs (a task's too, while it waits for input), is answered as
     // a stream once something comes first.
     if progress.is_none()
         && let Incoming::Request { method, params, .. } = &message
-        && (mcp::may_report(method, *params)
+        && (scanned.is_some_and(|scanned| scanned.may_report(method))
             || (matches!(&**method, "tools/call" | "tasks/result")
                 && s.mcp_sessions.is_some()
                 && mirrored.session.is_some_and(McpSessions::may_ask))
@@ -225,7 +235,7 @@ async fn one_message(
     let mut asks = None;
     let mut log_level = None;
     if let Some(sessions) = &s.mcp_sessions {
-        match handshake_session(s, sessions, tenant, &message, &mirrored).await {
+        match handshake_session(s, sessions, tenant, &message, scanned.as_ref(), &mirrored).await {
             SessionStep::None => {}
             SessionStep::Known(opened) => {
                 let session = mirrored.session.unwrap_or_default();
@@ -278,6 +288,7 @@ async fn one_message(
         progress,
         log_level,
         asks: asks.as_ref(),
+        scanned: scanned.as_ref(),
     };
     let (out, _, status) = match &mut in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
@@ -460,6 +471,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         progress: None,
         log_level: None,
         asks: None,
+        scanned: None,
     };
     let replies = join_all(
         items
@@ -542,6 +554,7 @@ async fn handshake_session<'a>(
     sessions: &McpSessions,
     tenant: &Tenant,
     message: &Incoming<'a>,
+    scanned: Option<&mcp::Scanned<'_>>,
     mirrored: &Mirrored<'_>,
 ) -> SessionStep<'a> {
     let (id, method, params) = match message {
@@ -549,8 +562,11 @@ async fn handshake_session<'a>(
         Incoming::Notification { method, params } => (None, &**method, *params),
         _ => return SessionStep::None,
     };
-    let ours = mirrored.say_modelcontext() || mcp::speaks(method, params);
-    if !ours || mcp::Era::of_request(method, params, Some(mirrored)) != mcp::Era::Handshake {
+    // Only a message of the Model Context Protocol has its params scanned.
+    let Some(scanned) = scanned else {
+        return SessionStep::None;
+    };
+    if scanned.era(method, Some(mirrored)) != mcp::Era::Handshake {
         return SessionStep::None;
     }
     if method == "initialize" {

@@ -50,9 +50,9 @@ pub(crate) struct Head {
     pub body_len: usize,
     /// `Connection: close`: the connection ends after the answer.
     pub close: bool,
-    authorization: Option<Range<usize>>,
+    pub authorization: Option<Range<usize>>,
     content_type: Option<Range<usize>>,
-    request_id: Option<Range<usize>>,
+    pub request_id: Option<Range<usize>>,
     /// The Model Context Protocol's `Mcp-*` headers, each sent at most once.
     mcp_version: Option<Range<usize>>,
     mcp_method: Option<Range<usize>>,
@@ -288,12 +288,15 @@ impl Conn {
         }
     }
 
+    /// One header's value, as sent: `head`'s range of it.
+    pub fn value(&self, range: &Option<Range<usize>>) -> Option<&[u8]> {
+        range.clone().map(|r| &self.buf[r])
+    }
+
     pub fn header<'a>(&'a self, head: &Head) -> Headers<'a> {
         let at = |r: &Option<Range<usize>>| r.clone().map(|r| &self.buf[r]);
         Headers {
-            authorization: at(&head.authorization),
             content_type: at(&head.content_type),
-            request_id: at(&head.request_id),
             mirrored: Mirrored {
                 protocol_version: at(&head.mcp_version),
                 method: at(&head.mcp_method),
@@ -309,9 +312,7 @@ impl Conn {
 
 /// The header values the edge reads, as sent.
 pub(crate) struct Headers<'a> {
-    pub authorization: Option<&'a [u8]>,
     pub content_type: Option<&'a [u8]>,
-    pub request_id: Option<&'a [u8]>,
     pub mirrored: Mirrored<'a>,
 }
 
@@ -378,55 +379,35 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
                 *slot = Some(offset(h.value));
             }
         };
-        if name.eq_ignore_ascii_case(b"content-length") {
-            match (body_len, decimal(h.value)) {
+        match Named::of(name) {
+            Named::ContentLength => match (body_len, decimal(h.value)) {
                 (None, Some(n)) if n <= max_body => body_len = Some(n),
                 _ => return Parsed::Other,
-            }
-        } else if name.eq_ignore_ascii_case(b"authorization") {
-            first(&mut head.authorization);
-        } else if name.eq_ignore_ascii_case(b"content-type") {
-            first(&mut head.content_type);
-        } else if name.eq_ignore_ascii_case(b"x-request-id") {
-            first(&mut head.request_id);
-        } else if name.eq_ignore_ascii_case(b"host") {
-            hosts += 1;
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            match h.value.trim_ascii() {
+            },
+            Named::Authorization => first(&mut head.authorization),
+            Named::ContentType => first(&mut head.content_type),
+            Named::RequestId => first(&mut head.request_id),
+            Named::Host => hosts += 1,
+            Named::Connection => match h.value.trim_ascii() {
                 v if v.eq_ignore_ascii_case(b"keep-alive") => {}
                 v if v.eq_ignore_ascii_case(b"close") => head.close = true,
                 _ => return Parsed::Other,
+            },
+            Named::Mcp(which) => {
+                let slot = match which {
+                    Mcp::Version => &mut head.mcp_version,
+                    Mcp::Method => &mut head.mcp_method,
+                    Mcp::Name => &mut head.mcp_name,
+                    Mcp::Session => &mut head.mcp_session,
+                };
+                if slot.is_some() {
+                    // Sent twice: hyper's path refuses it.
+                    return Parsed::Other;
+                }
+                *slot = Some(offset(h.value));
             }
-        } else if name.len() > 4 && name[..4].eq_ignore_ascii_case(b"mcp-") {
-            let rest = &name[4..];
-            let slot = if rest.eq_ignore_ascii_case(b"protocol-version") {
-                &mut head.mcp_version
-            } else if rest.eq_ignore_ascii_case(b"method") {
-                &mut head.mcp_method
-            } else if rest.eq_ignore_ascii_case(b"name") {
-                &mut head.mcp_name
-            } else if rest.eq_ignore_ascii_case(b"session-id") {
-                &mut head.mcp_session
-            } else {
-                // `Mcp-Param-*` and the rest: hyper's path.
-                return Parsed::Other;
-            };
-            if slot.is_some() {
-                // Sent twice: hyper's path refuses it.
-                return Parsed::Other;
-            }
-            *slot = Some(offset(h.value));
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
-            || name.eq_ignore_ascii_case(b"expect")
-            || name.eq_ignore_ascii_case(b"upgrade")
-            // Checked against gateway.allowed_origins on hyper's path.
-            || name.eq_ignore_ascii_case(b"origin")
-            // Trace context, read from hyper's header map.
-            || name.eq_ignore_ascii_case(b"traceparent")
-            || name.eq_ignore_ascii_case(b"tracestate")
-            || name.eq_ignore_ascii_case(b"baggage")
-        {
-            return Parsed::Other;
+            Named::HypersOwn => return Parsed::Other,
+            Named::Other => {}
         }
     }
     // Exactly one Host (RFC 9112, 3.2); hyper's path answers the others with 400.
@@ -438,6 +419,88 @@ pub(crate) fn parse(buf: &[u8], max_body: usize) -> Parsed {
         }
         None => Parsed::Other,
     }
+}
+
+/// What a request header is to this path, told by its name.
+enum Named {
+    ContentLength,
+    Authorization,
+    ContentType,
+    RequestId,
+    Host,
+    Connection,
+    Mcp(Mcp),
+    /// A header whose request hyper's path serves: a body not sized by
+    /// Content-Length, an upgrade, an origin (checked against
+    /// gateway.allowed_origins there), trace context (read from hyper's
+    /// header map there), `Mcp-Param-*` and any other `Mcp-` header.
+    HypersOwn,
+    /// Read by no one here.
+    Other,
+}
+
+/// The `Mcp-` headers this path reads.
+enum Mcp {
+    Version,
+    Method,
+    Name,
+    Session,
+}
+
+impl Named {
+    /// By length first: a name is compared with the few of its length only.
+    fn of(name: &[u8]) -> Named {
+        let is = |known: &[u8]| lower_is(name, known);
+        if name.len() > 4 && lower_is(&name[..4], b"mcp-") {
+            let rest = &name[4..];
+            let is = |known: &[u8]| lower_is(rest, known);
+            return match rest.len() {
+                16 if is(b"protocol-version") => Named::Mcp(Mcp::Version),
+                6 if is(b"method") => Named::Mcp(Mcp::Method),
+                4 if is(b"name") => Named::Mcp(Mcp::Name),
+                10 if is(b"session-id") => Named::Mcp(Mcp::Session),
+                _ => Named::HypersOwn,
+            };
+        }
+        match name.len() {
+            4 if is(b"host") => Named::Host,
+            6 if is(b"expect") || is(b"origin") => Named::HypersOwn,
+            7 if is(b"upgrade") || is(b"baggage") => Named::HypersOwn,
+            10 if is(b"connection") => Named::Connection,
+            10 if is(b"tracestate") => Named::HypersOwn,
+            11 if is(b"traceparent") => Named::HypersOwn,
+            12 if is(b"content-type") => Named::ContentType,
+            12 if is(b"x-request-id") => Named::RequestId,
+            13 if is(b"authorization") => Named::Authorization,
+            14 if is(b"content-length") => Named::ContentLength,
+            17 if is(b"transfer-encoding") => Named::HypersOwn,
+            _ => Named::Other,
+        }
+    }
+}
+
+/// Whether a header name (a token, as httparse checked) is `known`, a
+/// lowercase name of letters and `-`, in any case. Eight bytes at a time,
+/// each with its 0x20 bit set: that makes a letter lowercase and leaves `-`
+/// as it is, and makes a letter of no byte but a letter (and `-` of none
+/// but `-` and CR, which no token holds).
+fn lower_is(name: &[u8], known: &[u8]) -> bool {
+    if name.len() != known.len() {
+        return false;
+    }
+    let lowered = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(w) | u64::from_le_bytes([0x20; 8])
+    };
+    let word = |b: &[u8]| {
+        let mut w = [0x20u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(w)
+    };
+    name.chunks(8)
+        .zip(known.chunks(8))
+        .all(|(n, k)| lowered(n) == word(k))
 }
 
 /// A Content-Length value: decimal digits only, no sign, no spaces.
@@ -584,6 +647,88 @@ mod tests {
         ] {
             assert!(matches!(head(text), Parsed::Other), "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_known_name_is_told_in_any_case_and_by_no_other_token() {
+        let tchars =
+            b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        for known in [
+            &b"content-length"[..],
+            b"mcp-",
+            b"x-request-id",
+            b"host",
+            b"a",
+        ] {
+            assert!(lower_is(known, known));
+            assert!(lower_is(&known.to_ascii_uppercase(), known));
+            assert!(!lower_is(&known[1..], known));
+            for at in 0..known.len() {
+                for &c in tchars {
+                    let mut name = known.to_vec();
+                    name[at] = c;
+                    assert_eq!(lower_is(&name, known), c.eq_ignore_ascii_case(&known[at]));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_header_this_path_reads_or_refuses_is_told_in_any_case() {
+        let with = |header: &str| {
+            head(&format!(
+                "POST /mcp HTTP/1.1\r\nHost: x\r\n{header}\r\nContent-Length: 0\r\n\r\n"
+            ))
+        };
+        for name in [
+            "Origin",
+            "EXPECT",
+            "upgrade",
+            "Traceparent",
+            "TRACESTATE",
+            "baggage",
+            "Mcp-Param-Region",
+            "mcp-other",
+            "MCP-Sessions-Id",
+        ] {
+            assert!(
+                matches!(with(&format!("{name}: v")), Parsed::Other),
+                "{name}"
+            );
+        }
+        for (name, read) in [
+            ("MCP-PROTOCOL-VERSION", 0),
+            ("mcp-method", 1),
+            ("Mcp-Name", 2),
+            ("mcp-SESSION-id", 3),
+        ] {
+            let Parsed::Head(h) = with(&format!("{name}: v")) else {
+                panic!("{name} not taken")
+            };
+            let slots = [h.mcp_version, h.mcp_method, h.mcp_name, h.mcp_session];
+            for (i, slot) in slots.iter().enumerate() {
+                assert_eq!(slot.is_some(), i == read, "{name}");
+            }
+            let twice = with(&format!("{name}: v\r\n{name}: w"));
+            assert!(matches!(twice, Parsed::Other), "{name} twice");
+        }
+        // Names of a known length that are none of the known ones are read by no one.
+        for name in [
+            "Hosts",
+            "Accept",
+            "X-Request-Ix",
+            "Content-Lengtx",
+            "User-Agent",
+        ] {
+            assert!(
+                matches!(with(&format!("{name}: v")), Parsed::Head(_)),
+                "{name}"
+            );
+        }
+        let Parsed::Head(h) = with("AUTHORIZATION: Bearer k\r\nx-REQUEST-id: r") else {
+            panic!("not taken")
+        };
+        assert!(h.authorization.is_some() && h.request_id.is_some());
     }
 
     #[tokio::test]

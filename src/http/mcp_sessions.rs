@@ -58,15 +58,27 @@ fn is_zero(bits: &u8) -> bool {
 const ASKABLE: &str = "eyJjIjo";
 
 /// A session id that passed its checks: cloned from the checked ids for
-/// every request of the session, so it holds nothing a clone must copy.
+/// every request of the session, so a clone is one count taken.
 #[derive(Debug, Clone)]
-pub struct Opened {
+pub struct Opened(Arc<Sealed>);
+
+/// What a checked session id opens.
+#[derive(Debug)]
+pub struct Sealed {
     pub nonce: Arc<str>,
     expires: u64,
     tenant: Arc<str>,
     pub revision: Arc<str>,
     /// What its client declared it answers (`mcp::ClientCan`'s bits).
     pub can: u8,
+}
+
+impl std::ops::Deref for Opened {
+    type Target = Sealed;
+
+    fn deref(&self) -> &Sealed {
+        &self.0
+    }
 }
 
 /// Why a record could not be kept.
@@ -97,7 +109,40 @@ struct Records(HashMap<String, Record>);
 /// (SHA-256 in software is some 20,000 instructions). Only ids the gateway
 /// issued get in, and each tenant's are bounded apart: when full they are
 /// forgotten, to be checked again on their next use.
-type Verified = HashMap<Box<[u8]>, Opened, foldhash::fast::RandomState>;
+type Verified = HashMap<Box<[u8]>, Opened, TagHash>;
+
+/// Hashes a session id by its last [`TAG_HASHED`] bytes, which are of its
+/// tag: an HMAC's output, as good as random, so ids spread as well by them
+/// as by all of their 150 bytes. Only ids whose tag was checked are ever
+/// entered, so no client can choose ids that collide.
+#[derive(Clone, Default)]
+struct TagHash(foldhash::fast::RandomState);
+
+const TAG_HASHED: usize = 16;
+
+impl std::hash::BuildHasher for TagHash {
+    type Hasher = TagHasher;
+
+    fn build_hasher(&self) -> TagHasher {
+        TagHasher(self.0.build_hasher())
+    }
+}
+
+struct TagHasher(foldhash::fast::FoldHasher<'static>);
+
+impl std::hash::Hasher for TagHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0
+            .write(&bytes[bytes.len().saturating_sub(TAG_HASHED)..]);
+    }
+
+    // The length a slice's hash starts with: the tail hashed says enough.
+    fn write_usize(&mut self, _: usize) {}
+
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+}
 
 /// Checked ids a tenant keeps at most.
 const VERIFIED_PER_TENANT: usize = 4096;
@@ -337,13 +382,13 @@ impl McpSessions {
         if claims.t != tenant {
             return None;
         }
-        Some(Opened {
+        Some(Opened(Arc::new(Sealed {
             nonce: claims.n.into(),
             expires: claims.e,
             tenant: tenant.into(),
             revision: claims.v.into(),
             can: claims.c,
-        })
+        })))
     }
 
     /// Changes the session's record (made first, with room made for it in

@@ -110,6 +110,9 @@ impl std::fmt::Debug for JsonBuf {
 /// Returns `None` when the text is not one valid JSON object, and also, to be
 /// read by serde instead, when a named member occurs twice, a key holds an
 /// escape, or values nest deeper than [`MAX_DEPTH`].
+// Inlined, so that the keys are constants where they are compared (every
+// message's envelope is read here).
+#[inline(always)]
 pub(crate) fn object<'a, const N: usize>(
     text: &'a str,
     keys: [&str; N],

@@ -14,19 +14,13 @@ impl ModelContext<'_> {
         via: Via<'_>,
     ) -> (Answer, Era) {
         let started = std::time::Instant::now();
-        let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
-        let named = match method {
-            "resources/read" => uri,
-            "tasks/get" | "tasks/cancel" | "tasks/update" => members(params, ["taskId"])[0],
-            _ => name,
-        };
-        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
-        let call = Call {
-            params,
-            name,
-            arguments,
-            meta,
-            capabilities: envelope[1],
+        let Scanned {
+            call,
+            named,
+            envelope,
+        } = match via.scanned {
+            Some(scanned) => *scanned,
+            None => Scanned::of(method, params),
         };
         let era = Era::given(method, envelope[0].is_some(), via.http.as_ref());
         let result = match era {

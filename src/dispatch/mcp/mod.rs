@@ -250,6 +250,66 @@ pub struct Via<'a> {
     /// Where the client can be asked by an upstream during its calls (a
     /// handshake-era client with a stream back to it); `None`: it cannot.
     pub asks: Option<&'a Asking<'a>>,
+    /// The request's params as the face reads them, when whoever looked at
+    /// the request first scanned them already (for this request: a `Via`
+    /// shared by several messages carries none).
+    pub scanned: Option<&'a Scanned<'a>>,
+}
+
+/// What the face reads of every request's params (its `_meta`, the
+/// members that name its target and its arguments, and the 2026-07-28
+/// revision's envelope in `_meta`): scanned once, where the request is
+/// first looked at, and handed on.
+#[derive(Clone, Copy)]
+pub struct Scanned<'a> {
+    call: Call<'a>,
+    /// What names the request's target: `uri` for `resources/read`, `taskId`
+    /// for a task's requests, `name` otherwise.
+    named: Option<Json<'a>>,
+    /// The version and the client capabilities `_meta` names.
+    envelope: [Option<Json<'a>>; 2],
+}
+
+impl<'a> Scanned<'a> {
+    /// Scans a request's params.
+    pub fn of(method: &str, params: Option<Json<'a>>) -> Self {
+        let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
+        let named = match method {
+            "resources/read" => uri,
+            "tasks/get" | "tasks/cancel" | "tasks/update" => members(params, ["taskId"])[0],
+            _ => name,
+        };
+        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
+        Scanned {
+            call: Call {
+                params,
+                name,
+                arguments,
+                meta,
+                capabilities: envelope[1],
+            },
+            named,
+            envelope,
+        }
+    }
+
+    /// The era the request is in: [`Era::of_request`], from what was scanned.
+    pub fn era(&self, method: &str, http: Option<&Mirrored<'_>>) -> Era {
+        Era::given(method, self.envelope[0].is_some(), http)
+    }
+
+    /// Whether a call may report before its answer (its `_meta` carries a
+    /// `progressToken` or a 2026-07-28 log level): its transport then gives
+    /// it somewhere to put the reports. Most calls carry neither, and say so
+    /// to a substring search of their `_meta`.
+    pub fn may_report(&self, method: &str) -> bool {
+        method == "tools/call"
+            && self.call.meta.is_some_and(|m| {
+                let text = m.get();
+                holds!(text, "progressToken") || holds!(text, LOG_LEVEL_META)
+            })
+            && matches!(asked_reports(self.call.params), (Some(_), _) | (_, Some(_)))
+    }
 }
 
 /// The protocol's log levels, least severe first (RFC 5424's, as the
@@ -498,19 +558,6 @@ impl ModelContext<'_> {
     }
 }
 
-/// Whether a request's call may report before its answer (a `tools/call`
-/// whose `_meta` carries a progress token, or the 2026-07-28 revision's log
-/// level): its transport then gives it somewhere to put the reports. Most
-/// calls carry neither, and say so to a substring search.
-pub fn may_report(method: &str, params: Option<Json<'_>>) -> bool {
-    method == "tools/call"
-        && params.is_some_and(|p| {
-            let text = p.get();
-            holds!(text, "progressToken") || holds!(text, LOG_LEVEL_META)
-        })
-        && matches!(asked_reports(params), (Some(_), _) | (_, Some(_)))
-}
-
 /// Whether a 2026-07-28 request's client declared the tasks extension (its
 /// task requests, and a listen for its tasks, need it).
 fn declares_tasks(params: Option<Json<'_>>) -> bool {
@@ -733,9 +780,14 @@ mod tests {
             requested_level(Some(Json::from(&*asks))),
             Some(LogLevel::Notice)
         );
-        assert!(may_report("tools/call", Some(Json::from(&*asks))));
-        assert!(!may_report("tools/list", Some(Json::from(&*asks))));
+        let may_report = |method: &str, params: &RawValue| {
+            Scanned::of(method, Some(Json::from(params))).may_report(method)
+        };
+        assert!(may_report("tools/call", &asks));
+        assert!(!may_report("tools/list", &asks));
         let plain = json(r#"{"name":"t","arguments":{"progressToken":1}}"#);
-        assert!(!may_report("tools/call", Some(Json::from(&*plain))));
+        assert!(!may_report("tools/call", &plain));
+        let token = json(r#"{"name":"t","_meta":{"progressToken":"p"}}"#);
+        assert!(may_report("tools/call", &token));
     }
 }
