@@ -214,7 +214,12 @@ fn request_context(
 ) -> Option<crate::telemetry::traces::InTrace> {
     use crate::telemetry::traces;
     let headers = via.http.and_then(|h| h.all);
-    let parent = traces::incoming(super::mcp::trace_meta(params), |name| {
+    // What `_meta` carries of trace context, read where it names any.
+    let meta = match via.scanned {
+        Some(scanned) if !scanned.traced() => [None, None, None],
+        _ => super::mcp::trace_meta(params),
+    };
+    let parent = traces::incoming(meta, |name| {
         let value = headers?.values(name).into_iter().next()?;
         std::str::from_utf8(value).ok()
     })?;

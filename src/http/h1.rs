@@ -485,22 +485,21 @@ impl Named {
 /// as it is, and makes a letter of no byte but a letter (and `-` of none
 /// but `-` and CR, which no token holds).
 fn lower_is(name: &[u8], known: &[u8]) -> bool {
+    const CASE: u64 = u64::from_le_bytes([0x20; 8]);
     if name.len() != known.len() {
         return false;
     }
-    let lowered = |b: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        u64::from_le_bytes(w) | u64::from_le_bytes([0x20; 8])
-    };
-    let word = |b: &[u8]| {
-        let mut w = [0x20u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        u64::from_le_bytes(w)
-    };
-    name.chunks(8)
-        .zip(known.chunks(8))
-        .all(|(n, k)| lowered(n) == word(k))
+    let (mut name, mut known) = (name, known);
+    while let (Some((n, name_rest)), Some((k, known_rest))) = (
+        name.split_first_chunk::<8>(),
+        known.split_first_chunk::<8>(),
+    ) {
+        if u64::from_le_bytes(*n) | CASE != u64::from_le_bytes(*k) {
+            return false;
+        }
+        (name, known) = (name_rest, known_rest);
+    }
+    name.iter().zip(known).all(|(n, k)| n | 0x20 == *k)
 }
 
 /// A Content-Length value: decimal digits only, no sign, no spaces.

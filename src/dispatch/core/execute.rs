@@ -280,8 +280,8 @@ impl Dispatcher {
         reports: Option<&(dyn Fn(Report) + Sync)>,
         round: &RoundIn<'_>,
     ) -> Result<Answer, GatewayError> {
-        let [responses, state] = round.answers();
-        let (capabilities, log_level) = (round.capabilities, round.log_level());
+        let [responses, state] = round.answers;
+        let (capabilities, log_level) = (round.capabilities, round.log_level);
         let opened = self.opened_round(tenant, id, state)?;
         let mirrored = if round.mirrors.is_empty() {
             Vec::new()

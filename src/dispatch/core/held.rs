@@ -285,7 +285,7 @@ impl Dispatcher {
         reports: Option<&(dyn Fn(Report) + Sync)>,
         round: &RoundIn<'_>,
     ) -> Result<Answer, GatewayError> {
-        let [responses, state] = round.answers();
+        let [responses, state] = round.answers;
         let declared =
             scan::members(round.capabilities, ASKABLE.map(|(_, c)| c)).map(|c| c.is_some());
         let opened = self.opened_round(tenant, id, state)?;

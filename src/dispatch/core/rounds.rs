@@ -18,51 +18,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::jsonrpc::{Json, scan};
+use crate::jsonrpc::Json;
 
 /// A 2026-07-28 client's call, for an upstream that takes that revision
 /// (see `Dispatcher::call_tool`): read only when one does.
 pub struct RoundIn<'a> {
-    /// The request's params as the client sent them, its `_meta` and the
-    /// client's capabilities there (as the face found them).
+    /// The request's params as the client sent them.
     pub params: Option<Json<'a>>,
-    pub meta: Option<Json<'a>>,
+    /// The client's `inputResponses` and `requestState` (as the face found them).
+    pub answers: [Option<Json<'a>>; 2],
+    /// The client's capabilities and the log level it named, in `_meta`.
     pub capabilities: Option<Json<'a>>,
+    pub log_level: Option<Json<'a>>,
     /// The arguments the tool mirrors into `Mcp-Param-*` headers.
     pub mirrors: &'a [crate::modelcontext::param_headers::Mirror],
-}
-
-impl<'a> RoundIn<'a> {
-    /// The client's `inputResponses` and `requestState`: none, and no
-    /// scan, when the params name neither (a first round, as most calls are).
-    pub fn answers(&self) -> [Option<Json<'a>>; 2] {
-        static NAMED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-            std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\"requestState\""));
-        static ANSWERED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-            std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\"inputResponses\""));
-        match self.params {
-            Some(p)
-                if NAMED.find(p.get().as_bytes()).is_some()
-                    || ANSWERED.find(p.get().as_bytes()).is_some() =>
-            {
-                scan::members(Some(p), ["inputResponses", "requestState"])
-            }
-            _ => [None, None],
-        }
-    }
-
-    /// The log level the client named in `_meta`, if any.
-    pub fn log_level(&self) -> Option<Json<'a>> {
-        static NAMED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-            std::sync::LazyLock::new(|| {
-                memchr::memmem::Finder::new(crate::modelcontext::LOG_LEVEL_META)
-            });
-        let meta = self
-            .meta
-            .filter(|m| NAMED.find(m.get().as_bytes()).is_some())?;
-        let [level] = scan::members(Some(meta), [crate::modelcontext::LOG_LEVEL_META]);
-        level
-    }
 }
 
 /// What the seal of a request state is for.

@@ -18,6 +18,7 @@ impl ModelContext<'_> {
             call,
             named,
             envelope,
+            ..
         } = match via.scanned {
             Some(scanned) => *scanned,
             None => Scanned::of(method, params),

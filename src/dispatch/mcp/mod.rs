@@ -257,9 +257,10 @@ pub struct Via<'a> {
 }
 
 /// What the face reads of every request's params (its `_meta`, the
-/// members that name its target and its arguments, and the 2026-07-28
-/// revision's envelope in `_meta`): scanned once, where the request is
-/// first looked at, and handed on.
+/// members that name its target and its arguments, the 2026-07-28
+/// revision's envelope and rounds, what asks for reports and traces):
+/// scanned once, one pass over the params and one over `_meta`, where the
+/// request is first looked at, and handed on.
 #[derive(Clone, Copy)]
 pub struct Scanned<'a> {
     call: Call<'a>,
@@ -268,29 +269,68 @@ pub struct Scanned<'a> {
     named: Option<Json<'a>>,
     /// The version and the client capabilities `_meta` names.
     envelope: [Option<Json<'a>>; 2],
+    /// `_meta.progressToken`.
+    progress_token: Option<Json<'a>>,
+    /// Whether `_meta` carries a `traceparent`.
+    traced: bool,
 }
 
 impl<'a> Scanned<'a> {
     /// Scans a request's params.
     pub fn of(method: &str, params: Option<Json<'a>>) -> Self {
-        let [meta, name, uri, arguments] = members(params, ["_meta", "name", "uri", "arguments"]);
+        let [meta, name, uri, arguments, task, responses, state] = members(
+            params,
+            [
+                "_meta",
+                "name",
+                "uri",
+                "arguments",
+                "task",
+                "inputResponses",
+                "requestState",
+            ],
+        );
         let named = match method {
             "resources/read" => uri,
             "tasks/get" | "tasks/cancel" | "tasks/update" => members(params, ["taskId"])[0],
             _ => name,
         };
-        let envelope = members(meta, [VERSION_META, CAPABILITIES_META]);
+        let [
+            version,
+            capabilities,
+            progress_token,
+            log_level,
+            traceparent,
+        ] = members(
+            meta,
+            [
+                VERSION_META,
+                CAPABILITIES_META,
+                "progressToken",
+                LOG_LEVEL_META,
+                "traceparent",
+            ],
+        );
         Scanned {
             call: Call {
                 params,
                 name,
                 arguments,
-                meta,
-                capabilities: envelope[1],
+                task,
+                answers: [responses, state],
+                capabilities,
+                log_level,
             },
             named,
-            envelope,
+            envelope: [version, capabilities],
+            progress_token,
+            traced: traceparent.is_some(),
         }
+    }
+
+    /// Whether `_meta` carries trace context (what [`trace_meta`] reads).
+    pub fn traced(&self) -> bool {
+        self.traced
     }
 
     /// The era the request is in: [`Era::of_request`], from what was scanned.
@@ -299,15 +339,11 @@ impl<'a> Scanned<'a> {
     }
 
     /// Whether a call may report before its answer (its `_meta` carries a
-    /// `progressToken` or a 2026-07-28 log level): its transport then gives
-    /// it somewhere to put the reports. Most calls carry neither, and say so
-    /// to a substring search of their `_meta`.
+    /// `progressToken` or a 2026-07-28 log level that can be read): its
+    /// transport then gives it somewhere to put the reports.
     pub fn may_report(&self, method: &str) -> bool {
         method == "tools/call"
-            && self.call.meta.is_some_and(|m| {
-                let text = m.get();
-                holds!(text, "progressToken") || holds!(text, LOG_LEVEL_META)
-            })
+            && (self.progress_token.is_some() || self.call.log_level.is_some())
             && matches!(asked_reports(self.call.params), (Some(_), _) | (_, Some(_)))
     }
 }
@@ -435,9 +471,13 @@ struct Call<'a> {
     params: Option<Json<'a>>,
     name: Option<Json<'a>>,
     arguments: Option<Json<'a>>,
-    /// `params._meta`, and the 2026-07-28 revision's client capabilities in it.
-    meta: Option<Json<'a>>,
+    /// `params.task`: a call made a task.
+    task: Option<Json<'a>>,
+    /// The 2026-07-28 revision's `inputResponses` and `requestState`.
+    answers: [Option<Json<'a>>; 2],
+    /// The 2026-07-28 revision's client capabilities and log level, in `_meta`.
     capabilities: Option<Json<'a>>,
+    log_level: Option<Json<'a>>,
 }
 
 /// A result object, as a value or already written (JSON object text).

@@ -313,7 +313,7 @@ impl ModelContext<'_> {
             param_headers::check(&tool.mirrors, &args, sent)
                 .map_err(|why| header_mismatch(&why))?;
         }
-        if (tool.as_task || call.params.is_some_and(|p| holds!(p.get(), "\"task\"")))
+        if (tool.as_task || call.task.is_some())
             && let Some(task) = task_asked(&tool, call, era)?
         {
             let created = self
@@ -327,8 +327,9 @@ impl ModelContext<'_> {
         // revision in it (its `input_required` rounds with it).
         let round = (era == Era::Stateless).then_some(RoundIn {
             params: call.params,
-            meta: call.meta,
+            answers: call.answers,
             capabilities: call.capabilities,
+            log_level: call.log_level,
             mirrors: &tool.mirrors,
         });
         let result = match via.progress {
