@@ -173,13 +173,87 @@ pub(crate) fn members_of<'a, const N: usize>(
 ) -> Option<[Option<Json<'a>>; N]> {
     let text = value.get();
     let b = text.as_bytes();
-    let mut found = [None; N];
     if b.first() != Some(&b'{') {
         return None;
     }
-    let mut i = skip_ws(b, 1);
+    let mut found = [None; N];
+    walk_object(b, 0, |key, start| {
+        let end = skip_value(b, start)?;
+        if let Some(k) = keys.iter().position(|k| k.as_bytes() == key) {
+            if found[k].is_some() {
+                return None;
+            }
+            found[k] = Some(Json(text.get(start..end)?));
+        }
+        Some(end)
+    })?;
+    Some(found)
+}
+
+/// [`members`] of an object and, in the same pass, of the object that is its
+/// member `keys[nested]` (a request's params and their `_meta`): the inner
+/// object is read where it stands instead of being skipped and read again.
+/// Whatever the one pass declines is read as [`members`] reads it.
+#[inline(always)]
+pub(crate) fn members_nested<'a, const N: usize, const M: usize>(
+    value: Option<Json<'a>>,
+    keys: [&str; N],
+    nested: usize,
+    inner: [&str; M],
+) -> ([Option<Json<'a>>; N], [Option<Json<'a>>; M]) {
+    let one_pass = value.and_then(|v| {
+        let text = v.get();
+        let b = text.as_bytes();
+        if b.first() != Some(&b'{') {
+            return None;
+        }
+        let mut found = [None; N];
+        let mut within = [None; M];
+        walk_object(b, 0, |key, start| {
+            let k = keys.iter().position(|k| k.as_bytes() == key);
+            let end = match (k, b.get(start)) {
+                (Some(k), Some(b'{')) if k == nested => walk_object(b, start, |key, start| {
+                    let end = skip_value(b, start)?;
+                    if let Some(j) = inner.iter().position(|k| k.as_bytes() == key) {
+                        if within[j].is_some() {
+                            return None;
+                        }
+                        within[j] = Some(Json(text.get(start..end)?));
+                    }
+                    Some(end)
+                })?,
+                _ => skip_value(b, start)?,
+            };
+            if let Some(k) = k {
+                if found[k].is_some() {
+                    return None;
+                }
+                found[k] = Some(Json(text.get(start..end)?));
+            }
+            Some(end)
+        })?;
+        Some((found, within))
+    });
+    one_pass.unwrap_or_else(|| {
+        let found = members(value, keys);
+        (found, members(found[nested], inner))
+    })
+}
+
+/// The members of the object whose `{` is at `b[i]`, in text known to be
+/// valid JSON: `member` gets each key (the bytes between its quotes) and
+/// where its value starts, and returns where the value ends, or `None` to
+/// stop the walk. Returns the index past the object's `}`, or `None` when
+/// `member` stopped or a key holds an escape.
+#[inline(always)]
+fn walk_object(
+    b: &[u8],
+    i: usize,
+    mut member: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    let mut i = skip_ws(b, i + 1);
     if b.get(i) == Some(&b'}') {
-        return Some(found);
+        return Some(i + 1);
     }
     loop {
         // A key: `i` is at its opening quote.
@@ -189,19 +263,11 @@ pub(crate) fn members_of<'a, const N: usize>(
         }
         let key = b.get(i + 1..end - 1)?;
         // Past the colon, to the value.
-        i = skip_ws(b, skip_ws(b, end) + 1);
-        let start = i;
-        i = skip_value(b, i)?;
-        if let Some(k) = keys.iter().position(|k| k.as_bytes() == key) {
-            if found[k].is_some() {
-                return None;
-            }
-            found[k] = Some(Json(text.get(start..i)?));
-        }
+        i = member(key, skip_ws(b, skip_ws(b, end) + 1))?;
         i = skip_ws(b, i);
         match b.get(i)? {
             b',' => i = skip_ws(b, i + 1),
-            _ => return Some(found),
+            _ => return Some(i + 1),
         }
     }
 }
@@ -769,6 +835,40 @@ mod tests {
             let text = format!("{{{}{end}}}", body.join(","));
             let raw: &RawValue = serde_json::from_str(&text).unwrap();
             proptest::prop_assert_eq!(members_of(Json::from(raw), KEYS), object(&text, KEYS));
+        }
+
+        /// One pass over an object and its nested member finds what reading
+        /// the object, then that member, finds: also when the member is
+        /// named twice, is not an object, or holds an escaped key.
+        #[test]
+        fn members_nested_finds_what_members_finds_twice(
+            outer in proptest::collection::vec(
+                (proptest::sample::select(vec!["a", "b", "m", "x", "\\u0061"]), json_value()),
+                0..4,
+            ),
+            inner in proptest::collection::vec(
+                (proptest::sample::select(vec!["a", "b", "c", "x", "a\\n"]), json_value(), "[ \t\n\r]{0,2}"),
+                0..4,
+            ),
+            nested_at in 0usize..4,
+            nested_kind in 0u8..3,
+        ) {
+            let inner: Vec<String> =
+                inner.iter().map(|(k, v, w)| format!("{w}\"{k}\"{w}:{w}{v}{w}")).collect();
+            let nested = match nested_kind {
+                0 => format!("{{{}}}", inner.join(",")),
+                1 => format!("[{{{}}}]", inner.join(",")),
+                _ => "\"m\"".to_owned(),
+            };
+            let mut body: Vec<String> = outer.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            body.insert(nested_at.min(body.len()), format!("\"m\" : {nested}"));
+            let text = format!("{{{}}}", body.join(","));
+            let raw: &RawValue = serde_json::from_str(&text).unwrap();
+            let value = Some(Json::from(raw));
+            let keys = ["m", "a", "b"];
+            let found = members(value, keys);
+            let got = members_nested(value, keys, 0, KEYS);
+            proptest::prop_assert_eq!(got, (found, members(found[0], KEYS)));
         }
 
         /// Any JSON value under a named member is found, whatever it holds.

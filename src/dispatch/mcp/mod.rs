@@ -278,7 +278,17 @@ pub struct Scanned<'a> {
 impl<'a> Scanned<'a> {
     /// Scans a request's params.
     pub fn of(method: &str, params: Option<Json<'a>>) -> Self {
-        let [meta, name, uri, arguments, task, responses, state] = members(
+        // One pass over params, `_meta` read where it stands.
+        let (
+            [_, name, uri, arguments, task, responses, state],
+            [
+                version,
+                capabilities,
+                progress_token,
+                log_level,
+                traceparent,
+            ],
+        ) = crate::jsonrpc::scan::members_nested(
             params,
             [
                 "_meta",
@@ -289,20 +299,7 @@ impl<'a> Scanned<'a> {
                 "inputResponses",
                 "requestState",
             ],
-        );
-        let named = match method {
-            "resources/read" => uri,
-            "tasks/get" | "tasks/cancel" | "tasks/update" => members(params, ["taskId"])[0],
-            _ => name,
-        };
-        let [
-            version,
-            capabilities,
-            progress_token,
-            log_level,
-            traceparent,
-        ] = members(
-            meta,
+            0,
             [
                 VERSION_META,
                 CAPABILITIES_META,
@@ -311,6 +308,11 @@ impl<'a> Scanned<'a> {
                 "traceparent",
             ],
         );
+        let named = match method {
+            "resources/read" => uri,
+            "tasks/get" | "tasks/cancel" | "tasks/update" => members(params, ["taskId"])[0],
+            _ => name,
+        };
         Scanned {
             call: Call {
                 params,
