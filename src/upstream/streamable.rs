@@ -1041,8 +1041,11 @@ impl StreamableLink {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
         if let Some(mirrored) = params.stateless() {
-            // Boxed: a call of the session does not carry this one's state.
-            return Box::pin(self.call_stateless(method_name, params, mirrored, started, deadline))
+            // In place, not boxed: the connection's future is no larger for
+            // it (its state overlaps a session call's), and a box of it is
+            // past glibc's per-thread cache, a slow allocation per call.
+            return self
+                .call_stateless(method_name, params, mirrored, started, deadline)
                 .await;
         }
         let initialize = method_name == method::INITIALIZE;
