@@ -179,13 +179,7 @@ pub(crate) fn members_of<'a, const N: usize>(
     let mut found = [None; N];
     walk_object(b, 0, |key, start| {
         let end = skip_value(b, start)?;
-        if let Some(k) = keys.iter().position(|k| k.as_bytes() == key) {
-            if found[k].is_some() {
-                return None;
-            }
-            found[k] = Some(Json(text.get(start..end)?));
-        }
-        Some(end)
+        record(&mut found, named(&keys, key), text, start..end)
     })?;
     Some(found)
 }
@@ -210,27 +204,15 @@ pub(crate) fn members_nested<'a, const N: usize, const M: usize>(
         let mut found = [None; N];
         let mut within = [None; M];
         walk_object(b, 0, |key, start| {
-            let k = keys.iter().position(|k| k.as_bytes() == key);
+            let k = named(&keys, key);
             let end = match (k, b.get(start)) {
                 (Some(k), Some(b'{')) if k == nested => walk_object(b, start, |key, start| {
                     let end = skip_value(b, start)?;
-                    if let Some(j) = inner.iter().position(|k| k.as_bytes() == key) {
-                        if within[j].is_some() {
-                            return None;
-                        }
-                        within[j] = Some(Json(text.get(start..end)?));
-                    }
-                    Some(end)
+                    record(&mut within, named(&inner, key), text, start..end)
                 })?,
                 _ => skip_value(b, start)?,
             };
-            if let Some(k) = k {
-                if found[k].is_some() {
-                    return None;
-                }
-                found[k] = Some(Json(text.get(start..end)?));
-            }
-            Some(end)
+            record(&mut found, k, text, start..end)
         })?;
         Some((found, within))
     });
@@ -238,6 +220,32 @@ pub(crate) fn members_nested<'a, const N: usize, const M: usize>(
         let found = members(value, keys);
         (found, members(found[nested], inner))
     })
+}
+
+/// Which of `keys` a member's key (the bytes between its quotes) is.
+#[inline(always)]
+fn named<const N: usize>(keys: &[&str; N], key: &[u8]) -> Option<usize> {
+    keys.iter().position(|k| k.as_bytes() == key)
+}
+
+/// Keeps the value at `at` in `text` as the member `keys[k]` found, and
+/// returns where it ends; `None` when that member was found already (a
+/// member named twice is left to serde, which keeps the last).
+#[inline(always)]
+fn record<'a, const N: usize>(
+    found: &mut [Option<Json<'a>>; N],
+    k: Option<usize>,
+    text: &'a str,
+    at: std::ops::Range<usize>,
+) -> Option<usize> {
+    let end = at.end;
+    if let Some(k) = k {
+        if found[k].is_some() {
+            return None;
+        }
+        found[k] = Some(Json(text.get(at)?));
+    }
+    Some(end)
 }
 
 /// The members of the object whose `{` is at `b[i]`, in text known to be
