@@ -112,7 +112,7 @@ impl Core {
         core.keys.store(Arc::new(core.key_store(config)?));
         let mut running = HashMap::new();
         for spec in &config.upstreams {
-            running.insert(spec.name.clone(), core.launch(spec, &config.gateway)?);
+            running.insert(spec.name.clone(), core.launch(spec, config)?);
         }
         let upstreams: Vec<_> = running.values().map(|h| h.up.clone()).collect();
         core.dispatcher
@@ -183,8 +183,10 @@ impl Core {
     }
 
     /// Creates an upstream and starts its supervisor.
-    fn launch(&self, spec: &UpstreamSpec, gateway: &GatewaySettings) -> std::io::Result<Handle> {
+    fn launch(&self, spec: &UpstreamSpec, config: &Config) -> std::io::Result<Handle> {
+        let gateway = &config.gateway;
         let max_frame = gateway.limits.max_frame_bytes;
+        let sharing = sharing(spec, config);
         let stop = CancellationToken::new();
         let mut up = Upstream::new(
             &spec.name,
@@ -215,24 +217,11 @@ impl Core {
                     max_frame,
                     stop.clone(),
                 ));
-                if let Some(bounds) = spec.per_session {
-                    let template = upstream::per_session::Template {
-                        gateway_id: gateway.id.clone(),
-                        spec: stdio.clone(),
-                        bounds,
-                        timeout: spec.timeout,
-                        max_frame,
-                        wait: gateway.server_request_timeout,
-                    };
-                    let children = upstream::per_session::PerSession::new(
-                        &spec.name,
-                        template,
-                        stop.child_token(),
-                        &self.metrics,
-                    );
-                    up.run_per_session(children.clone());
-                    self.supervisors.spawn(children.run_reaper());
-                }
+                let make = upstream::children::Make::Stdio {
+                    spec: stdio.clone(),
+                    max_frame,
+                };
+                self.run_children(&up, spec, make, &sharing, &stop, gateway);
             }
             TransportSpec::Http(http) => {
                 let client = self.http_client()?;
@@ -253,6 +242,14 @@ impl Core {
                             gateway.server_request_timeout,
                             self.metrics.clone(),
                         );
+                        let make = upstream::children::Make::Streamable(Box::new(
+                            upstream::children::StreamableMake {
+                                client: client.clone(),
+                                spec: http.clone(),
+                                max_frame,
+                                answers: answers.clone(),
+                            },
+                        ));
                         let (link, events) = upstream::streamable::StreamableLink::new(
                             client,
                             http,
@@ -261,6 +258,7 @@ impl Core {
                             up.progress().clone(),
                         )
                         .map_err(std::io::Error::other)?;
+                        self.run_children(&up, spec, make, &sharing, &stop, gateway);
                         self.supervisors.spawn(upstream::streamable::run(
                             up.clone(),
                             link,
@@ -282,6 +280,33 @@ impl Core {
             up,
             stop,
         })
+    }
+
+    /// Runs the children of `up` that serve tenants or client sessions its
+    /// own process does not (see `upstream::children`), where any may.
+    fn run_children(
+        &self,
+        up: &Arc<Upstream>,
+        spec: &UpstreamSpec,
+        make: upstream::children::Make,
+        sharing: &upstream::children::Sharing,
+        stop: &CancellationToken,
+        gateway: &GatewaySettings,
+    ) {
+        use upstream::children::{Children, Sharing, Template};
+        if !spec.per_session && *sharing == Sharing::Everyone {
+            return;
+        }
+        let template = Template {
+            make,
+            bounds: spec.children,
+            per_session: spec.per_session,
+            sharing: sharing.clone(),
+            wait: gateway.server_request_timeout,
+        };
+        let children = Children::new(&spec.name, template, stop.child_token(), &self.metrics);
+        up.run_children(children.clone());
+        self.supervisors.spawn(children.run_reaper());
     }
 
     /// Applies a new, valid configuration: unchanged upstreams keep running
@@ -350,7 +375,7 @@ impl Core {
                     retired.extend(old);
                     started += 1;
                     let fresh = self
-                        .launch(spec, &config.gateway)
+                        .launch(spec, config)
                         .map_err(|e| format!("cannot start upstream {}: {e}", spec.name))?;
                     next.insert(spec.name.clone(), fresh);
                 }
@@ -393,6 +418,28 @@ impl Core {
         {
             tracing::warn!("upstreams did not stop in time");
         }
+    }
+}
+
+/// The tenants that list the upstream `spec`.
+fn listing<'a>(spec: &UpstreamSpec, config: &'a Config) -> Vec<&'a str> {
+    config
+        .tenants
+        .iter()
+        .filter(|t| t.upstreams.contains(&spec.name))
+        .map(|t| t.name.as_str())
+        .collect()
+}
+
+/// Which tenants the upstream's own process serves: all with `shared:
+/// true`; the one tenant that lists it when it starts (for as long as it
+/// runs: a tenant a reload adds gets a child of its own); else none.
+fn sharing(spec: &UpstreamSpec, config: &Config) -> upstream::children::Sharing {
+    use upstream::children::Sharing;
+    match (spec.shared, listing(spec, config).as_slice()) {
+        (true, _) => Sharing::Everyone,
+        (false, [one]) => Sharing::Owner((*one).into()),
+        (false, _) => Sharing::Nobody,
     }
 }
 
@@ -732,6 +779,12 @@ impl crate::store::bus::Here for Here {
     fn relist_soon(&self, upstream: &str, changed: Option<&str>) {
         if let Some(up) = self.dispatcher.upstream(upstream) {
             up.relist_soon(changed);
+        }
+    }
+
+    fn changed_for(&self, tenant: &str, upstream: &str, changed: &str) {
+        if let Some(up) = self.dispatcher.upstream(upstream) {
+            up.announce_change_to(tenant, changed);
         }
     }
 

@@ -55,6 +55,8 @@ pub struct Metrics {
     pub server_requests_waiting: prometheus::IntGauge,
     /// Children running for client sessions, per upstream (`per_session`).
     pub session_children: IntGaugeVec,
+    /// Children (or HTTP sessions) running for one tenant each, per upstream.
+    pub tenant_children: IntGaugeVec,
     /// Answers clients sent to requests they were never sent (or no longer wait), dropped.
     pub stray_answers: prometheus::IntCounter,
     /// Spans that never reached the collector (queue full, export failed).
@@ -257,6 +259,12 @@ impl Metrics {
                 &r,
                 "session_children",
                 "Stdio children running for one client session each (upstreams with per_session: true).",
+                &["upstream"],
+            ),
+            tenant_children: gauge(
+                &r,
+                "tenant_children",
+                "Stdio children, or Streamable HTTP sessions, running for one tenant each (upstreams listed by several tenants, without shared: true).",
                 &["upstream"],
             ),
             stray_answers: int_counter(

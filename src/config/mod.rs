@@ -239,15 +239,32 @@ pub struct UpstreamSpec {
     pub pin: bool,
     /// A stdio child of the Model Context Protocol run once per client
     /// session (`per_session: true`), so its requests belong to that client.
-    pub per_session: Option<PerSessionSpec>,
+    pub per_session: bool,
+    /// Every tenant served by the same process or upstream session
+    /// (`shared: true`), for servers known to keep no state between calls.
+    /// Without it each tenant that lists the upstream gets its own.
+    pub shared: bool,
+    /// Bounds on the children (or HTTP sessions) run for one tenant or one
+    /// client session.
+    pub children: ChildBounds,
 }
 
-/// `per_session: true`: a child per client session, at most `max_children`
-/// at once (default 16), each ended once idle for `idle_timeout` (default 300 s).
+/// What one tenant's children of an upstream may take: at most
+/// `max_children` at once (default 16; `per_session` upstreams may run
+/// more than one), each ended once idle for `idle_timeout` (default 300 s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PerSessionSpec {
+pub struct ChildBounds {
     pub max_children: usize,
     pub idle_timeout: Duration,
+}
+
+impl Default for ChildBounds {
+    fn default() -> Self {
+        ChildBounds {
+            max_children: 16,
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
 }
 
 /// One tenant: who it is, how it authenticates, which upstreams it sees (in listing order).

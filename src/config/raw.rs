@@ -126,6 +126,8 @@ pub struct RawUpstream {
     pub protocol: Option<String>,
     #[serde(default)]
     pub per_session: bool,
+    #[serde(default)]
+    pub shared: bool,
     pub max_children: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
 }

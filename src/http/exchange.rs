@@ -735,7 +735,7 @@ pub(super) async fn session_request(
                 // Its children per session end with it (here; another
                 // replica's end when idle).
                 for up in s.dispatcher.upstreams() {
-                    up.end_session(id.as_bytes());
+                    up.end_session(&tenant.name, id.as_bytes());
                 }
                 Reply {
                     status: StatusCode::OK,

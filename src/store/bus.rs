@@ -53,6 +53,9 @@ pub struct Heard {
     /// Every replica talks to this same server (an HTTP upstream), so each may
     /// hear the same notification; a stdio child is each replica's own.
     pub shared: bool,
+    /// The tenant whose child (or HTTP session) said a resource changed:
+    /// the change is that tenant's alone, and no listing is made again.
+    pub tenant: Option<std::sync::Arc<str>>,
 }
 
 /// This replica, as the bus acts on it (the composition root provides it:
@@ -62,6 +65,9 @@ pub trait Here: Clone + Send + Sync + 'static {
     /// original id) or the listing; nothing when this replica does not run
     /// that upstream (a rollout between two configurations).
     fn relist_soon(&self, upstream: &str, changed: Option<&str>);
+    /// Announces to `tenant`'s streams that the resource `changed` (its
+    /// original id) of `upstream` changed in that tenant's own child.
+    fn changed_for(&self, tenant: &str, upstream: &str, changed: &str);
     /// Relists every upstream whose pinned tools were quarantined because
     /// the store could not be asked.
     fn recheck_pins(&self);
@@ -141,6 +147,9 @@ struct Message {
     upstream: String,
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     changed: Option<String>,
+    /// The tenant a change is for alone (see [`Heard::tenant`]).
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
     /// A client's cancellation of its call: the session and the request id
     /// (`upstream` is empty).
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
@@ -172,6 +181,7 @@ impl Message {
             origin: origin.to_owned(),
             upstream: String::new(),
             changed: None,
+            tenant: None,
             cancel: None,
             answer: None,
             round: None,
@@ -193,6 +203,7 @@ impl Store {
         let message = serde_json::to_string(&Message {
             upstream: heard.upstream.to_string(),
             changed: heard.changed.clone(),
+            tenant: heard.tenant.as_deref().map(str::to_owned),
             ..Message::of(self.replica_id())
         })
         .unwrap_or_default();
@@ -348,8 +359,12 @@ impl Store {
                     true
                 }
             };
-            if act {
-                here.relist_soon(&h.upstream, h.changed.as_deref());
+            match (act, &h.tenant, &h.changed) {
+                (false, _, _) => {}
+                (true, Some(tenant), Some(changed)) => {
+                    here.changed_for(tenant, &h.upstream, changed)
+                }
+                (true, _, changed) => here.relist_soon(&h.upstream, changed.as_deref()),
             }
         }
     }
@@ -455,7 +470,10 @@ impl Store {
                 let outcome = if *error { Err(&**text) } else { Ok(&**text) };
                 here.answer_ask(session.as_bytes(), id, outcome);
             }
-            (None, None) => here.relist_soon(&m.upstream, m.changed.as_deref()),
+            (None, None) => match (&m.tenant, &m.changed) {
+                (Some(tenant), Some(changed)) => here.changed_for(tenant, &m.upstream, changed),
+                _ => here.relist_soon(&m.upstream, m.changed.as_deref()),
+            },
         }
     }
 }

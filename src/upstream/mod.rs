@@ -11,13 +11,13 @@
 pub mod asks;
 mod backoff;
 mod call_error;
+pub mod children;
 mod dialect;
 pub mod http;
 pub(crate) mod http_pool;
 mod input_rounds;
 mod modelcontext;
 mod pending;
-pub mod per_session;
 pub mod pins;
 pub mod progress;
 mod slots;
@@ -28,6 +28,7 @@ mod v1;
 mod wire;
 
 pub use call_error::CallError;
+pub use children::Instance;
 pub use dialect::{Dialect, Op, TaskOp};
 use slots::Slots;
 use wire::empty_object;
@@ -237,12 +238,21 @@ pub struct Upstream {
     catalog: RwLock<Catalog>,
     /// One refresh at a time; and on demand no more often than `MIN_REFRESH_INTERVAL`.
     refresh_gate: tokio::sync::Mutex<Option<Instant>>,
-    changes: broadcast::Sender<Arc<str>>,
-    /// `notifications/tasks/status` params the upstream sent, as it sent them.
-    task_statuses: broadcast::Sender<JsonBuf>,
+    /// Namespaced ids of resources that changed, each with the one tenant
+    /// it concerns when a tenant's child said so (its state is that
+    /// tenant's alone), else `None`: every tenant that sees the upstream.
+    changes: broadcast::Sender<(Option<Arc<str>>, Arc<str>)>,
+    /// `notifications/tasks/status` params the upstream (or a child of
+    /// it) sent, as it sent them, with the incarnation that sent them.
+    task_statuses: broadcast::Sender<(Arc<str>, JsonBuf)>,
+    /// This process's (or HTTP session's) incarnation: new at every
+    /// handshake, so that what the upstream numbered in one (its task ids)
+    /// is never taken for what it numbers in the next.
+    incarnation: RwLock<Arc<str>>,
     /// Counts what may have changed its listings (a new catalog, a status change).
     listings: watch::Sender<u64>,
-    slots: Option<Slots>,
+    /// Its `max_concurrency` and `max_queue`, shared with its children.
+    slots: Option<Arc<Slots>>,
     pins: Option<Arc<pins::PinStore>>,
     /// Calls started and not finished (what a drain waits for).
     calls: std::sync::atomic::AtomicUsize,
@@ -254,8 +264,10 @@ pub struct Upstream {
     /// Woken when a call found the upstream unreachable: its supervisor looks
     /// at once whether it is still there.
     suspect: tokio::sync::Notify,
-    /// Relistings the upstream's notifications asked for (see [`Self::relister`]).
-    relist: Relist,
+    /// Relistings the upstream's notifications asked for (see
+    /// [`Self::relister`]), shared with its children: a listing that changed
+    /// in a child is listed again from the upstream's own process.
+    relist: Arc<Relist>,
     /// Where its change notifications go first when replicas share a store
     /// (see `crate::store::bus`); unset, they are acted on here alone.
     relay: std::sync::OnceLock<Relay>,
@@ -268,8 +280,14 @@ pub struct Upstream {
     /// that client's, wait this long for its answers, and are counted in
     /// these metrics (the gateway's, where the child's own are its own).
     one_session: std::sync::OnceLock<(Duration, Metrics)>,
-    /// Set when it runs a child per client session (`per_session: true`).
-    per_session: std::sync::OnceLock<Arc<per_session::PerSession>>,
+    /// Set when it runs children for tenants or client sessions (see `children`).
+    children: std::sync::OnceLock<Arc<children::Children>>,
+    /// Set on a child: the tenant it serves. A child lists nothing and
+    /// moves none of the upstream's own series but its calls'.
+    tenant: Option<Arc<str>>,
+    /// Whether its Streamable HTTP server gave it a session at the last
+    /// handshake (see `children`).
+    keeps_sessions: std::sync::atomic::AtomicBool,
     /// How long a question of a call's round waits for its client
     /// (`gateway.server_request_timeout_ms`; see `input_rounds`).
     answer_wait: Duration,
@@ -363,6 +381,8 @@ impl Upstream {
             .upstream_log_lines_dropped
             .with_label_values(&[name]);
         metrics.definitions_quarantined.with_label_values(&[name]);
+        metrics.tenant_children.with_label_values(&[name]);
+        metrics.session_children.with_label_values(&[name]);
         for kind in Kind::ALL {
             metrics
                 .definitions_dropped
@@ -374,8 +394,58 @@ impl Upstream {
         // At zero for MCP v1.0 upstreams too (their definitions need no
         // mapping), so that every upstream has the same series.
         modelcontext::State::declare_series(&metrics, name);
+        let slots = limit.map(|(running, waiting)| {
+            Arc::new(Slots {
+                running: Arc::new(tokio::sync::Semaphore::new(
+                    running.min(tokio::sync::Semaphore::MAX_PERMITS),
+                )),
+                waiting: std::sync::atomic::AtomicUsize::new(0),
+                max_waiting: waiting,
+            })
+        });
+        Arc::new(Self::build(
+            name, gateway_id, timeout, required, slots, dialect, metrics, None,
+        ))
+    }
+
+    /// A child of this upstream serving `tenant` (see `children`): its
+    /// calls are held to this upstream's slots and counted in its series,
+    /// its task statuses heard where this upstream's are.
+    pub(crate) fn child(&self, tenant: &Arc<str>) -> Arc<Upstream> {
+        let mut child = Self::build(
+            &self.name,
+            &self.gateway_id,
+            self.timeout,
+            false,
+            self.slots.clone(),
+            self.dialect,
+            self.metrics.clone(),
+            Some(tenant.clone()),
+        );
+        child.answer_wait = self.answer_wait;
+        child.bounds = self.bounds;
+        child.task_statuses = self.task_statuses.clone();
+        child.changes = self.changes.clone();
+        child.relist = self.relist.clone();
+        if let Some(relay) = self.relay.get() {
+            let _ = child.relay.set(relay.clone());
+        }
+        Arc::new(child)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        name: &str,
+        gateway_id: &str,
+        timeout: Duration,
+        required: bool,
+        slots: Option<Arc<Slots>>,
+        dialect: Dialect,
+        metrics: Metrics,
+        tenant: Option<Arc<str>>,
+    ) -> Self {
         let call_method = dialect.method(Op::CallTool);
-        Arc::new(Self {
+        Self {
             name: name.into(),
             dialect,
             mc: modelcontext::State::default(),
@@ -389,14 +459,9 @@ impl Upstream {
             refresh_gate: tokio::sync::Mutex::new(None),
             changes: broadcast::Sender::new(64),
             task_statuses: broadcast::Sender::new(64),
+            incarnation: RwLock::new(Arc::from("")),
             listings: watch::Sender::new(0),
-            slots: limit.map(|(running, waiting)| Slots {
-                running: Arc::new(tokio::sync::Semaphore::new(
-                    running.min(tokio::sync::Semaphore::MAX_PERMITS),
-                )),
-                waiting: std::sync::atomic::AtomicUsize::new(0),
-                max_waiting: waiting,
-            }),
+            slots,
             pins: None,
             calls: std::sync::atomic::AtomicUsize::new(0),
             hot: HotSeries {
@@ -410,15 +475,17 @@ impl Upstream {
             },
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
-            relist: Relist::default(),
+            relist: Arc::default(),
             relay: std::sync::OnceLock::new(),
             progress: Arc::default(),
             bounds: ListingBounds::default(),
             metrics,
             one_session: std::sync::OnceLock::new(),
-            per_session: std::sync::OnceLock::new(),
+            children: std::sync::OnceLock::new(),
+            tenant,
+            keeps_sessions: std::sync::atomic::AtomicBool::new(false),
             answer_wait: input_rounds::DEFAULT_WAIT,
-        })
+        }
     }
 
     /// Sets how long a question of a call's round waits for its client.
@@ -442,19 +509,45 @@ impl Upstream {
 
     /// Whether it runs a stdio child per client session (`per_session`).
     pub fn runs_children(&self) -> bool {
-        self.per_session.get().is_some()
+        self.children.get().is_some_and(|c| c.per_session())
     }
 
-    /// Ends the child of the client session `scope`, if it runs one.
-    pub fn end_session(&self, scope: &[u8]) {
-        if let Some(children) = self.per_session.get() {
-            children.end(scope);
+    /// Ends `tenant`'s child of the client session `scope`, if it runs one.
+    pub fn end_session(&self, tenant: &str, scope: &[u8]) {
+        if let Some(children) = self.children.get() {
+            children.end(tenant, scope);
         }
     }
 
-    /// Runs a child per client session for the calls of clients that can be asked.
-    pub fn run_per_session(&self, children: Arc<per_session::PerSession>) {
-        let _ = self.per_session.set(children);
+    /// Runs children for tenants, or client sessions, that its own process
+    /// does not serve (see `children`).
+    pub fn run_children(&self, children: Arc<children::Children>) {
+        let _ = self.children.set(children);
+    }
+
+    /// Where `tenant`'s calls run (in the client session `session`, when it
+    /// can be asked): this upstream, or a child of it (see `children`).
+    /// Nearly always, for an upstream that runs none: itself, at once.
+    pub fn instance(
+        &self,
+        tenant: &Arc<str>,
+        session: Option<&[u8]>,
+    ) -> Result<Instance<'_>, CallError> {
+        match self.children.get() {
+            None => Ok(Instance::Own(self)),
+            Some(children) => children.pick(self, tenant, session),
+        }
+    }
+
+    /// Whether it is a child serving one tenant (see `children`).
+    pub(crate) fn is_child(&self) -> bool {
+        self.tenant.is_some()
+    }
+
+    /// Whether its Streamable HTTP server gave it a session.
+    pub(crate) fn keeps_sessions(&self) -> bool {
+        self.keeps_sessions
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Calls started and not yet finished.
@@ -527,19 +620,33 @@ impl Upstream {
     }
 
     /// Namespaced ids of resources the upstream said changed (`mcp/resourceDidChange`).
-    pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<str>> {
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<(Option<Arc<str>>, Arc<str>)> {
         self.changes.subscribe()
     }
 
-    /// The upstream's `notifications/tasks/status`, as it sent them.
-    pub fn subscribe_task_statuses(&self) -> broadcast::Receiver<JsonBuf> {
+    /// The upstream's (and its children's) `notifications/tasks/status`,
+    /// as they sent them, each with the incarnation that sent it.
+    pub fn subscribe_task_statuses(&self) -> broadcast::Receiver<(Arc<str>, JsonBuf)> {
         self.task_statuses.subscribe()
     }
 
     /// A task's status the upstream announced (no one listening is no error).
     pub(super) fn task_status(&self, params: Option<Json<'_>>) {
         if let Some(params) = params {
-            let _ = self.task_statuses.send(params.to_buf());
+            let _ = self
+                .task_statuses
+                .send((self.incarnation(), params.to_buf()));
+        }
+    }
+
+    /// Its current incarnation (see the field), with the sessions its
+    /// Streamable HTTP server forgot since the handshake: empty before its
+    /// first handshake.
+    pub fn incarnation(&self) -> Arc<str> {
+        let base = read(&self.incarnation);
+        match read(&self.link).and_then(|l| l.as_streamable().map(|s| s.renewed())) {
+            Some(renewed) if renewed > 0 => format!("{base}.{renewed}").into(),
+            _ => base,
         }
     }
 
@@ -591,19 +698,13 @@ impl Upstream {
     /// Calls the tool with these arguments (the agent's text, as sent): the
     /// result in the gateway's own shape, an object whose `output` is the
     /// tool's output, whatever the upstream's protocol.
-    /// `session`: the scope of the client's session when it can be asked
-    /// (an upstream with a child per session sends the call to that child).
+    /// Where a tenant's call runs is [`Self::instance`]'s to say.
     pub async fn call_tool(
         &self,
         tool: &ToolEntry,
         arguments: Json<'_>,
         reports: Option<&(dyn Fn(progress::Report) + Sync)>,
-        session: Option<&[u8]>,
     ) -> Result<Answer, CallError> {
-        if let (Some(children), Some(scope)) = (self.per_session.get(), session) {
-            let child = children.child(scope)?;
-            return Box::pin(child.call_tool(tool, arguments, reports, None)).await;
-        }
         match &tool.route {
             Route::ById => {
                 // MCP v1.0 has no progress: a caller that asked hears none.
@@ -759,9 +860,7 @@ impl Upstream {
     /// Streamable HTTP upstream of the protocol that takes it (not one
     /// whose calls run on a child per session).
     pub fn speaks_stateless(&self) -> bool {
-        self.dialect == Dialect::ModelContext
-            && self.per_session.get().is_none()
-            && self.mc.stateless()
+        self.dialect == Dialect::ModelContext && !self.runs_children() && self.mc.stateless()
     }
 
     /// Whether its requests during a call can be told to be that call's: a
@@ -769,7 +868,7 @@ impl Upstream {
     /// on its own stream), not one run as a child per session.
     pub fn asks_during_calls(&self) -> bool {
         self.dialect == Dialect::ModelContext
-            && self.per_session.get().is_none()
+            && !self.runs_children()
             && read(&self.link).is_some_and(|link| link.as_streamable().is_some())
     }
 
@@ -984,11 +1083,28 @@ impl Upstream {
 
     /// Handshake over a new connection, then fill the catalog, then serve.
     pub async fn connect(&self, link: Arc<dyn Transport>) -> Result<(), CallError> {
+        let mut nonce = [0u8; 12];
+        let _ = getrandom::fill(&mut nonce);
+        let incarnation: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        // Before the handshake: no answer of the new process is ever
+        // read under the old one's incarnation.
+        write(&self.incarnation, Arc::from(incarnation));
         let caps = match self.dialect {
             Dialect::V1 => v1::handshake(self, &*link).await?,
             Dialect::ModelContext => self.mc.handshake(self, &*link).await?,
         };
         write(&self.capabilities, Some(caps));
+        self.keeps_sessions.store(
+            link.as_streamable().is_some_and(|l| l.has_session()),
+            std::sync::atomic::Ordering::Release,
+        );
+        if let Some(tenant) = &self.tenant {
+            // A child serves calls: the upstream's own process lists.
+            write(&self.link, Some(link));
+            self.status.send_replace(Status::Ready);
+            tracing::debug!(upstream = %self.name, tenant = %tenant, "a tenant's child is ready");
+            return Ok(());
+        }
         self.refresh_with(&*link, caps).await;
         write(&self.link, Some(link));
         self.status.send_replace(Status::Ready);
@@ -1019,7 +1135,7 @@ impl Upstream {
         write(&self.link, None);
         self.status.send_replace(Status::Down);
         self.listings_may_have_changed();
-        if self.is_retired() {
+        if self.is_retired() || self.is_child() {
             // A reload replaced it: its successor owns the upstream's series now.
             return;
         }
@@ -1149,11 +1265,31 @@ impl Upstream {
     /// replica heard the same and speaks for it); acted on here alone when
     /// there is no store or its queue is full, so that nothing is lost.
     fn heard(&self, changed: Option<&str>) {
+        if let Some(tenant) = &self.tenant {
+            // A tenant's child: what changed in it is that tenant's alone,
+            // told to it; the listings are the upstream's own process's.
+            let Some(original) = changed else {
+                return self.relist_soon(None);
+            };
+            if let Some(relay) = self.relay.get() {
+                let heard = Heard {
+                    upstream: self.name.clone(),
+                    changed: Some(original.to_owned()),
+                    shared: false,
+                    tenant: Some(tenant.clone()),
+                };
+                if relay.to.try_send(heard).is_ok() {
+                    return;
+                }
+            }
+            return self.announce_change_to(tenant, original);
+        }
         if let Some(relay) = self.relay.get() {
             let heard = Heard {
                 upstream: self.name.clone(),
                 changed: changed.map(str::to_owned),
                 shared: relay.shared,
+                tenant: None,
             };
             if relay.to.try_send(heard).is_ok() {
                 return;
@@ -1191,6 +1327,10 @@ impl Upstream {
     /// each announcing the resource changes asked for before it started.
     /// The upstream's supervisor runs it while the connection is served.
     pub(crate) async fn relister(&self) {
+        if self.is_child() {
+            // The upstream's own relister lists what a child asks for.
+            return std::future::pending().await;
+        }
         loop {
             self.relist.wake.notified().await;
             while self
@@ -1227,10 +1367,17 @@ impl Upstream {
         }
     }
 
+    /// Tells `tenant`'s sessions alone that the resource with this original
+    /// id changed (in its own child).
+    pub fn announce_change_to(&self, tenant: &str, original: &str) {
+        let namespaced = crate::protocol::mcpid::namespace(&self.gateway_id, &self.name, original);
+        let _ = self.changes.send((Some(tenant.into()), namespaced.into()));
+    }
+
     /// Tells the tenants' sessions that the resource with this original id changed.
     fn announce_change(&self, original: &str) {
         let namespaced = crate::protocol::mcpid::namespace(&self.gateway_id, &self.name, original);
-        let _ = self.changes.send(namespaced.into());
+        let _ = self.changes.send((None, namespaced.into()));
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {

@@ -203,7 +203,7 @@ pub async fn run(
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
     let mut first = true;
     loop {
-        if !std::mem::take(&mut first) {
+        if !std::mem::take(&mut first) && !up.is_child() {
             up.metrics()
                 .upstream_restarts
                 .with_label_values(&[&up.name])

@@ -58,6 +58,8 @@ struct Shared {
     events: mpsc::Sender<Event>,
     /// One re-initialisation at a time.
     reinit: tokio::sync::Mutex<()>,
+    /// Sessions the server forgot and the link replaced (see `Upstream::incarnation`).
+    renewed: AtomicU64,
     /// Plain http:// calls of the current session (see `http_pool`).
     fast: RwLock<Option<Arc<Pool>>>,
     /// Plain http:// requests of the 2026-07-28 revision, which carry no
@@ -107,6 +109,24 @@ impl ServerAnswers {
 /// A client for one Streamable HTTP upstream. Cheap to clone.
 #[derive(Clone)]
 pub struct StreamableLink(Arc<Shared>);
+
+impl StreamableLink {
+    /// Whether the server gave the link a session (`Mcp-Session-Id`): a
+    /// server without one keeps nothing between requests that a session
+    /// would scope, so tenants may share the link.
+    /// How many sessions the server forgot and the link replaced.
+    pub fn renewed(&self) -> u64 {
+        self.0.renewed.load(Ordering::Acquire)
+    }
+
+    pub fn has_session(&self) -> bool {
+        self.0
+            .session
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+}
 
 /// Why an exchange produced no answer.
 enum Failure {
@@ -181,6 +201,7 @@ impl StreamableLink {
             max_bytes,
             events,
             reinit: tokio::sync::Mutex::new(()),
+            renewed: AtomicU64::new(0),
             fast: RwLock::new(None),
             stateless,
             answers,
@@ -782,6 +803,9 @@ impl StreamableLink {
             return Ok(());
         }
         tracing::info!(url = %crate::redact::url(&self.0.url), "the upstream ended the session; initialising again");
+        // Whatever the server numbered in the forgotten session (a restart
+        // forgets them all) is never taken for what it numbers in the next.
+        self.0.renewed.fetch_add(1, Ordering::AcqRel);
         write(&self.0.session, None);
         write(&self.0.fast, None);
         let params = mc::initialize_params(true);
@@ -1160,7 +1184,7 @@ pub async fn run(
                 }
             }
         }
-        if !std::mem::take(&mut first) {
+        if !std::mem::take(&mut first) && !up.is_child() {
             up.metrics()
                 .upstream_restarts
                 .with_label_values(&[&up.name])

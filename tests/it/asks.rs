@@ -129,8 +129,14 @@ async fn what_a_client_cannot_answer_never_reaches_it_and_is_refused_upstream() 
     let gw = Gateway::start(&config(&server, "")).await;
     gw.wait_ready(&["evh"]).await;
     // server-everything asks for roots when its session starts, outside
-    // any call (on its session's own stream): refused.
+    // any call (on its session's own stream): refused. Tenant a's calls run
+    // on a session of its own, whose start is asked about too: started
+    // first, so that what follows counts only what the calls ask.
     until(|| async { counted(&gw, "refused").await >= 1.0 }).await;
+    let echo = json!([{"op": "call", "name": "evh__echo", "arguments": {"message": "hi"}}]);
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", echo).await;
+    assert_eq!(text_of(&answers[0]), "Echo: hi", "{answers:?}");
+    until(|| async { counted(&gw, "refused").await >= 2.0 }).await;
     let before = counted(&gw, "refused").await;
     // Declares sampling only: the upstream's elicitation is refused for it.
     let steps = json!({

@@ -113,3 +113,131 @@ async fn tenant_policy_hides_and_refuses_denied_tools() {
     );
     gw.stop().await;
 }
+
+/// The pid of the process that ran `key`'s call of `upstream`'s `pid` tool.
+async fn pid_of(gw: &Gateway, key: &str, upstream: &str) -> u64 {
+    let id = format!("mcp://gw/{upstream}/{upstream}/tools/pid");
+    let r = gw.execute(key, &id, json!({})).await;
+    r["result"]["output"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{r}"))
+}
+
+fn gone(pid: u64) -> bool {
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A server that keeps notes in memory keeps each tenant's apart: two
+/// tenants that list one stdio upstream are served by processes of their
+/// own (started on first use, ended when idle), unless the upstream says it
+/// may be shared. The one tenant of an upstream is served by its own process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_are_served_by_processes_of_their_own_unless_the_upstream_is_shared() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  sh: {}\n  solo: {}\ntenants:\n  a: {}\n  b: {}\n",
+        StdioUpstream::new("s", &[])
+            .with("idle_timeout_ms", 1500)
+            .yaml(),
+        StdioUpstream::new("sh", &[]).with("shared", true).yaml(),
+        stdio_upstream("solo", &[]),
+        tenant("ka", &["s", "sh", "solo"]),
+        tenant("kb", &["s", "sh"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s", "sh", "solo"]).await;
+    let children = |text: &str| metric(text, r#"mcp_gateway_tenant_children{upstream="s"}"#);
+    assert_eq!(children(&gw.metrics().await), Some(0.0));
+
+    let a = pid_of(&gw, "ka", "s").await;
+    let b = pid_of(&gw, "kb", "s").await;
+    assert_ne!(a, b, "two tenants reached one process");
+    assert_eq!(pid_of(&gw, "ka", "s").await, a);
+    assert_eq!(pid_of(&gw, "kb", "s").await, b);
+    assert_eq!(children(&gw.metrics().await), Some(2.0));
+    // Their calls are the upstream's: counted in its series.
+    let m = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcp_gateway_upstream_calls_total{method="mcp/executeTool",outcome="ok",upstream="s"}"#
+        ),
+        Some(4.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, r#"mcp_gateway_upstream_up{upstream="s"}"#),
+        Some(1.0)
+    );
+
+    // shared: true is one process for every tenant.
+    assert_eq!(pid_of(&gw, "ka", "sh").await, pid_of(&gw, "kb", "sh").await);
+    assert_eq!(
+        metric(
+            &gw.metrics().await,
+            r#"mcp_gateway_tenant_children{upstream="sh"}"#
+        ),
+        Some(0.0)
+    );
+    // The only tenant of an upstream is served by the upstream's own process.
+    assert_eq!(
+        pid_of(&gw, "ka", "solo").await,
+        pid_of(&gw, "ka", "solo").await
+    );
+    assert_eq!(
+        metric(
+            &gw.metrics().await,
+            r#"mcp_gateway_tenant_children{upstream="solo"}"#
+        ),
+        Some(0.0)
+    );
+
+    // Idle past idle_timeout_ms: each tenant's process ends, and its next
+    // call starts another.
+    until(|| async { gone(a) && gone(b) }).await;
+    assert_eq!(children(&gw.metrics().await), Some(0.0));
+    let again = pid_of(&gw, "ka", "s").await;
+    assert!(again != a && again != b);
+    gw.stop().await;
+}
+
+/// A tenant's child that crashes is restarted for that tenant alone: the
+/// other tenant's process, and its calls, never notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_crashed_child_costs_another_tenant_nothing() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
+        stdio_upstream("s", &[]),
+        tenant("ka", &["s"]),
+        tenant("kb", &["s"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let (a, b) = (pid_of(&gw, "ka", "s").await, pid_of(&gw, "kb", "s").await);
+    let crashed = gw
+        .execute("ka", "mcp://gw/s/s/tools/crash", json!({}))
+        .await;
+    assert_eq!(crashed["error"]["code"], -32001, "{crashed}");
+    assert_eq!(pid_of(&gw, "kb", "s").await, b);
+    // a's child comes back (its supervisor restarts it), a new process.
+    let again = within(async {
+        loop {
+            let r = gw.execute("ka", "mcp://gw/s/s/tools/pid", json!({})).await;
+            if let Some(pid) = r["result"]["output"]["pid"].as_u64() {
+                break pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_ne!(again, a);
+    assert_eq!(pid_of(&gw, "kb", "s").await, b);
+    // The upstream's own restarts are not the children's.
+    assert_eq!(
+        metric(
+            &gw.metrics().await,
+            r#"mcp_gateway_upstream_restarts_total{upstream="s"}"#
+        ),
+        Some(0.0)
+    );
+    gw.stop().await;
+}

@@ -14,7 +14,10 @@ async fn gateway_with(record: &std::path::Path) -> (Gateway, tokio::task::JoinHa
     let (url, task) = http_upstream("h").await;
     let yaml = format!(
         "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\", notifications: true}}}}\n  x: {}\ntenants:\n  a: {}\n  b: {}\n  c: {}\n",
-        stdio_upstream("s", &["--record", record.to_str().unwrap()]),
+        // Shared: its resources are one state that tenants a and b both see.
+        StdioUpstream::new("s", &["--record", record.to_str().unwrap()])
+            .with("shared", true)
+            .yaml(),
         stdio_upstream("x", &[]),
         tenant("ka", &["s", "h"]),
         tenant("kb", &["s"]),

@@ -144,8 +144,9 @@ async fn a_task_runs_through_the_gateway_for_the_typescript_sdks_client() {
         .unwrap_or_default();
     assert!(text.contains("gateways"), "{ran}");
     let id = ran["taskId"].as_str().unwrap();
-    // The id the client holds is the gateway's: sealed, in four parts.
-    assert_eq!(id.split('.').count(), 4, "{id}");
+    // The id the client holds is the gateway's: sealed, in five parts
+    // (tag, upstream, incarnation, task, tool).
+    assert_eq!(id.split('.').count(), 5, "{id}");
     assert_eq!(answers[3]["taskId"], id, "{}", answers[3]);
     assert_eq!(answers[3]["status"], "completed", "{}", answers[3]);
     assert_eq!(

@@ -25,7 +25,7 @@ use tenants::*;
 use upstreams::*;
 
 use super::{
-    AuthSettings, Config, GatewaySettings, HttpSpec, Limits, PerSessionSpec, Protocol, Secrets,
+    AuthSettings, ChildBounds, Config, GatewaySettings, HttpSpec, Limits, Protocol, Secrets,
     StdioSpec, TenantSpec, ToolGlobs, TransportSpec, UpstreamSpec,
 };
 
@@ -329,22 +329,27 @@ tenants:
   t: {api_keys: [k], upstreams: [a, b]}
 "#;
         let c = Config::from_yaml(text, &Fake).unwrap();
+        let a = c.upstream("a").unwrap();
+        assert!(a.per_session && !a.shared);
         assert_eq!(
-            c.upstream("a").unwrap().per_session,
-            Some(PerSessionSpec {
+            a.children,
+            ChildBounds {
                 max_children: 2,
                 idle_timeout: Duration::from_secs(1)
-            })
+            }
         );
-        assert_eq!(c.upstream("b").unwrap().per_session, None);
+        let b = c.upstream("b").unwrap();
+        assert!(!b.per_session && !b.shared);
+        assert_eq!(b.children, ChildBounds::default());
         let text = r#"
 upstreams:
   a: {stdio: {command: x}, per_session: true}
   b: {http: {url: "http://x/mcp"}, protocol: modelcontextprotocol, per_session: true}
   c: {stdio: {command: x}, protocol: modelcontextprotocol, max_children: 3}
   d: {stdio: {command: x}, protocol: modelcontextprotocol, per_session: true, max_children: 0, idle_timeout_ms: 0}
+  e: {stdio: {command: x}, shared: true, idle_timeout_ms: 1000}
 tenants:
-  t: {api_keys: [k], upstreams: [a, b, c, d]}
+  t: {api_keys: [k], upstreams: [a, b, c, d, e]}
 "#;
         let Err(ConfigError::Invalid(problems)) = Config::from_yaml(text, &Fake) else {
             panic!("accepted")
@@ -360,6 +365,7 @@ tenants:
             "upstreams.c.max_children",
             "upstreams.d.max_children",
             "upstreams.d.idle_timeout_ms",
+            "upstreams.e.idle_timeout_ms",
         ] {
             assert!(text.contains(at), "{at} missing from:\n{text}");
         }

@@ -49,6 +49,7 @@ pub(super) fn upstream(
             None
         }
     };
+    let children = children(&at, &raw, p);
     let transport = match (raw.stdio, raw.http) {
         (Some(s), None) => {
             if s.command.trim().is_empty() {
@@ -97,14 +98,7 @@ pub(super) fn upstream(
             None
         }
     };
-    let per_session = per_session(
-        &at,
-        &raw.per_session,
-        raw.max_children,
-        raw.idle_timeout_ms,
-        p,
-    );
-    if per_session.is_some()
+    if raw.per_session
         && !(matches!(transport, Some(TransportSpec::Stdio(_)))
             && protocol == Some(Protocol::ModelContext))
     {
@@ -122,48 +116,47 @@ pub(super) fn upstream(
         max_concurrency: concurrency,
         max_queue,
         pin: raw.pin,
-        per_session,
+        per_session: raw.per_session,
+        shared: raw.shared,
+        children,
     })
     .filter(|_| is_name(&name))
 }
 
-/// `per_session` and its bounds (which mean nothing without it).
-fn per_session(
-    at: &str,
-    on: &bool,
-    max_children: Option<u64>,
-    idle_timeout_ms: Option<u64>,
-    p: &mut Problems,
-) -> Option<PerSessionSpec> {
-    if !on {
-        for (key, set) in [
-            ("max_children", max_children.is_some()),
-            ("idle_timeout_ms", idle_timeout_ms.is_some()),
-        ] {
-            if set {
-                p.add(format!("{at}.{key}"), "needs per_session: true");
-            }
-        }
-        return None;
+/// The bounds of the children run for one tenant or one client session:
+/// `max_children` means something only with `per_session` (a tenant runs
+/// one child otherwise), `idle_timeout_ms` only where children run at all.
+fn children(at: &str, raw: &RawUpstream, p: &mut Problems) -> ChildBounds {
+    let defaults = ChildBounds::default();
+    if raw.max_children.is_some() && !raw.per_session {
+        p.add(format!("{at}.max_children"), "needs per_session: true");
     }
-    let max_children = match max_children {
+    if raw.idle_timeout_ms.is_some() && raw.shared && !raw.per_session {
+        p.add(
+            format!("{at}.idle_timeout_ms"),
+            "means nothing with shared: true (no child runs for one tenant), unless per_session: true",
+        );
+    }
+    let max_children = match raw.max_children {
         Some(0) => {
             p.add(format!("{at}.max_children"), "must be greater than 0");
             0
         }
-        n => n.map_or(16, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        n => n.map_or(defaults.max_children, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        }),
     };
-    let idle_timeout = match idle_timeout_ms {
+    let idle_timeout = match raw.idle_timeout_ms {
         Some(0) => {
             p.add(format!("{at}.idle_timeout_ms"), "must be greater than 0");
             Duration::ZERO
         }
-        ms => Duration::from_millis(ms.unwrap_or(300_000)),
+        ms => ms.map_or(defaults.idle_timeout, Duration::from_millis),
     };
-    Some(PerSessionSpec {
+    ChildBounds {
         max_children,
         idle_timeout,
-    })
+    }
 }
 
 /// Headers that frame the request or govern the connection (RFC 9110 7.6.1

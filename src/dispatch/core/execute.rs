@@ -236,12 +236,14 @@ impl Dispatcher {
             }
             // An upstream of the handshake era that may ask during the
             // call: held across the client's rounds (see `held`).
-            Some(round) if super::held::may_hold(&up, round.params) => {
+            Some(round) if super::held::may_hold(&up, round) => {
                 Box::pin(self.call_held(tenant, &id, &up, &entry, arguments, reports, round))
                     .await?
             }
             _ => up
-                .call_tool(&entry, arguments, reports, session)
+                .instance(&tenant.name, session)
+                .map_err(upstream_error)?
+                .call_tool(&entry, arguments, reports)
                 .await
                 .map_err(upstream_error)?,
         };
@@ -302,6 +304,8 @@ impl Dispatcher {
             error,
         };
         match up
+            .instance(&tenant.name, None)
+            .map_err(upstream_error)?
             .call_stateless(entry, &call, reports)
             .await
             .map_err(upstream_error)?

@@ -117,7 +117,9 @@ impl HeldCall {
         let chain = up.runs_children().then(|| ChainChild {
             scope: format!("chain:{}", random_hex::<16>()).into_bytes().into(),
             up: up.clone(),
+            tenant: tenant.clone(),
         });
+        let caller = tenant.clone();
         let task = tokio::spawn(async move {
             // A report past the queue is lost; an ask lost so is answered
             // to the upstream with an error when its reply is dropped.
@@ -125,9 +127,14 @@ impl HeldCall {
                 let _ = heard.try_send(report);
             };
             let scope = chain.as_ref().map(|c| &*c.scope);
-            let answer = up
-                .call_tool(&entry, arguments.as_json(), Some(&heard), scope)
-                .await;
+            let answer = match up.instance(&caller, scope) {
+                Ok(instance) => {
+                    instance
+                        .call_tool(&entry, arguments.as_json(), Some(&heard))
+                        .await
+                }
+                Err(e) => Err(e),
+            };
             let _ = done.send(answer);
         });
         HeldCall {
@@ -235,27 +242,34 @@ pub(super) fn random_hex<const N: usize>() -> String {
 struct ChainChild {
     scope: Box<[u8]>,
     up: Arc<Upstream>,
+    tenant: Arc<str>,
 }
 
 impl Drop for ChainChild {
     fn drop(&mut self) {
-        self.up.end_session(&self.scope);
+        self.up.end_session(&self.tenant, &self.scope);
     }
 }
 
 /// Whether a 2026-07-28 client's call may be held for it: the upstream can
 /// ask during the call (or runs a child per request chain, which can), and
-/// the client declared it can be asked something or continues a held call.
-/// A substring search first: most calls name none of it.
-pub(super) fn may_hold(up: &Upstream, params: Option<Json<'_>>) -> bool {
-    static NAMES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 4]> =
-        std::sync::LazyLock::new(|| {
-            ["requestState", "elicitation", "sampling", "roots"].map(memchr::memmem::Finder::new)
-        });
-    let Some(params) = params.map(|p| p.get().as_bytes()) else {
+/// the client continues a held call or declared, in its `_meta`'s client
+/// capabilities, that it can be asked something. Only those parsed members
+/// decide: a word in the arguments decides nothing.
+pub(super) fn may_hold(up: &Upstream, round: &RoundIn<'_>) -> bool {
+    if !(up.asks_during_calls() || up.runs_children()) {
         return false;
-    };
-    (up.asks_during_calls() || up.runs_children()) && NAMES.iter().any(|n| n.find(params).is_some())
+    }
+    let [_, state] = round.answers;
+    state.is_some() || declares_askable(round.capabilities)
+}
+
+/// Whether these client capabilities declare any that a round may ask by.
+fn declares_askable(capabilities: Option<Json<'_>>) -> bool {
+    let capabilities = capabilities.filter(|c| c.get() != "{}");
+    scan::members(capabilities, ASKABLE.map(|(_, c)| c))
+        .iter()
+        .any(Option::is_some)
 }
 
 /// How long a retry waits for the replica that holds its call to say so.

@@ -90,13 +90,16 @@ impl Dispatcher {
         upstream: &Upstream,
         own: &str,
     ) -> Result<Value, GatewayError> {
+        let upstream_error = |error| GatewayError::Upstream {
+            upstream: upstream.name.clone(),
+            error,
+        };
         let answer = upstream
+            .instance(&tenant.name, None)
+            .map_err(upstream_error)?
             .read_resource(own)
             .await
-            .map_err(|error| GatewayError::Upstream {
-                upstream: upstream.name.clone(),
-                error,
-            })?;
+            .map_err(upstream_error)?;
         let mut result: Value = match serde_json::from_str(answer.get()) {
             Ok(v @ Value::Object(_)) => v,
             _ => {

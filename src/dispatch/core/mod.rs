@@ -263,8 +263,8 @@ impl Dispatcher {
                         continue;
                     }
                     status = statuses.recv() => match status {
-                        Ok(params) => {
-                            this.announce_task_status(&name, &params).await;
+                        Ok((incarnation, params)) => {
+                            this.announce_task_status(&name, &incarnation, &params).await;
                             continue;
                         }
                         Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -283,8 +283,10 @@ impl Dispatcher {
                     },
                     _ = stop.cancelled() => return,
                 };
+                let (only, id) = id;
                 let state = this.inner.state.load();
-                for t in state.tenants.iter().filter(|t| t.sees(&name)) {
+                let concerned = |t: &Tenant| t.sees(&name) && only.as_ref().is_none_or(|o| *o == t.name);
+                for t in state.tenants.iter().filter(|t| concerned(t)) {
                     if let Some(sender) = this.inner.changes.get(&t.name) {
                         // No open session is not an error.
                         let _ = sender.send(Announced::Resource(id.clone()));

@@ -3,11 +3,15 @@
 //! `tasks/cancel` about it.
 //!
 //! The client never sees the upstream's own task id. It is handed
-//! `{tag}.{upstream}.{id}.{tool}` (each part but the tag base64url), the tag
-//! an HMAC (`crate::seal`) binding the tenant, the upstream, the upstream's
-//! id and the tool: any replica with the same secret routes a request about
-//! the task to its upstream with no table, and an id of another tenant's, or
-//! an altered or forged one, reads exactly like one that does not exist.
+//! `{tag}.{upstream}.{incarnation}.{id}.{tool}` (each part but the tag
+//! base64url), the tag an HMAC (`crate::seal`) binding the tenant, the
+//! upstream, the incarnation of the process (or HTTP session) that made the
+//! task, the upstream's id and the tool: any replica with the same secret
+//! routes a request about the task to its upstream with no table, and an id
+//! of another tenant's, or an altered or forged one, reads exactly like one
+//! that does not exist. So does an id of an incarnation that is gone: an
+//! upstream that restarted numbers its tasks anew, and its `t1` is not the
+//! `t1` the old id named.
 //! Upstreams shared by tenants list every tenant's tasks, so each replica
 //! remembers (bounded, per tenant) the tasks it created, and `tasks/list`
 //! shows a tenant only those. The same memory takes an upstream's
@@ -51,6 +55,9 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskRef {
     pub upstream: String,
+    /// The incarnation of the upstream's instance that made it (see
+    /// `Upstream::incarnation`).
+    pub incarnation: String,
     /// The upstream's own task id.
     pub id: String,
     /// The tool's id on its upstream (the catalog's original id).
@@ -62,11 +69,19 @@ pub struct TaskRef {
 pub(super) fn seal(sealer: &crate::seal::Sealer, tenant: &str, task: &TaskRef) -> String {
     let tag = sealer.tag(
         PURPOSE,
-        &[tenant, &task.upstream, &task.id, &task.tool, &task.replica],
+        &[
+            tenant,
+            &task.upstream,
+            &task.incarnation,
+            &task.id,
+            &task.tool,
+            &task.replica,
+        ],
     );
     let mut sealed = format!(
-        "{tag}.{}.{}.{}",
+        "{tag}.{}.{}.{}.{}",
         B64.encode(&task.upstream),
+        B64.encode(&task.incarnation),
         B64.encode(&task.id),
         B64.encode(&task.tool)
     );
@@ -79,7 +94,8 @@ pub(super) fn seal(sealer: &crate::seal::Sealer, tenant: &str, task: &TaskRef) -
 
 fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<TaskRef> {
     let mut parts = sealed.split('.');
-    let (tag, upstream, id, tool) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (tag, upstream, incarnation) = (parts.next()?, parts.next()?, parts.next()?);
+    let (id, tool) = (parts.next()?, parts.next()?);
     let replica = parts.next();
     if parts.next().is_some() {
         return None;
@@ -87,6 +103,7 @@ fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<Task
     let text = |part: &str| String::from_utf8(B64.decode(part).ok()?).ok();
     let task = TaskRef {
         upstream: text(upstream)?,
+        incarnation: text(incarnation)?,
         id: text(id)?,
         tool: text(tool)?,
         replica: match replica {
@@ -97,7 +114,14 @@ fn open(sealer: &crate::seal::Sealer, tenant: &str, sealed: &str) -> Option<Task
     sealer
         .verify(
             PURPOSE,
-            &[tenant, &task.upstream, &task.id, &task.tool, &task.replica],
+            &[
+                tenant,
+                &task.upstream,
+                &task.incarnation,
+                &task.id,
+                &task.tool,
+                &task.replica,
+            ],
             tag,
         )
         .then_some(task)
@@ -112,9 +136,11 @@ pub struct TaskBook {
     pub(super) waiters: DashMap<Box<str>, tokio::sync::mpsc::Sender<String>>,
 }
 
-/// A task the book remembers: its upstream, the upstream's id, its tool.
+/// A task the book remembers: its upstream, the incarnation that made it,
+/// the upstream's id, its tool.
 struct Remembered {
     upstream: Arc<str>,
+    incarnation: String,
     id: String,
     tool: String,
 }
@@ -130,14 +156,16 @@ impl TaskBook {
         }
         tasks.push_back(Remembered {
             upstream: upstream.clone(),
+            incarnation: task.incarnation.clone(),
             id: task.id.clone(),
             tool: task.tool.clone(),
         });
     }
 
-    /// A tenant's remembered tasks, by upstream: each one's tool by its id.
-    fn of(&self, tenant: &str) -> HashMap<Arc<str>, HashMap<String, String>> {
-        let mut by_upstream: HashMap<Arc<str>, HashMap<String, String>> = HashMap::new();
+    /// A tenant's remembered tasks, by upstream: each one's tool by its
+    /// incarnation and id.
+    fn of(&self, tenant: &str) -> HashMap<Arc<str>, HashMap<(String, String), String>> {
+        let mut by_upstream: HashMap<Arc<str>, HashMap<(String, String), String>> = HashMap::new();
         if let Some(tasks) = self.by_tenant.get(tenant) {
             let tasks = tasks
                 .lock()
@@ -146,15 +174,20 @@ impl TaskBook {
                 by_upstream
                     .entry(task.upstream.clone())
                     .or_default()
-                    .insert(task.id.clone(), task.tool.clone());
+                    .insert(
+                        (task.incarnation.clone(), task.id.clone()),
+                        task.tool.clone(),
+                    );
             }
         }
         by_upstream
     }
 
-    /// The tenants that created the task `id` on `upstream` here, each with
-    /// the tool it runs.
-    fn creators(&self, upstream: &str, id: &str) -> Vec<(Arc<str>, String)> {
+    /// The tenants that created the task `id` on `upstream`'s incarnation
+    /// `incarnation` here, each with the tool it runs: at most one, since
+    /// tenants share an incarnation only of an upstream `shared: true`,
+    /// whose ids are then its own to keep apart.
+    fn creators(&self, upstream: &str, incarnation: &str, id: &str) -> Vec<(Arc<str>, String)> {
         let mut found = Vec::new();
         for book in self.by_tenant.iter() {
             let tasks = book
@@ -163,7 +196,7 @@ impl TaskBook {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(t) = tasks
                 .iter()
-                .find(|t| &*t.upstream == upstream && t.id == id)
+                .find(|t| &*t.upstream == upstream && t.incarnation == incarnation && t.id == id)
             {
                 found.push((book.key().clone(), t.tool.clone()));
             }
@@ -172,13 +205,16 @@ impl TaskBook {
     }
 
     /// Forgets a tenant's tasks on `upstream` that are not in `alive` (its
-    /// upstream no longer lists them: they expired).
-    fn keep_only(&self, tenant: &str, upstream: &str, alive: &HashSet<String>) {
+    /// upstream no longer lists them: they expired, or their incarnation
+    /// is gone).
+    fn keep_only(&self, tenant: &str, upstream: &str, alive: &HashSet<(String, String)>) {
         if let Some(tasks) = self.by_tenant.get(tenant) {
             let mut tasks = tasks
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            tasks.retain(|t| &*t.upstream != upstream || alive.contains(&t.id));
+            tasks.retain(|t| {
+                &*t.upstream != upstream || alive.contains(&(t.incarnation.clone(), t.id.clone()))
+            });
         }
     }
 }
@@ -216,13 +252,26 @@ impl Dispatcher {
         if !entry.as_task || !up.tasks().tool_calls {
             return Err(GatewayError::TaskUnsupported(id.to_owned()));
         }
-        let created = up
+        let upstream_error = |error| GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error,
+        };
+        let instance = up.instance(&tenant.name, None).map_err(upstream_error)?;
+        // Taken once it runs (a tenant's child may be starting) and before
+        // the call, and the call's task refused when another incarnation
+        // answered it: an id is never bound to an incarnation that did not
+        // make its task.
+        instance.wait_started().await;
+        let incarnation = instance.incarnation();
+        let created = instance
             .create_task(&entry, arguments, task)
             .await
-            .map_err(|error| GatewayError::Upstream {
-                upstream: up.name.clone(),
-                error,
-            })?;
+            .map_err(upstream_error)?;
+        if instance.incarnation() != incarnation {
+            return Err(upstream_error(CallError::unavailable(
+                "the upstream restarted while it created the task",
+            )));
+        }
         let mut created: Value = serde_json::from_str(created.get()).unwrap_or(Value::Null);
         let own = created
             .get("task")
@@ -234,6 +283,7 @@ impl Dispatcher {
             })?;
         let task = TaskRef {
             upstream: up.name.to_string(),
+            incarnation: incarnation.to_string(),
             id: own,
             tool: entry.original_id.clone(),
             replica: self.replica_id(),
@@ -300,15 +350,30 @@ impl Dispatcher {
         heard: Option<&(dyn Fn(Report) + Sync)>,
     ) -> Result<(Value, TaskRef), GatewayError> {
         let (up, task) = self.task_of(tenant, sealed)?;
+        let instance = up
+            .instance(&tenant.name, None)
+            .map_err(|error| GatewayError::Upstream {
+                upstream: up.name.clone(),
+                error,
+            })?;
+        // The incarnation is checked before and after: an answer of one
+        // that started meanwhile is not this task's.
+        let same = || *instance.incarnation() == *task.incarnation;
+        if !same() {
+            return Err(GatewayError::TaskNotFound);
+        }
         let answer = match op {
-            TaskOp::Result => up.task_result(&task.id, heard).await,
+            TaskOp::Result => instance.task_result(&task.id, heard).await,
             op => {
                 let params = serde_json::json!({ "taskId": task.id }).to_string();
                 let params: Box<RawValue> = serde_json::from_str(&params)
                     .unwrap_or_else(|_| unreachable!("written as JSON"));
-                up.task_request(op, (&*params).into()).await
+                instance.task_request(op, (&*params).into()).await
             }
         };
+        if !same() {
+            return Err(GatewayError::TaskNotFound);
+        }
         let answer = answer.map_err(|error| GatewayError::Upstream {
             upstream: up.name.clone(),
             error: match error {
@@ -359,27 +424,37 @@ impl Dispatcher {
             else {
                 continue;
             };
-            let Some(tasks) = drain_tasks(&up).await else {
+            let Ok(instance) = up.instance(&tenant.name, None) else {
                 continue;
             };
+            let incarnation = instance.incarnation();
+            let Some(tasks) = drain_tasks(&instance).await else {
+                continue;
+            };
+            if instance.incarnation() != incarnation {
+                continue;
+            }
             let mut alive = HashSet::new();
             for mut task in tasks {
                 // The tool is not in a listed task: the id's seal binds the
-                // one remembered when the task was created.
-                let Some((own, tool)) = task_id(&task)
-                    .and_then(|id| ids.get_key_value(id))
-                    .map(|(id, tool)| (id.clone(), tool.clone()))
+                // one remembered when the task was created. Only tasks of
+                // the incarnation listing them are the tenant's.
+                let Some(key) = task_id(&task).map(|id| (incarnation.to_string(), id.to_owned()))
                 else {
+                    continue;
+                };
+                let Some(tool) = ids.get(&key).cloned() else {
                     continue;
                 };
                 let task_ref = TaskRef {
                     upstream: upstream.to_string(),
-                    id: own.clone(),
+                    incarnation: key.0.clone(),
+                    id: key.1.clone(),
                     tool,
                     replica: replica.clone(),
                 };
                 task["taskId"] = seal(self.sealer(), &tenant.name, &task_ref).into();
-                alive.insert(own);
+                alive.insert(key);
                 listed.push(task);
             }
             self.task_book().keep_only(&tenant.name, &upstream, &alive);
@@ -391,7 +466,7 @@ impl Dispatcher {
     /// the tenant that created the task through this replica (here, and on
     /// every replica through the shared store), the task's id the one sealed
     /// for it; dropped (and logged) when no tenant did.
-    pub async fn announce_task_status(&self, upstream: &str, params: &JsonBuf) {
+    pub async fn announce_task_status(&self, upstream: &str, incarnation: &str, params: &JsonBuf) {
         let Ok(mut status) = serde_json::from_str::<Value>(params.get()) else {
             return;
         };
@@ -399,7 +474,7 @@ impl Dispatcher {
             tracing::debug!(upstream, "a task status without a task id, dropped");
             return;
         };
-        let creators = self.task_book().creators(upstream, &own);
+        let creators = self.task_book().creators(upstream, incarnation, &own);
         if creators.is_empty() {
             tracing::debug!(
                 upstream,
@@ -409,6 +484,7 @@ impl Dispatcher {
         for (tenant, tool) in creators {
             let task = TaskRef {
                 upstream: upstream.to_owned(),
+                incarnation: incarnation.to_owned(),
                 id: own.clone(),
                 tool,
                 replica: self.replica_id(),
@@ -495,6 +571,7 @@ mod tests {
         let sealer = Sealer::new(&KeyDigest::of(b"secret"));
         let task = TaskRef {
             upstream: "every.thing".into(),
+            incarnation: "9c1e".into(),
             id: "0f3a.b/c".into(),
             tool: "mcp://tool/simulate-research-query".into(),
             replica: String::new(),
@@ -520,7 +597,7 @@ mod tests {
             },
         );
         let other_parts: Vec<&str> = other.split('.').collect();
-        for i in 0..4 {
+        for i in 0..5 {
             let mut mixed = parts.clone();
             mixed[i] = other_parts[i];
             if mixed != parts {
@@ -528,6 +605,15 @@ mod tests {
             }
         }
         assert_eq!(open(&sealer, "acme", &format!("{sealed}.x")), None);
+        // Another incarnation of the same upstream numbering the same id:
+        // not this task.
+        let reborn = TaskRef {
+            incarnation: "77ab".into(),
+            ..task.clone()
+        };
+        assert_ne!(seal(&sealer, "acme", &reborn), sealed);
+        let swapped = sealed.replace(&B64.encode("9c1e"), &B64.encode("77ab"));
+        assert_eq!(open(&sealer, "acme", &swapped), None);
         // The replica that created it is sealed in too.
         let homed = TaskRef {
             replica: "replica-1".into(),
@@ -551,6 +637,7 @@ mod tests {
         let up: Arc<str> = "up".into();
         let task = |id: &str| TaskRef {
             upstream: "up".into(),
+            incarnation: "i1".into(),
             id: id.into(),
             tool: "t".into(),
             replica: String::new(),
@@ -559,16 +646,20 @@ mod tests {
             book.remember(&a, &up, &task(&i.to_string()));
         }
         book.remember(&b, &up, &task("b-1"));
+        let key = |id: &str| ("i1".to_owned(), id.to_owned());
         let of_a = book.of("a");
         assert_eq!(of_a[&up].len(), REMEMBERED_PER_TENANT);
-        assert!(!of_a[&up].contains_key("0") && of_a[&up].contains_key("5"));
+        assert!(!of_a[&up].contains_key(&key("0")) && of_a[&up].contains_key(&key("5")));
         assert_eq!(book.of("b")[&up].len(), 1);
-        book.keep_only("a", "up", &HashSet::from(["7".to_owned()]));
+        book.keep_only("a", "up", &HashSet::from([key("7")]));
         assert_eq!(
             book.of("a")[&up],
-            HashMap::from([("7".to_owned(), "t".to_owned())])
+            HashMap::from([(key("7"), "t".to_owned())])
         );
         assert_eq!(book.of("b")[&up].len(), 1);
+        // A status names its incarnation: another's same id is nobody's.
+        assert_eq!(book.creators("up", "i1", "b-1").len(), 1);
+        assert!(book.creators("up", "i2", "b-1").is_empty());
     }
 
     #[test]

@@ -73,13 +73,18 @@ impl ModelContext<'_> {
             Ok(a) => a,
             Err(e) => return Some(Err(e)),
         };
-        let result = upstream
+        let upstream_error = |error| GatewayError::Upstream {
+            upstream: upstream.name.clone(),
+            error,
+        };
+        let instance = match upstream.instance(&tenant.name, None) {
+            Ok(instance) => instance,
+            Err(e) => return Some(Err(upstream_error(e))),
+        };
+        let result = instance
             .get_prompt(&own, arguments)
             .await
-            .map_err(|error| GatewayError::Upstream {
-                upstream: upstream.name.clone(),
-                error,
-            })
+            .map_err(upstream_error)
             .and_then(|r| {
                 serde_json::from_str::<Value>(r.get())
                     .ok()

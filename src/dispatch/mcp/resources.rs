@@ -85,14 +85,16 @@ impl ModelContext<'_> {
         let text = Value::Object(params).to_string();
         let raw: &serde_json::value::RawValue =
             serde_json::from_str(&text).map_err(|_| invalid(shape))?;
-        let answer =
-            upstream
-                .complete(Json::from(raw))
-                .await
-                .map_err(|error| GatewayError::Upstream {
-                    upstream: upstream.name.clone(),
-                    error,
-                })?;
+        let upstream_error = |error| GatewayError::Upstream {
+            upstream: upstream.name.clone(),
+            error,
+        };
+        let answer = upstream
+            .instance(&tenant.name, None)
+            .map_err(upstream_error)?
+            .complete(Json::from(raw))
+            .await
+            .map_err(upstream_error)?;
         serde_json::from_str::<Value>(answer.get())
             .ok()
             .filter(Value::is_object)
