@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use crate::jsonrpc::JsonBuf;
 
-pub use self::core::{Audit, Dispatcher};
+pub use self::core::{Audit, Dispatcher, Place, continues_round};
 pub use rpc::{Outgoing, respond, respond_classified, respond_traced, write_gateway_error};
 
 /// The protocols an agent's request may come in (labels of metrics and audit lines).

@@ -370,7 +370,10 @@ impl Session {
     /// Answers a request when it is ready, as one of the session's calls in flight.
     /// `asked`: its client can be asked by upstreams during the call.
     async fn dispatch(&mut self, raw: &RawValue, via: Via<'static>, asked: bool) -> bool {
-        let admission = match self.admit().await {
+        let continues = self.face == Face::ModelContext
+            && matches!(classify(raw), Incoming::Request { method, params, .. }
+                if crate::dispatch::continues_round(&method, params));
+        let admission = match self.admit(continues).await {
             Ok(a) => a,
             Err(e) => {
                 let id = match classify(raw) {
@@ -393,8 +396,9 @@ impl Session {
         let asking = asked.then(|| (self.scope.clone(), self.can));
         let handle = self.inflight.spawn(
             async move {
-                // The tenant's concurrency slot is held until the answer is out.
-                let _admission = admission;
+                // The tenant's concurrency slot is held until the answer is
+                // out, or by a call held across its client's rounds.
+                let place = admission;
                 // A call's progress goes out on the session, before its answer.
                 let asking = asking
                     .as_ref()
@@ -402,6 +406,7 @@ impl Session {
                 let via = Via {
                     progress: reports.then_some(&out),
                     asks: asking.as_ref(),
+                    place: Some(&place),
                     ..via
                 };
                 let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace, via).await;
@@ -433,6 +438,7 @@ impl Session {
             log_level: self.log_level,
             asks: None,
             scanned: None,
+            place: None,
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {
@@ -604,8 +610,9 @@ impl Session {
     }
 
     /// A call's admission: a place among the session's calls in flight, then
-    /// the tenant's limits.
-    async fn admit(&mut self) -> Result<crate::tenant::Admission, GatewayError> {
+    /// the tenant's limits (its rate alone for a retry of a round, whose
+    /// call holds its place: see `crate::dispatch::Place`).
+    async fn admit(&mut self, continues: bool) -> Result<crate::dispatch::Place, GatewayError> {
         if self.inflight.len() >= self.max_in_flight {
             self.dispatcher
                 .metrics()
@@ -616,7 +623,14 @@ impl Session {
                 limit: self.max_in_flight,
             });
         }
-        self.dispatcher.admit(&self.tenant, 1).await
+        if continues {
+            self.dispatcher.admit_rate(&self.tenant).await?;
+            return Ok(crate::dispatch::Place::default());
+        }
+        self.dispatcher
+            .admit(&self.tenant, 1)
+            .await
+            .map(crate::dispatch::Place::new)
     }
 
     /// Answers a message that could not be parsed (-32700, id null).

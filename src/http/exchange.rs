@@ -225,8 +225,28 @@ async fn one_message(
         Incoming::Request { id, .. } => Some(*id),
         _ => None,
     };
-    let _admission = match s.dispatcher.admit(tenant, u32::from(id.is_some())).await {
-        Ok(a) => a,
+    // A retry of a round is admitted at the tenant's rate alone: the call
+    // it continues holds its place (see `dispatch::Place`).
+    let continues = match &message {
+        Incoming::Request { method, params, .. } => {
+            scanned.is_some() && dispatch::continues_round(method, *params)
+        }
+        _ => false,
+    };
+    let place = match continues {
+        false => s
+            .dispatcher
+            .admit(tenant, u32::from(id.is_some()))
+            .await
+            .map(dispatch::Place::new),
+        true => s
+            .dispatcher
+            .admit_rate(tenant)
+            .await
+            .map(|()| dispatch::Place::default()),
+    };
+    let place = match place {
+        Ok(place) => place,
         Err(e) => return Exchange::Reply(Refusal::OverCapacity(id, &e).reply()),
     };
     // The handshake era's session: checked, or issued by `initialize`.
@@ -289,6 +309,7 @@ async fn one_message(
         log_level,
         asks: asks.as_ref(),
         scanned: scanned.as_ref(),
+        place: Some(&place),
     };
     let (out, _, status) = match &mut in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
@@ -472,6 +493,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         log_level: None,
         asks: None,
         scanned: None,
+        place: None,
     };
     let replies = join_all(
         items

@@ -625,3 +625,126 @@ async fn a_client_that_leaves_mid_request_leaves_nothing_waiting() {
     until(|| async { counted(&gw, "unanswered").await == 1.0 }).await;
     gw.stop().await;
 }
+
+/// A 2026-07-28 `tools/call` of `name` as `key`, its client declaring it
+/// can be asked to elicit; `round` holds what a retry adds to the params.
+async fn call_2026(gw: &Gateway, key: &str, name: &str, round: Value) -> Value {
+    let mut params = json!({
+        "name": name,
+        "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        },
+    });
+    if let (Value::Object(params), Value::Object(round)) = (&mut params, round) {
+        params.extend(round);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+    let response = within(
+        gw.client
+            .post(&gw.url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .body(body.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    let text = within(response.text()).await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"))
+}
+
+/// The pid of the child that serves `key`'s session `session` on `upstream`.
+async fn pid_as(gw: &Gateway, key: &str, session: &str, upstream: &str) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": format!("{upstream}__pid"), "arguments": {}}});
+    let response = post_in(gw, key, session, call).await;
+    let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    text_of(&body["result"])
+}
+
+/// Calls held across rounds their client walked away from cost only their
+/// tenant: its children are bounded apart from another tenant's, whose idle
+/// child stays; every call on a child holds the upstream's `max_concurrency`
+/// and `max_queue`; and a held call keeps its tenant's concurrency place
+/// until its retry ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_are_bounded_per_tenant_and_hold_the_upstreams_slots() {
+    let child = |keys: &str| {
+        sdk_stdio().replace(
+            "timeout_ms: 1000}",
+            &format!("timeout_ms: 20000, per_session: true, {keys}}}"),
+        )
+    };
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\n  lim: {}\ntenants:\n  a: {}\n  b: {}\n  c: {{api_keys: [kc], upstreams: [loc], max_concurrency: 1}}\n",
+        "s".repeat(40),
+        child("max_children: 2"),
+        child("max_concurrency: 1, max_queue: 0"),
+        tenant("ka", &["loc", "lim"]),
+        tenant("kb", &["loc", "lim"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["loc", "lim"]).await;
+    let held = |answer: &Value| answer["result"]["resultType"] == "input_required";
+
+    // b's session has a child; a walks away from two held rounds, each on a
+    // child of its own request chain: a's two children, both busy.
+    let b_session = open_session(&gw, "kb").await;
+    let b_pid = pid_as(&gw, "kb", &b_session, "loc").await;
+    for _ in 0..2 {
+        let answer = call_2026(&gw, "ka", "loc__ask", json!({})).await;
+        assert!(held(&answer), "{answer}");
+    }
+    // Its third finds its own children busy: refused, and b's child stays.
+    let refused = call_2026(&gw, "ka", "loc__ask", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32001, "{refused}");
+    assert_eq!(pid_as(&gw, "kb", &b_session, "loc").await, b_pid);
+    let m = gw.metrics().await;
+    assert_eq!(
+        metric(&m, r#"mcp_gateway_session_children{upstream="loc"}"#),
+        Some(3.0)
+    );
+
+    // lim takes one call at once, whichever child runs it: a's held round
+    // holds it, and b's call on its own child is refused at once (-32004).
+    let answer = call_2026(&gw, "ka", "lim__ask", json!({})).await;
+    assert!(held(&answer), "{answer}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "lim__pid", "arguments": {}}});
+    let over = post_in(&gw, "kb", &b_session, call).await;
+    let over: Value = serde_json::from_str(&over.text().await.unwrap()).unwrap();
+    assert_eq!(over["error"]["code"], -32004, "{over}");
+
+    // c may run one call at once: its held round is that call. Another is
+    // refused (429) until the retry ends the round.
+    let first = call_2026(&gw, "kc", "loc__ask", json!({})).await;
+    assert!(held(&first), "{first}");
+    let (status, _) = gw
+        .post(
+            "kc",
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "mcp/executeTool",
+                    "params": {"id": "mcp://gw/loc/tool/pid", "arguments": {}}})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(status, 429);
+    let (key, _) = first["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .unwrap();
+    let retry = json!({
+        "inputResponses": {key.as_str(): {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": first["result"]["requestState"],
+    });
+    let done = call_2026(&gw, "kc", "loc__ask", retry).await;
+    assert_eq!(text_of(&done["result"]), "accept: Ada", "{done}");
+    let again = call_2026(&gw, "kc", "loc__pid", json!({})).await;
+    assert!(again["result"]["content"].is_array(), "{again}");
+    gw.stop().await;
+}

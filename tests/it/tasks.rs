@@ -214,9 +214,10 @@ async fn a_task_waiting_for_input_asks_the_client_that_waits_for_its_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_ids_are_sealed_to_their_tenant_and_listed_per_tenant() {
-    // One stdio child shared by both tenants: the upstream lists every
-    // task it runs, whoever created it.
-    let gw = Gateway::start(&config(&everything_stdio())).await;
+    // One stdio child shared by both tenants (shared: true): the upstream
+    // lists every task it runs, whoever created it.
+    let shared = everything_stdio().replace("protocol:", "shared: true, protocol:");
+    let gw = Gateway::start(&config(&shared)).await;
     gw.wait_ready(&["ev"]).await;
     let create = |topic: &str| json!({"name": RESEARCH, "arguments": {"topic": topic}, "task": {"ttl": 60000}});
     let a = post(&gw, "ka", "tools/call", create("a's")).await;
@@ -755,4 +756,85 @@ async fn a_tasks_creation_and_its_final_outcome_are_audited() {
     // Neither line holds the arguments.
     assert!(!p.seen_text().contains(secret));
     assert!(p.terminate().success());
+}
+
+/// An upstream that restarted numbers its tasks anew: an id the gateway
+/// handed out for its last process is unknown, never the new task that took
+/// its number (here another tenant's, the upstream shared by both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_of_an_upstream_that_restarted_is_unknown() {
+    servers();
+    let upstream = format!(
+        "{{stdio: {{command: {:?}, args: [{:?}]}}, protocol: modelcontextprotocol, shared: true}}",
+        venv().join("bin/python").display().to_string(),
+        root()
+            .join("tests/fixtures/numbered_tasks_server.py")
+            .display()
+            .to_string(),
+    );
+    let gw = Gateway::start(&config(&upstream)).await;
+    gw.wait_ready(&["ev"]).await;
+    let remember = |text: &str| json!({"name": "ev__remember", "arguments": {"text": text}, "task": {"ttl": 60000}});
+    let created = post(&gw, "ka", "tools/call", remember("a's secret")).await;
+    let a_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let result = post(&gw, "ka", "tasks/result", json!({"taskId": a_id})).await;
+    assert_eq!(text_of(&result["result"]), "a's secret", "{result}");
+
+    // The upstream's process ends; its supervisor starts another.
+    let pid = || async {
+        let call = post(
+            &gw,
+            "ka",
+            "tools/call",
+            json!({"name": "ev__pid", "arguments": {}}),
+        );
+        call.await["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let first = pid().await.expect("its pid");
+    let exited = post(
+        &gw,
+        "ka",
+        "tools/call",
+        json!({"name": "ev__exit", "arguments": {}}),
+    )
+    .await;
+    assert!(exited.get("error").is_some(), "{exited}");
+    let now = within(async {
+        loop {
+            if let Some(now) = pid().await {
+                break now;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_ne!(now, first);
+
+    // b's first task there is t1 again, as a's was.
+    let created = post(&gw, "kb", "tools/call", remember("b's secret")).await;
+    let b_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(a_id, b_id);
+    let unknown = post(&gw, "ka", "tasks/get", json!({"taskId": "made-up"})).await;
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let answer = post(&gw, "ka", method, json!({"taskId": a_id})).await;
+        assert!(
+            !answer.to_string().contains("b's secret"),
+            "{method}: {answer}"
+        );
+        assert_eq!(answer["error"], unknown["error"], "{method}: {answer}");
+    }
+    let listed = |v: Value| v["result"]["tasks"].as_array().unwrap().len();
+    assert_eq!(listed(post(&gw, "ka", "tasks/list", json!({})).await), 0);
+    assert_eq!(listed(post(&gw, "kb", "tasks/list", json!({})).await), 1);
+    let result = post(&gw, "kb", "tasks/result", json!({"taskId": b_id})).await;
+    assert_eq!(text_of(&result["result"]), "b's secret", "{result}");
+    gw.stop().await;
 }

@@ -231,6 +231,9 @@ impl Dispatcher {
             // the call's future is no larger for it, and a box would cost
             // an allocation and a copy of the state.
             Some(round) if up.speaks_stateless() => {
+                if let Some(place) = round.place {
+                    place.ensure(self, tenant).await?;
+                }
                 self.call_round(tenant, &id, &up, &entry, arguments, reports, round)
                     .await?
             }

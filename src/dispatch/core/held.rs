@@ -23,13 +23,14 @@ use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Dispatcher;
+use super::place::Place;
 use super::rounds::{self, RoundIn, RoundState};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf, scan};
 use crate::protocol::ToolEntry;
 use crate::protocol::tool_result::Answer;
 use crate::store::bus::RoundAsked;
-use crate::tenant::Tenant;
+use crate::tenant::{Admission, Tenant};
 use crate::upstream::progress::{Ask, AskReply, Report};
 use crate::upstream::{CallError, Upstream};
 
@@ -90,6 +91,8 @@ pub struct HeldCall {
     reports: mpsc::Receiver<Report>,
     result: oneshot::Receiver<Result<Answer, CallError>>,
     task: tokio::task::AbortHandle,
+    /// Its place among the tenant's calls in flight, while it is held.
+    place: Option<Admission>,
 }
 
 impl Drop for HeldCall {
@@ -145,6 +148,7 @@ impl HeldCall {
             reports,
             result,
             task: task.abort_handle(),
+            place: None,
         }
     }
 
@@ -320,15 +324,20 @@ impl Dispatcher {
                     return self.round_elsewhere(up, entry, asked, reports).await;
                 }
             },
-            None => HeldCall::start(
-                up.clone(),
-                entry.clone(),
-                arguments.to_buf(),
-                tenant.name.clone(),
-                id,
-            ),
+            None => {
+                if let Some(place) = round.place {
+                    place.ensure(self, tenant).await?;
+                }
+                HeldCall::start(
+                    up.clone(),
+                    entry.clone(),
+                    arguments.to_buf(),
+                    tenant.name.clone(),
+                    id,
+                )
+            }
         };
-        self.follow(call, declared, reports).await
+        self.follow(call, declared, reports, round.place).await
     }
 
     /// Follows a held call until its result, or the upstream's next request
@@ -339,6 +348,7 @@ impl Dispatcher {
         mut call: HeldCall,
         declared: [bool; 3],
         reports: Option<&(dyn Fn(Report) + Sync)>,
+        place: Option<&Place>,
     ) -> Result<Answer, GatewayError> {
         let upstream = call.upstream.clone();
         let upstream_error = |error| GatewayError::Upstream {
@@ -389,6 +399,10 @@ impl Dispatcher {
             let request = serde_json::json!({"method": &*ask.method, "params": params});
             let key = ask_key();
             call.asked = Some((key.clone(), ask));
+            // Held, it keeps the place of the request that ran it.
+            if call.place.is_none() {
+                call.place = place.and_then(Place::take);
+            }
             let (tenant, tool) = (call.tenant.clone(), call.tool.clone());
             match self.held().hold(call, self.round_lifetime()) {
                 Ok(held) => {
@@ -503,7 +517,8 @@ impl Dispatcher {
                     let _ = relayed.try_send(news);
                 }
             };
-            let outcome = this.follow(call, asked.declared, Some(&heard)).await;
+            // The call keeps its own place: the retry elsewhere took none.
+            let outcome = this.follow(call, asked.declared, Some(&heard), None).await;
             drop(heard);
             let _ = relay.await;
             let news = news::encode(&outcome);

@@ -10,6 +10,7 @@ mod execute;
 mod held;
 mod links;
 mod own;
+mod place;
 mod rounds;
 mod task_homes;
 mod task_input;
@@ -34,6 +35,7 @@ use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
 pub use execute::Audit;
+pub use place::{Place, continues_round};
 pub use rounds::RoundIn;
 pub use tasks::RELATED_TASK_META;
 

@@ -32,6 +32,9 @@ pub struct RoundIn<'a> {
     pub log_level: Option<Json<'a>>,
     /// The arguments the tool mirrors into `Mcp-Param-*` headers.
     pub mirrors: &'a [crate::modelcontext::param_headers::Mirror],
+    /// The request's place among its tenant's calls in flight (see
+    /// [`super::held::Place`]); `None` where no request keeps one.
+    pub place: Option<&'a super::place::Place>,
 }
 
 /// What the seal of a request state is for.

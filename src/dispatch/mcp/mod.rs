@@ -254,6 +254,9 @@ pub struct Via<'a> {
     /// the request first scanned them already (for this request: a `Via`
     /// shared by several messages carries none).
     pub scanned: Option<&'a Scanned<'a>>,
+    /// The request's place among its tenant's calls in flight, which a
+    /// call held across its client's rounds takes (see `Place`).
+    pub place: Option<&'a crate::dispatch::Place>,
 }
 
 /// What the face reads of every request's params (its `_meta`, the

@@ -331,6 +331,7 @@ impl ModelContext<'_> {
             capabilities: call.capabilities,
             log_level: call.log_level,
             mirrors: &tool.mirrors,
+            place: via.place,
         });
         let result = match via.progress {
             None => {
