@@ -748,3 +748,50 @@ async fn children_are_bounded_per_tenant_and_hold_the_upstreams_slots() {
     assert!(again["result"]["content"].is_array(), "{again}");
     gw.stop().await;
 }
+
+/// Whether a 2026-07-28 call may be held, on a child of its own request
+/// chain, is for the client's declared capabilities to say: words in the
+/// arguments of a client that declared nothing start no process, and every
+/// such call runs on the one process that serves the tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_word_in_the_arguments_starts_no_child() {
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n",
+        "s".repeat(40),
+        per_session(4, 60_000),
+        tenant("ka", &["loc"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["loc"]).await;
+    let mut pids = std::collections::HashSet::new();
+    for word in ["roots", "elicitation", "sampling", "requestState"] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "loc__pid",
+            "arguments": {"note": format!("{word}: {{}}")},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        }});
+        let response = within(
+            gw.client
+                .post(&gw.url)
+                .bearer_auth("ka")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "loc__pid")
+                .body(body.to_string())
+                .send(),
+        )
+        .await
+        .unwrap();
+        let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        pids.insert(text_of(&answer["result"]));
+    }
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let m = gw.metrics().await;
+    assert_eq!(children(&m), Some(0.0), "{m}");
+    gw.stop().await;
+}
