@@ -759,6 +759,7 @@ pub fn start_traces(
     };
     let started = traces::start(&settings, metrics.trace_spans_dropped.clone())?;
     tracing::info!(
+        endpoint = %crate::redact::written(&settings.endpoint),
         protocol = ?settings.protocol,
         service = %settings.service_name,
         "exporting traces"

@@ -30,6 +30,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 mod audit;
+mod export;
 mod json;
 mod scope;
 pub mod traces;

@@ -11,9 +11,13 @@
 //! its parent where it runs. With tracing off, an incoming context still
 //! flows to upstreams unchanged; with nothing to carry, nothing is done.
 //!
-//! Spans leave through a bounded queue to one exporting task: a span that
-//! finds the queue full, or whose batch the collector refuses or does not
-//! take in time, is dropped and counted; no call ever waits for the collector.
+//! Spans leave through a queue bounded in spans and bytes to one exporting
+//! task (`super::export`): a span that finds the queue full, or whose batch
+//! the collector refuses or does not take in time, is dropped and counted;
+//! no call ever waits for the collector. Every value a client chose (its
+//! request id, method and tool names) is cut to the attribute value limit,
+//! and what it carries in (`tracestate`, `baggage`) is read only within the
+//! W3C bounds.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -30,21 +34,22 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::{
-    IdGenerator, RandomIdGenerator, Sampler, SdkTracer, SdkTracerProvider, SpanData,
-    SpanExporter as _,
+    IdGenerator, RandomIdGenerator, Sampler, SdkTracer, SdkTracerProvider, SpanExporter as _,
 };
 
-/// Spans waiting for the exporter at most; past it they are dropped.
-const QUEUE: usize = 2048;
-/// Spans sent to the collector in one export at most.
-const BATCH: usize = 512;
-/// How long spans wait to fill a batch.
-const DELAY: Duration = Duration::from_millis(500);
 /// The default for `OTEL_EXPORTER_OTLP_TIMEOUT`.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The keys of `params._meta` (SEP-414's, unprefixed) and HTTP headers that carry context.
 const KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
+/// The longest of each that is read (W3C Trace Context: a `traceparent`
+/// is 55 bytes in version 00, more in a later one; a `tracestate`
+/// holds at most 32 members of at most 256 bytes each, and may be dropped
+/// past 512; W3C Baggage: at most 8192 bytes); a longer one is read as absent.
+const CARRIED_BYTES: [usize; 3] = [256, 512, 8192];
+/// The default for `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`: a value a client
+/// chose (a request id, a tool's name) is cut to this many characters.
+const ATTRIBUTE_VALUE_LIMIT: usize = 1024;
 
 /// What the config file says (`telemetry.traces`); the environment overrides it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -78,6 +83,10 @@ pub struct TracesSettings {
     pub resource: Vec<(String, String)>,
     pub sampler: SamplerSpec,
     pub timeout: Duration,
+    /// Characters an attribute value (and a span's name) keeps at most
+    /// (`OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`, else
+    /// `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`, else 1024).
+    pub attribute_value_limit: usize,
 }
 
 /// A sampler as `OTEL_TRACES_SAMPLER` names them.
@@ -217,6 +226,11 @@ pub fn settings(
         .or_else(|| env("OTEL_EXPORTER_OTLP_TIMEOUT"))
         .and_then(|ms| ms.trim().parse::<u64>().ok())
         .map_or(EXPORT_TIMEOUT, Duration::from_millis);
+    let attribute_value_limit = env("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+        .or_else(|| env("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"))
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(ATTRIBUTE_VALUE_LIMIT);
     Ok(Some(TracesSettings {
         endpoint,
         protocol,
@@ -230,7 +244,22 @@ pub fn settings(
             .unwrap_or_default(),
         sampler,
         timeout,
+        attribute_value_limit,
     }))
+}
+
+/// Characters an attribute value keeps at most (set when export starts).
+static VALUE_LIMIT: OnceLock<usize> = OnceLock::new();
+
+/// `value` as a span keeps it: cut to the attribute value limit, between
+/// characters, so that what a client chose costs the export queue a
+/// bounded amount whatever its size.
+fn bounded(value: &str) -> String {
+    let limit = VALUE_LIMIT.get().copied().unwrap_or(ATTRIBUTE_VALUE_LIMIT);
+    match value.char_indices().nth(limit) {
+        Some((cut, _)) => value[..cut].to_owned(),
+        None => value.to_owned(),
+    }
 }
 
 /// The gateway's tracer, once traces are exported.
@@ -313,96 +342,17 @@ pub fn start(settings: &TracesSettings, dropped: prometheus::IntCounter) -> Resu
         .with_service_name(settings.service_name.clone())
         .build();
     exporter.set_resource(&resource);
-    let (spans, queued) = tokio::sync::mpsc::channel(QUEUE);
-    let (flush, flushes) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(export(exporter, queued, flushes, dropped.clone()));
+    let _ = VALUE_LIMIT.set(settings.attribute_value_limit);
+    let (queue, flush) = super::export::start(exporter, dropped, settings.endpoint.clone());
     let provider = SdkTracerProvider::builder()
         .with_resource(resource)
         .with_sampler(settings.sampler.sampler())
         .with_id_generator(Ids)
-        .with_span_processor(Queue { spans, dropped })
+        .with_span_processor(queue)
         .build();
     let _ = SAMPLER.set(settings.sampler);
     let _ = TRACER.set(provider.tracer("mcp-gateway"));
     Ok(Traces { provider, flush })
-}
-
-/// Hands ended spans to the exporting task, never waiting.
-#[derive(Debug)]
-struct Queue {
-    spans: tokio::sync::mpsc::Sender<SpanData>,
-    dropped: prometheus::IntCounter,
-}
-
-impl opentelemetry_sdk::trace::SpanProcessor for Queue {
-    fn on_start(&self, _: &mut opentelemetry_sdk::trace::Span, _: &Context) {}
-
-    fn on_end(&self, span: SpanData) {
-        if self.spans.try_send(span).is_err() {
-            self.dropped.inc();
-        }
-    }
-
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        Ok(())
-    }
-
-    fn shutdown_with_timeout(&self, _: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        Ok(())
-    }
-}
-
-/// The exporting task: batches of at most [`BATCH`] spans, sent when full
-/// or [`DELAY`] after the first, one export at a time; a failed export's
-/// spans are dropped and counted.
-async fn export(
-    exporter: opentelemetry_otlp::SpanExporter,
-    mut queued: tokio::sync::mpsc::Receiver<SpanData>,
-    mut flushes: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
-    dropped: prometheus::IntCounter,
-) {
-    let send = |batch: Vec<SpanData>| {
-        let n = batch.len() as u64;
-        let sent = exporter.export(batch);
-        let dropped = &dropped;
-        async move {
-            if !matches!(
-                tokio::time::timeout(EXPORT_TIMEOUT * 2, sent).await,
-                Ok(Ok(()))
-            ) {
-                dropped.inc_by(n);
-            }
-        }
-    };
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        tokio::select! {
-            span = queued.recv() => {
-                let Some(span) = span else { break };
-                batch.push(span);
-                let deadline = tokio::time::Instant::now() + DELAY;
-                while batch.len() < BATCH {
-                    match tokio::time::timeout_at(deadline, queued.recv()).await {
-                        Ok(Some(span)) => batch.push(span),
-                        _ => break,
-                    }
-                }
-                send(std::mem::take(&mut batch)).await;
-            }
-            done = flushes.recv() => {
-                while let Ok(span) = queued.try_recv() {
-                    batch.push(span);
-                }
-                if !batch.is_empty() {
-                    send(std::mem::take(&mut batch)).await;
-                }
-                if let Some(done) = done {
-                    let _ = done.send(());
-                }
-                break;
-            }
-        }
-    }
 }
 
 /// A request's context as it came: from `params._meta` when that carries a
@@ -443,13 +393,18 @@ pub fn incoming<'a>(
     meta: [Option<Cow<'a, str>>; 3],
     header: impl Fn(&str) -> Option<&'a str>,
 ) -> Option<Context> {
-    let carried = if meta[0].is_some() {
+    let mut carried = if meta[0].is_some() {
         Carried { meta }
     } else {
         Carried {
             meta: KEYS.map(|k| header(k).map(Cow::Borrowed)),
         }
     };
+    for (value, most) in carried.meta.iter_mut().zip(CARRIED_BYTES) {
+        if value.as_ref().is_some_and(|v| v.len() > most) {
+            *value = None;
+        }
+    }
     if carried.meta.iter().all(Option::is_none) {
         // A root: nothing to read, and nothing to carry unless spans are made.
         return enabled().then(Context::new);
@@ -663,24 +618,24 @@ pub fn records(cx: &Context) -> bool {
 pub fn describe(cx: &Context, span: &ServerSpan<'_>) {
     let started = cx.span();
     started.update_name(match span.target {
-        Some(t) => format!("{} {t}", span.method),
-        None => span.method.to_owned(),
+        Some(t) => bounded(&format!("{} {}", span.method, bounded(t))),
+        None => bounded(span.method),
     });
     let mut attributes = Vec::with_capacity(8);
-    attributes.push(KeyValue::new("mcp.method.name", span.method.to_owned()));
+    attributes.push(KeyValue::new("mcp.method.name", bounded(span.method)));
     attributes.push(KeyValue::new(
         "jsonrpc.request.id",
-        span.request_id.to_owned(),
+        bounded(span.request_id),
     ));
     attributes.push(KeyValue::new("mcp_gateway.tenant", span.tenant.to_owned()));
     if let Some(v) = span.protocol_version {
-        attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
+        attributes.push(KeyValue::new("mcp.protocol.version", bounded(v)));
     }
     if let Some(s) = span.session {
-        attributes.push(KeyValue::new("mcp.session.id", s.to_owned()));
+        attributes.push(KeyValue::new("mcp.session.id", bounded(s)));
     }
     if let Some(t) = span.target.filter(|_| is_tool_call(span.method)) {
-        attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()));
+        attributes.push(KeyValue::new("gen_ai.tool.name", bounded(t)));
         attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
     }
     started.set_attributes(attributes);
@@ -701,10 +656,26 @@ pub fn end(cx: &Context, error: Option<&str>) {
     }
     let span = cx.span();
     if let Some(error) = error {
-        span.set_attribute(KeyValue::new("error.type", error.to_owned()));
-        span.set_status(Status::error(error.to_owned()));
+        span.set_attribute(KeyValue::new("error.type", bounded(error)));
+        span.set_status(Status::error(bounded(error)));
     }
     span.end();
+}
+
+/// Marks the span the current request runs in as failed by the tool
+/// itself (a result with `isError: true`): `error.type` is `tool_error`, as
+/// the semantic conventions for MCP say.
+pub fn tool_error() {
+    if !enabled() || in_unsampled() {
+        return;
+    }
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if span.span_context().is_sampled() && span.is_recording() {
+            span.set_attribute(KeyValue::new("error.type", "tool_error"));
+            span.set_status(Status::error("tool_error"));
+        }
+    });
 }
 
 /// Records `key` on the span the current request runs in, when it records.
@@ -715,7 +686,7 @@ pub fn record(key: &'static str, value: &str) {
     Context::map_current(|cx| {
         let span = cx.span();
         if span.span_context().is_sampled() && span.is_recording() {
-            span.set_attribute(KeyValue::new(key, value.to_owned()));
+            span.set_attribute(KeyValue::new(key, bounded(value)));
         }
     });
 }
@@ -771,15 +742,15 @@ pub fn client(method: &str, name: Option<&str>, upstream: &str) -> Option<Outbou
             .start_with_context(tracer, parent);
         if started.is_recording() {
             started.update_name(match name {
-                Some(n) => format!("{method} {n}"),
-                None => method.to_owned(),
+                Some(n) => bounded(&format!("{method} {}", bounded(n))),
+                None => bounded(method),
             });
             let mut attributes = vec![
-                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcp.method.name", bounded(method)),
                 KeyValue::new("mcp_gateway.upstream", upstream.to_owned()),
             ];
             if let Some(n) = name.filter(|_| is_tool_call(method)) {
-                attributes.push(KeyValue::new("gen_ai.tool.name", n.to_owned()));
+                attributes.push(KeyValue::new("gen_ai.tool.name", bounded(n)));
                 attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
             }
             started.set_attributes(attributes);
@@ -959,6 +930,16 @@ pub(crate) fn outbound_for(traceparent: &str) -> Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_cut_between_characters_to_the_limit() {
+        // The default limit: the process sets no other in unit tests.
+        assert_eq!(bounded("short"), "short");
+        let long = "é".repeat(ATTRIBUTE_VALUE_LIMIT + 10);
+        let cut = bounded(&long);
+        assert_eq!(cut.chars().count(), ATTRIBUTE_VALUE_LIMIT);
+        assert!(long.starts_with(&cut));
+    }
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: HashMap<String, String> = vars

@@ -526,6 +526,87 @@ async fn a_dead_collector_costs_calls_nothing_but_dropped_spans() {
         async move { metrics(admin).await >= 40.0 }
     })
     .await;
+    // The start-up line names the collector, and so does the first failed
+    // export's warning; the next within the minute are counted, not logged.
+    let named = |v: &Value| v["endpoint"] == format!("{endpoint}/v1/traces");
+    assert!(
+        p.seen()
+            .iter()
+            .any(|v| v["message"] == "exporting traces" && named(v)),
+        "{}",
+        p.seen_text()
+    );
+    let warning = p.wait_log("a failed export's warning", |v| {
+        v["level"] == "WARN" && named(v) && v["message"].as_str().unwrap_or("").contains("exported")
+    });
+    assert_eq!(warning["failed_exports"], 1, "{warning}");
+    let warnings = p
+        .seen()
+        .iter()
+        .filter(|v| v["level"] == "WARN" && named(v))
+        .count();
+    assert_eq!(warnings, 1, "{}", p.seen_text());
+    assert!(p.terminate().success());
+}
+
+/// What a client chooses (its request id, the tool it names) reaches the
+/// collector cut to the attribute value limit (the SDKs' own variable), and
+/// so do the spans' names; a tool's own failure is the span's `tool_error`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_a_client_chose_are_cut_to_the_attribute_value_limit() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.http);
+    let (mut p, gw, _upstream, _dir) = gateway(
+        &endpoint,
+        "http/protobuf",
+        &[("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "64")],
+    );
+    let long_id = "i".repeat(100_000);
+    let long_tool = format!("h__{}", "é".repeat(50_000));
+    let answer = post(
+        &gw,
+        &[],
+        json!({"jsonrpc": "2.0", "id": long_id, "method": "tools/call", "params": {
+            "name": long_tool, "arguments": {},
+            "_meta": {"traceparent": traceparent(TRACE, CLIENT_SPAN, true)}}}),
+    )
+    .await;
+    assert!(answer.get("error").is_some(), "{answer}");
+    let spans = collector.trace(TRACE, 1);
+    let server = spans
+        .iter()
+        .find(|s| s["kind"] == "SPAN_KIND_SERVER")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    let a = &server["attributes"];
+    let chars = |v: &Value| {
+        v.as_str()
+            .unwrap_or_else(|| panic!("{server}"))
+            .chars()
+            .count()
+    };
+    assert_eq!(chars(&a["jsonrpc.request.id"]), 64, "{server}");
+    assert!(long_id.contains(a["jsonrpc.request.id"].as_str().unwrap().trim_matches('"')));
+    assert_eq!(chars(&a["gen_ai.tool.name"]), 64, "{server}");
+    assert!(long_tool.starts_with(a["gen_ai.tool.name"].as_str().unwrap()));
+    assert!(chars(&server["name"]) <= 64, "{server}");
+
+    // A tool's own failure (a result with isError) is the span's error.
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let answer = post(
+        &gw,
+        &[],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "h__explode", "arguments": {},
+            "_meta": {"traceparent": traceparent(trace, CLIENT_SPAN, true)}}}),
+    )
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let spans = collector.trace(trace, 2);
+    let server = spans
+        .iter()
+        .find(|s| s["kind"] == "SPAN_KIND_SERVER")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(server["attributes"]["error.type"], "tool_error", "{server}");
     assert!(p.terminate().success());
 }
 

@@ -48,7 +48,10 @@ impl ModelContext<'_> {
             },
         };
         let outcome = match &result {
-            Ok(Out::ToolError(_)) => "tool_error",
+            Ok(Out::ToolError(_)) => {
+                crate::telemetry::traces::tool_error();
+                "tool_error"
+            }
             Ok(_) => "ok",
             Err(e) => e.outcome(),
         };
