@@ -59,6 +59,9 @@ pub struct Metrics {
     pub tenant_children: IntGaugeVec,
     /// Answers clients sent to requests they were never sent (or no longer wait), dropped.
     pub stray_answers: prometheus::IntCounter,
+    /// Reports (progress, log lines) a call dropped because its client did
+    /// not read them within its bytes or its tenant's.
+    pub reports_dropped: prometheus::IntCounter,
     /// Spans that never reached the collector (queue full, export failed).
     pub trace_spans_dropped: prometheus::IntCounter,
     /// Connections the agent listener failed to accept (descriptors exhausted, ...).
@@ -266,6 +269,11 @@ impl Metrics {
                 "tenant_children",
                 "Stdio children, or Streamable HTTP sessions, running for one tenant each (upstreams listed by several tenants, without shared: true).",
                 &["upstream"],
+            ),
+            reports_dropped: int_counter(
+                &r,
+                "reports_dropped_total",
+                "Progress notifications and log lines of calls dropped (the oldest first) because their client did not read them within a call's bytes (1 MiB) or its tenant's (16 MiB).",
             ),
             stray_answers: int_counter(
                 &r,

@@ -404,7 +404,7 @@ impl Session {
                     .as_ref()
                     .map(|(scope, can)| mcp::Asking { scope, can: *can });
                 let via = Via {
-                    progress: reports.then_some(&out),
+                    progress: reports.then_some(mcp::Outlet::Session(&out)),
                     asks: asking.as_ref(),
                     place: Some(&place),
                     ..via

@@ -13,7 +13,6 @@ use axum::response::Response;
 use bytes::BytesMut;
 use futures_util::future::join_all;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -30,6 +29,7 @@ use crate::error::GatewayError;
 use crate::jsonrpc::Json;
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify, classify_bytes};
+use crate::tenant::reports::ReportSender;
 use crate::tenant::{Credential, Tenant};
 use crate::upstream::asks::Taken;
 
@@ -122,7 +122,7 @@ pub(super) async fn exchange(
     bytes: &[u8],
     peeked: bool,
     mirrored: Mirrored<'_>,
-    progress: Option<&mpsc::Sender<Vec<u8>>>,
+    progress: Option<&ReportSender<Vec<u8>>>,
 ) -> Exchange {
     // The common case, one JSON object, is classified straight from the bytes.
     if let Some(message) = classify_bytes(bytes) {
@@ -158,7 +158,7 @@ async fn one_message(
     tenant: &Tenant,
     message: Incoming<'_>,
     mirrored: Mirrored<'_>,
-    progress: Option<&mpsc::Sender<Vec<u8>>>,
+    progress: Option<&ReportSender<Vec<u8>>>,
 ) -> Exchange {
     // MCP v1.0's `initialize` opens a session; one with the Model Context
     // Protocol's headers is that protocol's (answered, or refused in 2026-07-28).
@@ -305,7 +305,7 @@ async fn one_message(
     let via = Via {
         http: Some(mirrored),
         notifies: s.mcp_sessions.is_some(),
-        progress,
+        progress: progress.map(mcp::Outlet::Call),
         log_level,
         asks: asks.as_ref(),
         scanned: scanned.as_ref(),

@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
+use crate::tenant::reports::report_queue;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
 use super::exchange::{Exchange, exchange, mirrored};
 use super::listen::{event, event_stream};
@@ -19,10 +19,6 @@ use super::state::AgentState;
 use super::{Reply, ReplyBody, error};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::tenant::Tenant;
-
-/// Messages a call may queue for its client before they are written; a
-/// call that reports faster than its client reads loses reports.
-const QUEUED: usize = 64;
 
 /// Aborts the call when the answer (or its stream) is dropped.
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -40,7 +36,10 @@ pub(super) async fn streamed(
     body: Bytes,
     headers: HeaderMap,
 ) -> Response {
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUED);
+    let (tx, mut rx) = report_queue::<Vec<u8>>(
+        Some(tenant.reports.clone()),
+        Some(s.dispatcher.metrics().reports_dropped.clone()),
+    );
     let state = s.clone();
     let mut call = tokio::spawn(async move {
         let mirrored = mirrored(&headers);

@@ -93,6 +93,7 @@ impl KeyStore {
                 called: Arc::default(),
                 scoped: spec.tools.scoped.clone(),
                 subject: None,
+                reports: Arc::default(),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());

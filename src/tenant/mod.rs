@@ -6,6 +6,7 @@
 mod credential;
 mod keys;
 mod places;
+pub mod reports;
 pub mod subscriptions;
 
 pub use credential::{Credential, Standing};
@@ -47,6 +48,8 @@ pub struct Tenant {
     /// The subject (`sub`) of the token this view of the tenant is for;
     /// `None` for an API key.
     pub subject: Option<Arc<str>>,
+    /// What its calls hold of reports for clients that have not read them.
+    pub reports: Arc<reports::ReportBudget>,
 }
 
 /// A tenant's `rate_limit` and `max_concurrency`, as configured.
@@ -221,6 +224,7 @@ impl Tenant {
             called: self.called.clone(),
             scoped: Vec::new(),
             subject: subject.map(Arc::from),
+            reports: self.reports.clone(),
         }
     }
 }

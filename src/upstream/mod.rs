@@ -477,7 +477,9 @@ impl Upstream {
             suspect: tokio::sync::Notify::new(),
             relist: Arc::default(),
             relay: std::sync::OnceLock::new(),
-            progress: Arc::default(),
+            progress: Arc::new(progress::Progress::counting(
+                metrics.reports_dropped.clone(),
+            )),
             bounds: ListingBounds::default(),
             metrics,
             one_session: std::sync::OnceLock::new(),
@@ -537,6 +539,11 @@ impl Upstream {
             None => Ok(Instance::Own(self)),
             Some(children) => children.pick(self, tenant, session),
         }
+    }
+
+    /// A child's connection takes calls from now on.
+    pub(crate) fn mark_ready(&self) {
+        self.status.send_replace(Status::Ready);
     }
 
     /// Whether it is a child serving one tenant (see `children`).
@@ -783,7 +790,7 @@ impl Upstream {
     /// before the answer is returned.
     async fn hearing(
         call: impl std::future::Future<Output = Result<JsonBuf, CallError>>,
-        mut reports: tokio::sync::mpsc::Receiver<progress::Report>,
+        mut reports: progress::Heard,
         heard: &(dyn Fn(progress::Report) + Sync),
     ) -> Result<JsonBuf, CallError> {
         tokio::pin!(call);
@@ -795,7 +802,7 @@ impl Upstream {
             }
         };
         // Reports the reader handed over before the answer came.
-        while let Ok(report) = reports.try_recv() {
+        while let Some(report) = reports.try_recv() {
             heard(report);
         }
         answer
@@ -1099,10 +1106,15 @@ impl Upstream {
             std::sync::atomic::Ordering::Release,
         );
         if let Some(tenant) = &self.tenant {
-            // A child serves calls: the upstream's own process lists.
+            // A child serves calls: the upstream's own process lists. A
+            // Streamable HTTP session is ready once its stream is (its
+            // supervisor says so).
+            let streamable = link.as_streamable().is_some();
             write(&self.link, Some(link));
-            self.status.send_replace(Status::Ready);
-            tracing::debug!(upstream = %self.name, tenant = %tenant, "a tenant's child is ready");
+            if !streamable {
+                self.mark_ready();
+            }
+            tracing::debug!(upstream = %self.name, tenant = %tenant, "a tenant's child is connected");
             return Ok(());
         }
         self.refresh_with(&*link, caps).await;

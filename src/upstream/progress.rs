@@ -13,9 +13,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::mpsc;
-
 use crate::jsonrpc::{Json, JsonBuf};
+use crate::tenant::reports::{ReportReceiver, ReportSender, report_queue};
 
 /// One report of a call, its params object as the upstream sent it.
 #[derive(Debug)]
@@ -29,6 +28,27 @@ pub enum Report {
     /// The upstream cancelled its request with this id (JSON text): a call
     /// that forwarded it tells its client so.
     Withdrawn(JsonBuf),
+}
+
+impl Report {
+    /// About the bytes it holds while queued.
+    pub fn weight(&self) -> usize {
+        match self {
+            Report::Progress(r) | Report::Message(r) | Report::Withdrawn(r) => r.get().len() + 32,
+            Report::Ask(ask) => {
+                ask.id.get().len()
+                    + ask.method.len()
+                    + ask.params.as_ref().map_or(0, |p| p.get().len())
+                    + 96
+            }
+        }
+    }
+
+    /// Whether it may be lost to a caller that does not read: progress and
+    /// log lines may; a request, or its withdrawal, may not.
+    pub fn droppable(&self) -> bool {
+        matches!(self, Report::Progress(_) | Report::Message(_))
+    }
 }
 
 /// The methods an upstream may ask a call's client, through the gateway.
@@ -122,22 +142,29 @@ pub async fn answer_of(
     (reply, outcome)
 }
 
-/// What a call's caller is handed of its reports.
-pub type Heard = mpsc::Receiver<Report>;
+/// What a call's caller is handed of its reports, in order: bounded in
+/// bytes (`crate::tenant::reports`), so that an upstream reporting faster
+/// than the caller takes them loses its oldest progress, never the gateway's
+/// memory.
+pub type Heard = ReportReceiver<Report>;
 
-/// Progress notifications a call keeps before its caller takes them: past
-/// this, an upstream reporting faster than the caller reads loses reports,
-/// never the gateway's memory.
-const QUEUED: usize = 64;
+/// Queues `report` for its call: whether it was taken (an ask is handed
+/// back when it was not).
+pub fn queue(to: &ReportSender<Report>, report: Report) -> Result<(), Report> {
+    let (bytes, droppable) = (report.weight(), report.droppable());
+    to.push(report, bytes, droppable)
+}
 
 /// The upstream's calls waiting for progress, by the token text they were sent with.
 #[derive(Default)]
 pub struct Progress {
     next: AtomicU64,
-    waiting: Mutex<HashMap<Box<str>, mpsc::Sender<Report>>>,
+    waiting: Mutex<HashMap<Box<str>, ReportSender<Report>>>,
     /// Requests of the upstream's forwarded to clients, by the upstream's
     /// id (JSON text): cancelled when the upstream withdraws one.
     asked: Mutex<HashMap<Box<str>, tokio_util::sync::CancellationToken>>,
+    /// Where the reports a call's queue drops are counted.
+    dropped: Option<prometheus::IntCounter>,
 }
 
 /// A call's place in the table, left when dropped.
@@ -148,11 +175,19 @@ pub struct Registered<'a> {
 }
 
 impl Progress {
+    /// A table whose calls' queues count what they drop in `dropped`.
+    pub fn counting(dropped: prometheus::IntCounter) -> Self {
+        Progress {
+            dropped: Some(dropped),
+            ..Progress::default()
+        }
+    }
+
     /// A new token for one call, and where its progress arrives.
     pub fn register(&self) -> (Registered<'_>, Heard) {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let token: Box<str> = format!("\"mcp-gateway/{n}\"").into();
-        let (tx, rx) = mpsc::channel(QUEUED);
+        let (tx, rx) = report_queue(None, self.dropped.clone());
         self.lock().insert(token.clone(), tx);
         (Registered { table: self, token }, rx)
     }
@@ -166,9 +201,9 @@ impl Progress {
         };
         let waiting = self.lock();
         match waiting.get(token.get()) {
-            // A call whose queue is full loses this report (see QUEUED).
+            // A call whose queue is full loses its oldest progress (see `Heard`).
             Some(call) => {
-                let _ = call.try_send(Report::Progress(params.to_buf()));
+                let _ = queue(call, Report::Progress(params.to_buf()));
                 true
             }
             None => false,
@@ -180,7 +215,7 @@ impl Progress {
     pub fn deliver_message(&self, token: &str, params: Json<'_>) -> bool {
         match self.lock().get(token) {
             Some(call) => {
-                let _ = call.try_send(Report::Message(params.to_buf()));
+                let _ = queue(call, Report::Message(params.to_buf()));
                 true
             }
             None => false,
@@ -194,11 +229,10 @@ impl Progress {
         let Some(call) = waiting.get(token) else {
             return Err(ask);
         };
-        call.try_send(Report::Ask(ask))
-            .map_err(|e| match e.into_inner() {
-                Report::Ask(ask) => ask,
-                _ => unreachable!("the report sent was an ask"),
-            })
+        queue(call, Report::Ask(ask)).map_err(|back| match back {
+            Report::Ask(ask) => ask,
+            _ => unreachable!("the report sent was an ask"),
+        })
     }
 
     /// A log line of a child that serves one client session: every call
@@ -209,7 +243,7 @@ impl Progress {
         let waiting = self.lock();
         waiting
             .values()
-            .any(|call| call.try_send(Report::Message(params.to_buf())).is_ok())
+            .any(|call| queue(call, Report::Message(params.to_buf())).is_ok())
     }
 
     /// Hands an upstream's request to any call waiting here (on a child
@@ -218,12 +252,10 @@ impl Progress {
     pub fn deliver_ask_any(&self, mut ask: Ask) -> Result<(), Ask> {
         let waiting = self.lock();
         for call in waiting.values() {
-            match call.try_send(Report::Ask(ask)) {
+            match queue(call, Report::Ask(ask)) {
                 Ok(()) => return Ok(()),
-                Err(e) => match e.into_inner() {
-                    Report::Ask(back) => ask = back,
-                    _ => unreachable!("the report sent was an ask"),
-                },
+                Err(Report::Ask(back)) => ask = back,
+                Err(_) => unreachable!("the report sent was an ask"),
             }
         }
         Err(ask)
@@ -266,12 +298,12 @@ impl Progress {
         token.cancel();
         // The call that forwarded it knows it by this id; the others ignore it.
         for call in self.lock().values() {
-            let _ = call.try_send(Report::Withdrawn(id.to_buf()));
+            let _ = queue(call, Report::Withdrawn(id.to_buf()));
         }
         true
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, mpsc::Sender<Report>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, ReportSender<Report>>> {
         self.waiting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -303,11 +335,13 @@ mod tests {
             one.token
         ));
         assert!(table.deliver(Json::from(&*report)));
-        assert!(matches!(heard_one.try_recv(), Ok(Report::Progress(r)) if r.get() == report.get()));
+        assert!(
+            matches!(heard_one.try_recv(), Some(Report::Progress(r)) if r.get() == report.get())
+        );
         let line = json(r#"{"level":"info","data":"x"}"#);
         assert!(table.deliver_message(&two.token, Json::from(&*line)));
-        assert!(matches!(heard_two.try_recv(), Ok(Report::Message(m)) if m.get() == line.get()));
-        assert!(heard_two.try_recv().is_err());
+        assert!(matches!(heard_two.try_recv(), Some(Report::Message(m)) if m.get() == line.get()));
+        assert!(heard_two.try_recv().is_none());
         // A token the gateway never gave, or no token: nobody hears it.
         let foreign = json(r#"{"progressToken":"mcp-gateway/99","progress":1}"#);
         assert!(!table.deliver(Json::from(&*foreign)));
@@ -320,21 +354,33 @@ mod tests {
     }
 
     #[test]
-    fn a_caller_that_does_not_read_costs_at_most_its_queue() {
+    fn a_caller_that_does_not_read_costs_at_most_its_bytes() {
         let table = Progress::default();
         let (call, mut heard) = table.register();
+        // A megabyte-sized report, as an upstream may send at the frame limit.
+        let big = "x".repeat(256 << 10);
         let report = json(&format!(
-            r#"{{"progressToken":{},"progress":1}}"#,
+            r#"{{"progressToken":{},"progress":1,"message":"{big}"}}"#,
             call.token
         ));
-        for _ in 0..QUEUED * 4 {
+        for _ in 0..64 {
             table.deliver(Json::from(&*report));
         }
         let mut kept = 0;
-        while heard.try_recv().is_ok() {
+        while heard.try_recv().is_some() {
             kept += 1;
         }
-        assert_eq!(kept, QUEUED);
+        // The newest that fit in a call's bytes, the oldest dropped.
+        assert_eq!(kept, crate::tenant::reports::PER_CALL / report.get().len());
+        // A request still finds room once the caller read.
+        let (reply, _answered) = tokio::sync::oneshot::channel();
+        let ask = Ask {
+            id: JsonBuf::from(json("1")),
+            method: "roots/list".into(),
+            params: None,
+            reply,
+        };
+        assert!(table.deliver_ask(&call.token, ask).is_ok());
     }
 
     #[test]
@@ -349,7 +395,7 @@ mod tests {
             reply,
         };
         assert!(table.deliver_ask(&call.token, ask).is_ok());
-        let Ok(Report::Ask(ask)) = heard.try_recv() else {
+        let Some(Report::Ask(ask)) = heard.try_recv() else {
             panic!("no ask")
         };
         let waiting = table.asked(&ask.id);
@@ -359,7 +405,7 @@ mod tests {
         assert!(!waiting.is_cancelled());
         assert!(table.withdraw(Json::from(&*json(r#"{"requestId":3,"reason":"x"}"#))));
         assert!(waiting.is_cancelled());
-        assert!(matches!(heard.try_recv(), Ok(Report::Withdrawn(id)) if id.get() == "3"));
+        assert!(matches!(heard.try_recv(), Some(Report::Withdrawn(id)) if id.get() == "3"));
         // Once withdrawn, the same id names nothing.
         assert!(!table.withdraw(Json::from(&*json(r#"{"requestId":3}"#))));
         // With no call waiting, an ask is handed back (and refused by the link).

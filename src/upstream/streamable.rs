@@ -40,6 +40,8 @@ const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 /// Notifications heard on streams, queued for the supervisor.
 const EVENTS: usize = 256;
+/// How long a tenant's session waits for its GET stream before it takes calls.
+const CHILD_STREAM_WAIT: Duration = Duration::from_secs(2);
 /// How long the DELETE that ends the session may take at shutdown.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -60,6 +62,9 @@ struct Shared {
     reinit: tokio::sync::Mutex<()>,
     /// Sessions the server forgot and the link replaced (see `Upstream::incarnation`).
     renewed: AtomicU64,
+    /// Set once the server has answered the GET for its stream (opened it,
+    /// or refused it): what it sends the session then reaches the link.
+    answered_get: tokio::sync::watch::Sender<bool>,
     /// Plain http:// calls of the current session (see `http_pool`).
     fast: RwLock<Option<Arc<Pool>>>,
     /// Plain http:// requests of the 2026-07-28 revision, which carry no
@@ -114,6 +119,13 @@ impl StreamableLink {
     /// Whether the server gave the link a session (`Mcp-Session-Id`): a
     /// server without one keeps nothing between requests that a session
     /// would scope, so tenants may share the link.
+    /// Waits (at most `within`) until the server has answered the GET for
+    /// its stream, so that what it sends the session from then on is heard.
+    async fn stream_answered(&self, within: Duration) {
+        let mut answered = self.0.answered_get.subscribe();
+        let _ = tokio::time::timeout(within, answered.wait_for(|a| *a)).await;
+    }
+
     /// How many sessions the server forgot and the link replaced.
     pub fn renewed(&self) -> u64 {
         self.0.renewed.load(Ordering::Acquire)
@@ -202,6 +214,7 @@ impl StreamableLink {
             events,
             reinit: tokio::sync::Mutex::new(()),
             renewed: AtomicU64::new(0),
+            answered_get: tokio::sync::watch::Sender::new(false),
             fast: RwLock::new(None),
             stateless,
             answers,
@@ -850,7 +863,9 @@ impl StreamableLink {
                 .get(self.0.url.clone())
                 .headers(self.0.headers.clone())
                 .header(ACCEPT, "text/event-stream");
-            match self.with_session(req).send().await {
+            let sent = self.with_session(req).send().await;
+            self.0.answered_get.send_replace(true);
+            match sent {
                 Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => {
                     tracing::debug!(url = %crate::redact::url(&self.0.url), "the upstream offers no GET stream");
                     return;
@@ -1201,9 +1216,19 @@ pub async fn run(
                     up.on_notification(&method_name, params.as_ref().map(JsonBuf::as_json));
                 }
             };
+            // A tenant's session takes calls once its stream is open: what
+            // the server says of the first call there is heard.
+            let ready = async {
+                if up.is_child() {
+                    link.stream_answered(CHILD_STREAM_WAIT).await;
+                    up.mark_ready();
+                }
+                std::future::pending::<()>().await;
+            };
             tokio::select! {
                 () = listener => {}
                 () = hearing => {}
+                () = ready => {}
                 () = up.relister() => {}
                 () = super::http::watch_health(&up, link.url()) => {}
             }

@@ -297,3 +297,72 @@ async fn a_client_that_cancels_its_call_over_http_cancels_it_upstream() {
     }
     gw.stop().await;
 }
+
+/// A client that stops reading its call's stream costs the gateway at most
+/// a call's bytes of reports: the oldest progress is dropped (and counted),
+/// never the result, which comes last once the client reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_loses_its_oldest_progress_not_its_result() {
+    let server = sdk_server();
+    let yaml = format!(
+        // The upstream's answer (its reports and its result, on one event
+        // stream) is allowed more than the socket buffers between the
+        // gateway and the client hold.
+        "gateway: {{id: gw, limits: {{max_frame_bytes: 67108864}}}}\nupstreams:\n  h: {}\ntenants:\n  a: {}\n",
+        http(&server.url),
+        tenant("ka", &["h"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["h"]).await;
+    let (count, size) = (64, 256 << 10);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "h__flood", "arguments": {"count": count, "size": size},
+        "_meta": {"progressToken": "p"}}});
+    let response = within(
+        gw.client
+            .post(&gw.url)
+            .bearer_auth("ka")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    // Not read: the gateway drops the oldest reports past the call's bytes.
+    let dropped = || async {
+        metric(&gw.metrics().await, "mcp_gateway_reports_dropped_total").unwrap_or(0.0)
+    };
+    until(|| async { dropped().await > 0.0 }).await;
+    let text = within(response.text()).await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let last = events.last().unwrap();
+    let result = &last["result"];
+    assert!(
+        result.is_object(),
+        "{}",
+        &last.to_string()[..last.to_string().len().min(400)]
+    );
+    assert_eq!(text_of(result), "flooded");
+    let heard: Vec<u64> = events
+        .iter()
+        .filter(|e| e["method"] == "notifications/progress")
+        .map(|e| e["params"]["progress"].as_f64().unwrap() as u64)
+        .collect();
+    assert!(heard.len() < count, "{} heard", heard.len());
+    // What was kept came in order, and the newest is among it.
+    assert!(heard.windows(2).all(|w| w[0] < w[1]), "{heard:?}");
+    assert_eq!(heard.last(), Some(&(count as u64)));
+    assert_eq!(
+        dropped().await as usize + heard.len(),
+        count,
+        "every report was either heard or counted"
+    );
+    gw.stop().await;
+}

@@ -30,15 +30,13 @@ use crate::jsonrpc::{Json, JsonBuf, scan};
 use crate::protocol::ToolEntry;
 use crate::protocol::tool_result::Answer;
 use crate::store::bus::RoundAsked;
+use crate::tenant::reports::{ReportBudget, ReportReceiver, ReportSender, report_queue};
 use crate::tenant::{Admission, Tenant};
 use crate::upstream::progress::{Ask, AskReply, Report};
 use crate::upstream::{CallError, Upstream};
 
 /// Calls one tenant may have held at once, waiting for its clients' retries.
 pub const PER_TENANT: usize = crate::upstream::asks::PER_TENANT;
-
-/// Reports a held call keeps before its client's request takes them.
-const QUEUED: usize = 64;
 
 /// What an upstream may ask a 2026-07-28 client in a round, and the
 /// capability the client must have declared for each.
@@ -58,7 +56,7 @@ struct Table {
     per_tenant: DashMap<Arc<str>, usize>,
     /// Retries waiting for another replica's news of their round: where
     /// its outcomes ("held", then the round's) go, and where its reports do.
-    waiters: DashMap<Box<str>, (mpsc::Sender<String>, mpsc::Sender<String>)>,
+    waiters: DashMap<Box<str>, (mpsc::Sender<String>, ReportSender<String>)>,
 }
 
 /// A retry's place among those waiting for news, left when dropped.
@@ -68,8 +66,9 @@ struct Waiter {
     /// "held", then the round's outcome: two news at most, never lost to a
     /// full queue.
     news: mpsc::Receiver<String>,
-    /// The round's progress and log lines, in order; past [`QUEUED`] one is lost.
-    reports: mpsc::Receiver<String>,
+    /// The round's progress and log lines, in order, bounded in bytes (the
+    /// oldest lost first).
+    reports: ReportReceiver<String>,
 }
 
 impl Drop for Waiter {
@@ -88,7 +87,9 @@ pub struct HeldCall {
     /// The key of the `inputRequests` entry the client was sent, and the
     /// upstream's request it stands for.
     asked: Option<(String, Ask)>,
-    reports: mpsc::Receiver<Report>,
+    /// What the call reports while nobody follows it, bounded in bytes per
+    /// call and per tenant (the oldest progress lost first, never a request).
+    reports: ReportReceiver<Report>,
     result: oneshot::Receiver<Result<Answer, CallError>>,
     task: tokio::task::AbortHandle,
     /// Its place among the tenant's calls in flight, while it is held.
@@ -112,9 +113,10 @@ impl HeldCall {
         arguments: JsonBuf,
         tenant: Arc<str>,
         tool: &str,
+        budget: (Arc<ReportBudget>, prometheus::IntCounter),
     ) -> HeldCall {
         let upstream = up.name.clone();
-        let (heard, reports) = mpsc::channel(QUEUED);
+        let (heard, reports) = report_queue(Some(budget.0), Some(budget.1));
         let (done, result) = oneshot::channel();
         // The chain's own child, ended when the call ends or is dropped.
         let chain = up.runs_children().then(|| ChainChild {
@@ -124,10 +126,11 @@ impl HeldCall {
         });
         let caller = tenant.clone();
         let task = tokio::spawn(async move {
-            // A report past the queue is lost; an ask lost so is answered
-            // to the upstream with an error when its reply is dropped.
+            // A report past the queue's bytes is lost (the oldest first);
+            // an ask that finds no room is answered to the upstream with an
+            // error when its reply is dropped.
             let heard = move |report: Report| {
-                let _ = heard.try_send(report);
+                let _ = crate::upstream::progress::queue(&heard, report);
             };
             let scope = chain.as_ref().map(|c| &*c.scope);
             let answer = match up.instance(&caller, scope) {
@@ -208,7 +211,7 @@ impl HeldCalls {
     /// A new place to wait for another replica's news of a round.
     fn wait_for_news(&self) -> Waiter {
         let (tx, news) = mpsc::channel(2);
-        let (reported, reports) = mpsc::channel(QUEUED);
+        let (reported, reports) = report_queue(None, None);
         let id = random_hex::<16>();
         self.0.waiters.insert(id.as_str().into(), (tx, reported));
         Waiter {
@@ -226,11 +229,14 @@ impl HeldCalls {
             return false;
         };
         let (outcomes, reports) = &*tx;
-        let to = match news::is_report(news) {
-            true => reports,
-            false => outcomes,
-        };
-        let _ = to.try_send(news.to_owned());
+        match news::is_report(news) {
+            true => {
+                let _ = reports.push(news.to_owned(), news.len(), true);
+            }
+            false => {
+                let _ = outcomes.try_send(news.to_owned());
+            }
+        }
         true
     }
 }
@@ -334,6 +340,10 @@ impl Dispatcher {
                     arguments.to_buf(),
                     tenant.name.clone(),
                     id,
+                    (
+                        tenant.reports.clone(),
+                        self.metrics().reports_dropped.clone(),
+                    ),
                 )
             }
         };
@@ -361,7 +371,7 @@ impl Dispatcher {
                 report = call.reports.recv() => report,
                 result = &mut call.result => {
                     // Reports the call made before its answer.
-                    while let Ok(report) = call.reports.try_recv() {
+                    while let Some(report) = call.reports.try_recv() {
                         if let (Some(heard), Report::Progress(_) | Report::Message(_)) = (reports, &report) {
                             heard(report);
                         }
@@ -471,7 +481,7 @@ impl Dispatcher {
                     upstream: up.name.clone(),
                     error: CallError::Timeout,
                 })?;
-            while let Ok(report) = waiter.reports.try_recv() {
+            while let Some(report) = waiter.reports.try_recv() {
                 heard(&report);
             }
             return news::decode(&news, &up.name, entry);
@@ -502,7 +512,7 @@ impl Dispatcher {
             call.answer(responses.as_deref().map(Json::from));
             // The round's progress and log lines go to the waiting replica
             // as they come, in order, and all of them before its outcome.
-            let (relayed, mut relaying) = mpsc::channel::<String>(QUEUED);
+            let (relayed, mut relaying) = report_queue::<String>(None, None);
             let relay = {
                 let (store, origin, waiter) = (store.clone(), origin.clone(), asked.waiter.clone());
                 tokio::spawn(async move {
@@ -513,8 +523,9 @@ impl Dispatcher {
             };
             let heard = move |report: Report| {
                 if let Some(news) = news::report(&report) {
-                    // Past the queue a report is lost, never the round.
-                    let _ = relayed.try_send(news);
+                    // Past the queue's bytes a report is lost, never the round.
+                    let bytes = news.len();
+                    let _ = relayed.push(news, bytes, true);
                 }
             };
             // The call keeps its own place: the retry elsewhere took none.

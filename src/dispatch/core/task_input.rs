@@ -20,9 +20,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::tenant::reports::{ReportReceiver, report_queue};
 use dashmap::DashMap;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::Dispatcher;
 use super::held::{PER_TENANT, ask_key, for_the_client};
@@ -36,9 +36,6 @@ use crate::upstream::progress::{Ask, AskReply, Report};
 /// `tasks/result` is open (it sends a queued request at once).
 pub(super) const FIRST_ASK_WAIT: Duration = Duration::from_secs(2);
 
-/// Reports a watch keeps before a poll takes them.
-const QUEUED: usize = 64;
-
 /// A watch's key: its tenant, and the task's sealed id.
 type WatchKey = (Arc<str>, String);
 
@@ -49,7 +46,7 @@ pub struct TaskInputs(Arc<DashMap<WatchKey, Arc<Watch>>>);
 pub struct Watch {
     /// What the upstream asked, under its key, until it is answered.
     asked: Mutex<Option<(String, Ask)>>,
-    reports: tokio::sync::Mutex<mpsc::Receiver<Report>>,
+    reports: tokio::sync::Mutex<ReportReceiver<Report>>,
     /// When a poll or an answer last came (shared with the driver, which
     /// ends the watch once it is older than the round lifetime).
     touched: Arc<Mutex<Instant>>,
@@ -212,13 +209,16 @@ impl Dispatcher {
             dashmap::Entry::Occupied(e) => return Ok(e.get().clone()),
             dashmap::Entry::Vacant(v) => v,
         };
-        let (heard, reports) = mpsc::channel(QUEUED);
+        let (heard, reports) = report_queue(
+            Some(tenant.reports.clone()),
+            Some(self.metrics().reports_dropped.clone()),
+        );
         let (this, id, lifetime) = (self.clone(), sealed.to_owned(), self.round_lifetime());
         let touched = Arc::new(Mutex::new(Instant::now()));
         let (ended, touched2) = (key.clone(), touched.clone());
         let driver = tokio::spawn(async move {
             let heard = move |report: Report| {
-                let _ = heard.try_send(report);
+                let _ = crate::upstream::progress::queue(&heard, report);
             };
             let result = this.task_request(&tenant, TaskOp::Result, &id, Some(&heard));
             tokio::pin!(result);

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::upstream::asks::{Asks, Forwarded};
@@ -130,7 +129,7 @@ impl Forwards {
         asks: &Asks,
         tenant: &Arc<str>,
         asking: Option<Asking<'_>>,
-        out: &mpsc::Sender<Vec<u8>>,
+        out: super::Outlet<'_>,
         ask: Ask,
     ) {
         let Some(asking) = asking else {
@@ -145,7 +144,7 @@ impl Forwards {
             Ok((message, forwarded)) => {
                 // A client that does not read its stream is not asked: the
                 // dropped entry answers the upstream with an error.
-                if out.try_send(message).is_ok() {
+                if out.try_send(message, false).is_ok() {
                     self.0
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -228,7 +227,7 @@ mod tests {
     async fn a_withdrawn_request_is_withdrawn_from_the_client_under_its_own_id() {
         let asks = Asks::default();
         let forwards = Forwards::default();
-        let (out, mut sent) = mpsc::channel(4);
+        let (out, mut sent) = tokio::sync::mpsc::channel(4);
         let (reply, _answered) = tokio::sync::oneshot::channel();
         let ask = Ask {
             id: JsonBuf::from(params("12")),
@@ -242,7 +241,13 @@ mod tests {
             scope: b"session",
             can: ClientCan(ClientCan::ELICIT_FORM),
         };
-        forwards.ask(&asks, &"t".into(), Some(asking), &out, ask);
+        forwards.ask(
+            &asks,
+            &"t".into(),
+            Some(asking),
+            super::super::Outlet::Session(&out),
+            ask,
+        );
         let request: serde_json::Value =
             serde_json::from_slice(&sent.recv().await.unwrap()).unwrap();
         let given = request["id"].clone();

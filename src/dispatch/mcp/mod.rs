@@ -243,7 +243,7 @@ pub struct Via<'a> {
     /// Where messages to the client go before its answer (each one JSON-RPC
     /// message): a call's progress, when the client asked for it. `None`:
     /// the transport has nowhere to put them, and the call reports none.
-    pub progress: Option<&'a tokio::sync::mpsc::Sender<Vec<u8>>>,
+    pub progress: Option<Outlet<'a>>,
     /// The level a handshake-era client set with `logging/setLevel` on its
     /// session; `None`: none set (every level), or no session.
     pub log_level: Option<LogLevel>,
@@ -257,6 +257,32 @@ pub struct Via<'a> {
     /// The request's place among its tenant's calls in flight, which a
     /// call held across its client's rounds takes (see `Place`).
     pub place: Option<&'a crate::dispatch::Place>,
+}
+
+/// Where messages for a client go before its answer (its call's progress
+/// and log lines, requests of the upstream's it is asked).
+#[derive(Clone, Copy)]
+pub enum Outlet<'a> {
+    /// A session's own outgoing channel, bounded by its backlog.
+    Session(&'a tokio::sync::mpsc::Sender<Vec<u8>>),
+    /// One call's stream, bounded in bytes per call and per tenant (see
+    /// `crate::tenant::reports`).
+    Call(&'a crate::tenant::reports::ReportSender<Vec<u8>>),
+}
+
+impl Outlet<'_> {
+    /// Puts `message` out, never waiting: a report (`droppable`) may be
+    /// lost to a client that does not read; a request for the client is
+    /// handed back when there is no room, for its sender to refuse.
+    pub fn try_send(&self, message: Vec<u8>, droppable: bool) -> Result<(), Vec<u8>> {
+        match self {
+            Outlet::Session(out) => out.try_send(message).map_err(|e| e.into_inner()),
+            Outlet::Call(out) => {
+                let bytes = message.len();
+                out.push(message, bytes, droppable)
+            }
+        }
+    }
 }
 
 /// What the face reads of every request's params (its `_meta`, the

@@ -366,7 +366,7 @@ enum Ran {
 /// Where a call's reports can go, and what its request asked for.
 struct Reported<'a> {
     era: Era,
-    out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+    out: Outlet<'a>,
     params: Option<Json<'a>>,
     round: Option<&'a RoundIn<'a>>,
 }
@@ -411,7 +411,7 @@ pub(super) struct Forwarder<'a> {
     token: Option<Value>,
     level: Option<LogLevel>,
     asking: Option<Asking<'a>>,
-    out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+    out: Outlet<'a>,
     forwards: Forwards,
     asks: &'a crate::upstream::asks::Asks,
     tenant: &'a Arc<str>,
@@ -423,7 +423,7 @@ impl<'a> Forwarder<'a> {
         asks: &'a crate::upstream::asks::Asks,
         tenant: &'a Arc<str>,
         era: Era,
-        out: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+        out: Outlet<'a>,
         params: Option<Json<'_>>,
         via: &Via<'a>,
     ) -> Self {
@@ -449,6 +449,9 @@ impl<'a> Forwarder<'a> {
     }
 
     pub(super) fn hear(&self, report: Report) {
+        // Progress and log lines may be lost to a client that does not
+        // read; the withdrawal of a request it was asked may not.
+        let droppable = !matches!(report, Report::Withdrawn(_));
         let notification = match report {
             Report::Progress(report) => self
                 .token
@@ -464,9 +467,10 @@ impl<'a> Forwarder<'a> {
             }
             Report::Withdrawn(id) => self.forwards.withdrawn(&id),
         };
-        // A client that does not read loses reports, not the call.
+        // A client that does not read loses reports (the oldest first),
+        // not the call.
         if let Some(notification) = notification {
-            let _ = self.out.try_send(notification);
+            let _ = self.out.try_send(notification, droppable);
         }
     }
 }
