@@ -708,6 +708,9 @@ pub fn start_on(
         dispatcher: dispatcher.clone(),
         calls,
     };
+    if let Some(limits) = dispatcher.shared_limits() {
+        tokio::spawn(limits.clone().keep_counts(store_stop.clone()));
+    }
     let store_task = store.zip(heard).map(|(s, heard)| {
         tokio::spawn(s.clone().relay(heard, here.clone(), store_stop.clone()));
         tokio::spawn(s.clone().listen(here, store_stop.clone()));

@@ -19,6 +19,14 @@
 //! alive (so a dead replica's slots come back by themselves). The sum of
 //! the local shares and the pool is `max`: in flight deployment-wide never
 //! exceeds it, and only calls past a replica's own share pay a round trip.
+//! A replica takes no share of its own until its count of replicas is whole
+//! (`Store::settled`): one that started beside others does not take the
+//! share of a replica alone.
+//!
+//! The pool's counts cannot drift: each replica writes what it holds as a
+//! count, never a difference, when a call gives slots back and again every
+//! second (`keep_counts`), so a give-back lost to an outage, or a store that
+//! lost its data, is set right within a second of the store answering.
 //!
 //! **Sessions and connections.** A tenant's bounds on open sessions and
 //! connections are pooled as its concurrency is.
@@ -140,6 +148,12 @@ impl Pool {
 #[derive(Default)]
 struct InFlight {
     local: AtomicUsize,
+    /// Of which borrowed from the store's pool (counted before the store is
+    /// asked, so that what is written is never less than what is held).
+    borrowed: AtomicUsize,
+    /// The store may hold another count for this replica than it holds
+    /// (a borrow or a give-back since the last count written).
+    dirty: AtomicBool,
 }
 
 /// The shared limits of every tenant; a cheap clone.
@@ -178,20 +192,40 @@ impl Drop for Held {
         if let (Some(shown), Some((_, _, n))) = (&self.shown, &self.borrowed) {
             shown.sub(*n as i64);
         }
-        if let Some((store, key, n)) = self.borrowed.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            // Given back within the store's timeout, or counted as the
-            // replica's until it is no longer alive.
+        let Some((store, key, n)) = self.borrowed.take() else {
+            return;
+        };
+        self.in_flight.borrowed.fetch_sub(n, Ordering::AcqRel);
+        self.in_flight.dirty.store(true, Ordering::Release);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            // What the replica holds now, written as a count: a write lost
+            // (the store away) is made again within a second (`keep_counts`).
+            let in_flight = self.in_flight.clone();
             runtime.spawn(async move {
-                let id = store.replica_id().to_owned();
-                let back = -(n as i64);
-                let _: Result<i64, _> = store
-                    .query(redis::cmd("HINCRBY").arg(&key).arg(id).arg(back))
-                    .await;
+                let _ = write_count(&store, &key, &in_flight).await;
             });
         }
     }
+}
+
+/// Writes what this replica borrowed of one tenant's pool, as a count.
+async fn write_count(
+    store: &Store,
+    key: &str,
+    in_flight: &InFlight,
+) -> Result<(), super::StoreError> {
+    in_flight.dirty.store(false, Ordering::Release);
+    let held = in_flight.borrowed.load(Ordering::Acquire);
+    let id = store.replica_id();
+    let mut pipe = redis::pipe();
+    match held {
+        0 => pipe.cmd("HDEL").arg(key).arg(id).ignore(),
+        n => pipe.cmd("HSET").arg(key).arg(id).arg(n).ignore(),
+    };
+    pipe.cmd("PEXPIRE").arg(key).arg(600_000).ignore();
+    store.query_pipe::<()>(&pipe).await.inspect_err(|_| {
+        in_flight.dirty.store(true, Ordering::Release);
+    })
 }
 
 impl SharedLimits {
@@ -217,6 +251,9 @@ impl SharedLimits {
         if n == 0 || !limits.any() {
             return Ok(Admission::holding(None));
         }
+        if !self.store.is_up() {
+            self.store.first_answer().await;
+        }
         if !self.store.is_up() && self.store.when_down() == WhenDown::Refuse {
             return Err(Refusal::StoreDown);
         }
@@ -239,6 +276,9 @@ impl SharedLimits {
         let Some((rate, burst)) = tenant.limits.rate else {
             return Ok(());
         };
+        if !self.store.is_up() {
+            self.store.first_answer().await;
+        }
         if !self.store.is_up() && self.store.when_down() == WhenDown::Refuse {
             return Err(Refusal::StoreDown);
         }
@@ -260,6 +300,9 @@ impl SharedLimits {
         tenant: &Arc<str>,
         max: usize,
     ) -> Result<Box<dyn Send + Sync>, Refusal> {
+        if !self.store.is_up() {
+            self.store.first_answer().await;
+        }
         match self.held(pool, tenant, max, 1).await {
             Ok(held) => Ok(Box::new(held)),
             Err(Refusal::StoreDown) => Err(Refusal::Concurrency),
@@ -282,11 +325,13 @@ impl SharedLimits {
             .clone();
         let replicas = self.store.replicas();
         let up = self.store.is_up();
-        // Down: this replica's share of the whole, rounded up.
-        let own = if up {
-            max / (2 * replicas)
-        } else {
-            max.div_ceil(replicas)
+        // Down: this replica's share of the whole, rounded up. Up: its
+        // floor share, once it knows every peer (before, it borrows all).
+        let floor_share = max / (2 * replicas);
+        let own = match (up, self.store.settled()) {
+            (true, true) => floor_share,
+            (true, false) => 0,
+            (false, _) => max.div_ceil(replicas),
         };
         let now = in_flight.local.fetch_add(n, Ordering::AcqRel);
         let mut held = Held {
@@ -312,10 +357,12 @@ impl SharedLimits {
             fell_back();
             return Err(Refusal::Concurrency);
         }
-        // Past its own share: borrowed from the pool, which holds the rest.
+        // Past its own share: borrowed from the pool, which holds the rest
+        // (what the replicas' floor shares leave, whether taken or not).
         let key = self.store.key(&[pool.key(), tenant]);
         let replicas_key = self.store.key(&["replicas"]);
-        let shared = max - own * replicas;
+        let shared = max - floor_share * replicas;
+        held.in_flight.borrowed.fetch_add(n, Ordering::AcqRel);
         let args = [
             self.store.replica_id().to_owned(),
             shared.to_string(),
@@ -338,15 +385,49 @@ impl SharedLimits {
                 held.borrowed = Some((self.store.clone(), key, n));
                 Ok(held)
             }
-            Ok(_) => Err(Refusal::Concurrency),
+            Ok(_) => {
+                held.in_flight.borrowed.fetch_sub(n, Ordering::AcqRel);
+                Err(Refusal::Concurrency)
+            }
             // The store went away meanwhile: as when it is down.
             Err(_) => {
+                held.in_flight.borrowed.fetch_sub(n, Ordering::AcqRel);
                 fell_back();
                 let share = max.div_ceil(self.store.replicas());
                 match (self.store.when_down(), now + n <= share) {
                     (WhenDown::Refuse, _) if pool == Pool::Calls => Err(Refusal::StoreDown),
                     (_, true) => Ok(held),
                     (_, false) => Err(Refusal::Concurrency),
+                }
+            }
+        }
+    }
+
+    /// Writes, every second the store answers, what this replica borrowed
+    /// of every tenant's pools, as counts: a give-back the store missed,
+    /// or a pool the store lost, is set right (see the module), until `stop`.
+    pub async fn keep_counts(self, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(super::BEAT) => {}
+                () = stop.cancelled() => return,
+            }
+            if !self.store.is_up() {
+                continue;
+            }
+            for pool in [Pool::Calls, Pool::Sessions, Pool::Connections] {
+                let held: Vec<(Arc<str>, Arc<InFlight>)> = self.in_flight[pool as usize]
+                    .iter()
+                    .filter(|e| {
+                        e.borrowed.load(Ordering::Acquire) > 0 || e.dirty.load(Ordering::Acquire)
+                    })
+                    .map(|e| (e.key().clone(), e.value().clone()))
+                    .collect();
+                for (tenant, in_flight) in held {
+                    let key = self.store.key(&[pool.key(), &tenant]);
+                    if write_count(&self.store, &key, &in_flight).await.is_err() {
+                        break;
+                    }
                 }
             }
         }

@@ -27,7 +27,7 @@ use crate::config::{StoreSettings, WhenDown};
 use crate::metrics::Metrics;
 
 /// How often the store is probed, and each replica says it is alive.
-const BEAT: Duration = Duration::from_secs(1);
+pub(crate) const BEAT: Duration = Duration::from_secs(1);
 /// A replica not heard from for this long is not counted as alive.
 const ALIVE_FOR: Duration = Duration::from_secs(5);
 
@@ -51,12 +51,25 @@ struct Inner {
     client: redis::Client,
     conn: ArcSwapOption<ConnectionManager>,
     up: AtomicBool,
-    /// Replicas seen alive at the last beat (this one included), at least 1.
+    /// Replicas seen alive (this one included), at least 1: the most seen
+    /// at any beat of the last [`ALIVE_FOR`], so that a count that drops
+    /// (a peer gone, or a store that lost its data) is believed only once
+    /// the store would stop counting the peer's slots too.
     replicas: AtomicUsize,
+    /// The counts of the beats of the last [`ALIVE_FOR`].
+    counts: std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, usize)>>,
     /// This replica's id among them.
     id: String,
     metrics: Metrics,
     up_changed: tokio::sync::watch::Sender<bool>,
+    /// Since when the store has answered without a break.
+    up_since: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Whether it has answered for [`ALIVE_FOR`] without a break: every
+    /// replica alive has then said so within the count's window, so the
+    /// count of replicas is whole (see [`Store::settled`]).
+    settled: AtomicBool,
+    /// Whether it has ever answered (its first answer is not "again").
+    ever_up: AtomicBool,
 }
 
 impl Store {
@@ -87,9 +100,13 @@ impl Store {
             conn: ArcSwapOption::empty(),
             up: AtomicBool::new(false),
             replicas: AtomicUsize::new(1),
+            counts: std::sync::Mutex::default(),
             id,
             metrics,
             up_changed: tokio::sync::watch::Sender::new(false),
+            up_since: std::sync::Mutex::new(None),
+            settled: AtomicBool::new(false),
+            ever_up: AtomicBool::new(false),
         })))
     }
 
@@ -127,12 +144,50 @@ impl Store {
         self.0.replicas.load(Ordering::Relaxed).max(1)
     }
 
+    /// Whether the count of replicas is known to be whole: the store has
+    /// answered for as long as a replica counts as alive, so every peer
+    /// alive has been seen. Before that, a replica takes no share of a
+    /// pooled limit as its own (it borrows everything from the pool).
+    pub fn settled(&self) -> bool {
+        self.0.settled.load(Ordering::Acquire)
+    }
+
+    /// Before the store has first answered (the replica just started), waits
+    /// for that within the store's deadline: until then the replica knows no
+    /// peer, and the share it would take alone is not known to be safe.
+    pub async fn first_answer(&self) {
+        if self.0.ever_up.load(Ordering::Acquire) {
+            return;
+        }
+        let mut up = self.0.up_changed.subscribe();
+        let _ = tokio::time::timeout(self.0.settings.timeout, up.wait_for(|u| *u)).await;
+    }
+
     /// This replica's id in the store.
     pub fn replica_id(&self) -> &str {
         &self.0.id
     }
 
     fn set_up(&self, up: bool) {
+        {
+            let mut since = self
+                .0
+                .up_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match (up, *since) {
+                (true, None) => *since = Some(std::time::Instant::now()),
+                (true, Some(at)) => {
+                    self.0
+                        .settled
+                        .store(at.elapsed() >= ALIVE_FOR, Ordering::Release);
+                }
+                (false, _) => {
+                    *since = None;
+                    self.0.settled.store(false, Ordering::Release);
+                }
+            }
+        }
         if self.0.up.swap(up, Ordering::AcqRel) == up {
             return;
         }
@@ -140,7 +195,9 @@ impl Store {
         self.0.up_changed.send_replace(up);
         let url = &self.0.settings.url;
         let when_down = self.0.settings.when_down.as_str();
-        if up {
+        if up && !self.0.ever_up.swap(true, Ordering::AcqRel) {
+            tracing::info!(store = %url, replicas = self.replicas(), "the store is reachable: limits and state are shared");
+        } else if up {
             tracing::info!(store = %url, "the store is reachable again: limits and state are shared");
         } else {
             tracing::warn!(store = %url, when_down, replicas = self.replicas(), "the store is unreachable: limits apply as when_down says, state that needs it is refused");
@@ -361,7 +418,18 @@ impl Store {
         .await
         {
             Ok(Ok(count)) => {
-                self.0.replicas.store(count.max(1), Ordering::Relaxed);
+                let most = {
+                    let mut counts = self
+                        .0
+                        .counts
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let now = std::time::Instant::now();
+                    counts.retain(|(at, _)| now.duration_since(*at) < ALIVE_FOR);
+                    counts.push_back((now, count));
+                    counts.iter().map(|(_, n)| *n).max().unwrap_or(count)
+                };
+                self.0.replicas.store(most.max(1), Ordering::Relaxed);
                 self.0.metrics.store_replicas.set(count as i64);
                 true
             }

@@ -34,6 +34,7 @@ mod sessions;
 mod stateless;
 mod stdio_mode;
 mod stdio_upstream;
+mod store_counts;
 mod support;
 mod surface;
 mod tasks;

@@ -53,6 +53,29 @@ impl Redis {
         }
     }
 
+    /// SIGSTOP: it takes connections and answers nothing, as a store that
+    /// hangs does; [`Self::resume`] ends that.
+    pub(crate) fn pause(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    pub(crate) fn resume(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().expect("running").id();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+    }
+
+    /// FLUSHALL: the store loses every key, as one restarted without
+    /// persistence does.
+    pub(crate) fn flush_all(&self) {
+        let client = redis::Client::open(self.url()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+    }
+
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }

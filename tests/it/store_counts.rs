@@ -1,0 +1,152 @@
+//! The store's pooled counts cannot drift: a tenant's `max_concurrency`
+//! held by two replicas through a real redis-server stays what it is after
+//! a store that hangs while borrowed calls end, and after a store that
+//! loses its data while they run.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::*;
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+/// Two gateways sharing `redis`, tenant a (key ka) at `max_concurrency: 4`.
+async fn two(redis: &Redis) -> Vec<Gateway> {
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: local, timeout_ms: 100}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], max_concurrency: 4}}\n",
+        redis.url(),
+        stdio_upstream("s", &[]),
+    );
+    let mut gws = Vec::new();
+    for _ in 0..2 {
+        gws.push(Gateway::start(&yaml).await);
+    }
+    for gw in &gws {
+        gw.wait_ready(&["s"]).await;
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_replicas") == Some(2.0) })
+            .await;
+    }
+    gws
+}
+
+/// `n` calls of `ms` at once, alternating replicas: their HTTP statuses.
+async fn at_once(gws: &[Gateway], n: usize, ms: u64) -> Vec<u16> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+        "params": {"id": "mcp://gw/s/s/tools/sleep", "arguments": {"ms": ms}}})
+    .to_string();
+    let calls = (0..n).map(|i| {
+        let (gw, body) = (&gws[i % gws.len()], body.clone());
+        async move {
+            gw.post_raw(Some("ka"), Some("application/json"), body)
+                .await
+                .0
+        }
+    });
+    within(futures_util::future::join_all(calls)).await
+}
+
+/// Whether, within a few seconds, `n` calls at once all run.
+async fn all_run(gws: &[Gateway], n: usize) -> bool {
+    for _ in 0..50 {
+        if at_once(gws, n, 300).await.iter().all(|s| *s == 200) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+async fn store_up(gws: &[Gateway], up: f64) {
+    for gw in gws {
+        until(|| async { metric(&gw.metrics().await, "mcp_gateway_store_up") == Some(up) }).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_given_back_while_the_store_hangs_come_back_when_it_answers() {
+    let mut redis = Redis::start();
+    let gws = two(&redis).await;
+    assert!(all_run(&gws, 4).await, "four run at first");
+    // Four calls hold every slot, borrowed ones among them; the store hangs
+    // before they end, so their give-backs cannot reach it.
+    let running = {
+        let gws = &gws;
+        async move { at_once(gws, 4, 1500).await }
+    };
+    let hang = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        redis.pause();
+        store_up(&gws, 0.0).await;
+    };
+    let (statuses, ()) = tokio::join!(running, hang);
+    assert_eq!(statuses, vec![200; 4]);
+    redis.resume();
+    store_up(&gws, 1.0).await;
+    // What the store counted of the ended calls is set right: four run again.
+    assert!(all_run(&gws, 4).await, "the tenant's limit shrank for good");
+    redis.kill();
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_loses_its_data_grows_no_limit() {
+    let redis = Redis::start();
+    let gws = two(&redis).await;
+    // Settled (each replica has counted the other for as long as a replica
+    // counts as alive): both take their own shares too.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let running = {
+        let gws = &gws;
+        async move { at_once(gws, 4, 1500).await }
+    };
+    let flush = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        redis.flush_all();
+    };
+    let (statuses, ()) = tokio::join!(running, flush);
+    assert_eq!(statuses, vec![200; 4]);
+    // Once the replicas have said again what they hold (every second),
+    // eight at once: four run, never more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for _ in 0..3 {
+        let statuses = at_once(&gws, 8, 800).await;
+        let ran = statuses.iter().filter(|s| **s == 200).count();
+        assert_eq!(ran, 4, "{statuses:?}");
+    }
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+/// Replicas that start together take no share of a limit as their own
+/// before they have seen each other: three of them admit `max_concurrency`,
+/// not three times it, from their first call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_that_start_together_admit_the_limit_once() {
+    let redis = Redis::start();
+    let yaml = format!(
+        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: local, timeout_ms: 2000}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], max_concurrency: 4}}\n",
+        redis.url(),
+        // Shared: one process serves the calls, so its start costs the
+        // first calls nothing beside the gateways'.
+        StdioUpstream::new("s", &[]).with("shared", true).yaml(),
+    );
+    let (a, b, c) = tokio::join!(
+        Gateway::start(&yaml),
+        Gateway::start(&yaml),
+        Gateway::start(&yaml)
+    );
+    let gws = vec![a, b, c];
+    for gw in &gws {
+        gw.wait_ready(&["s"]).await;
+    }
+    let statuses = at_once(&gws, 12, 1500).await;
+    let ran = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(ran, 4, "{statuses:?}");
+    for gw in gws {
+        gw.stop().await;
+    }
+}
