@@ -625,6 +625,10 @@ pub fn start_on(
     // One key seals session ids and what else clients are handed back.
     let sealing = session_key(config.gateway.session_key);
     dispatcher.set_sealer(crate::seal::Sealer::new(&sealing));
+    dispatcher.asks().seal_with(
+        crate::seal::Sealer::new(&sealing),
+        config.gateway.server_request_timeout,
+    );
     // The edge's calls in flight, which the other replicas' cancellations reach.
     let calls = crate::http::calls::Calls::default();
     let agent_app = agent::service(AgentState {

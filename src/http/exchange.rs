@@ -281,8 +281,18 @@ async fn one_message(
                             && !s.calls.cancel(&opened.nonce, id.get())
                             && let Some(store) = sessions.store()
                         {
+                            // An id no call of the session can have is
+                            // never published (ids are small by far).
+                            if id.get().len() > CANCELLED_ID_BYTES {
+                                s.dispatcher.metrics().stray_answers.inc();
+                                return Exchange::Reply(accepted());
+                            }
                             // Not here: the replica running it hears it through
-                            // the store; while that is down, the client is told.
+                            // the store, within the tenant's rate; while that
+                            // is down, the client is told.
+                            if let Err(e) = s.dispatcher.admit_rate(tenant).await {
+                                return Exchange::Reply(Refusal::OverCapacity(None, &e).reply());
+                            }
                             let nonce = opened.nonce.as_bytes();
                             if let Err(e) = store.announce_cancel(nonce, id.get()).await {
                                 tracing::debug!(error = %e, "a cancellation not shared with the other replicas");
@@ -413,10 +423,26 @@ async fn client_answer(
         return Refusal::SessionNotFound(None).reply();
     }
     if s.dispatcher.asks().answer(session, id.get(), outcome) == Taken::Stray {
+        let asks = s.dispatcher.asks();
         match sessions.store() {
+            // Nothing waits for it anywhere (an id this deployment did not
+            // send this session, or whose wait is over): never published.
+            Some(_) if !asks.may_wait_somewhere(session, id.get()) => {
+                s.dispatcher.metrics().stray_answers.inc();
+            }
+            Some(_)
+                if outcome.map_or_else(|e| e.get().len(), |r| r.get().len()) > PUBLISHED_BYTES =>
+            {
+                s.dispatcher.metrics().stray_answers.inc();
+                return too_large_to_share("answer");
+            }
             // Not waiting here: the replica where it waits takes it from the
-            // store; while that is down, the client is told.
+            // store, within the tenant's rate; while the store is down, the
+            // client is told.
             Some(store) => {
+                if let Err(e) = s.dispatcher.admit_rate(tenant).await {
+                    return Refusal::OverCapacity(None, &e).reply();
+                }
                 let outcome = outcome.map(Json::get).map_err(Json::get);
                 if let Err(e) = store.announce_answer(session, id.get(), outcome).await {
                     tracing::debug!(error = %e, "a client's answer not shared with the other replicas");
@@ -427,6 +453,21 @@ async fn client_answer(
         }
     }
     accepted()
+}
+
+/// The most a client's answer or cancellation may hold to be passed to the
+/// other replicas through the store: what a client makes the gateway
+/// publish is its tenant's traffic, and the store's channel every tenant's.
+const PUBLISHED_BYTES: usize = 64 << 10;
+
+/// 413 for an answer too large to pass through the store (see [`PUBLISHED_BYTES`]).
+fn too_large_to_share(what: &str) -> Reply {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorObject::new(codes::INVALID_REQUEST, "Too large to share").with_data(format!(
+            "this {what} must reach another replica through the gateway's shared store, which takes at most {PUBLISHED_BYTES} bytes"
+        )),
+    )
 }
 
 /// 503 and `Retry-After` for a message that must reach another replica
@@ -440,6 +481,10 @@ fn store_unavailable(what: &str) -> Reply {
     )
     .with_header(header::RETRY_AFTER, HeaderValue::from(1))
 }
+
+/// The longest request id a cancellation passed to the other replicas may
+/// name: JSON-RPC clients number their requests, or name them briefly.
+const CANCELLED_ID_BYTES: usize = 256;
 
 fn accepted() -> Reply {
     Reply {

@@ -7,6 +7,11 @@
 //! until its answer comes or its call ends (the [`Forwarded`] guard the call
 //! holds); a tenant holds at most [`PER_TENANT`] at once, past which an
 //! upstream's request is refused rather than forwarded.
+//!
+//! With a session secret the id is also sealed to its scope and its
+//! deadline (`mcp-gateway-{deadline}-{nonce}-{tag}`): any replica tells an
+//! answer that may be waited for somewhere in the deployment from one that
+//! cannot be (see [`Asks::may_wait_somewhere`]), without a table.
 
 use std::sync::Arc;
 
@@ -29,6 +34,17 @@ pub struct Asks(Arc<Table>);
 struct Table {
     waiting: DashMap<Key, Waiting>,
     per_tenant: DashMap<Arc<str>, usize>,
+    /// The key ids are sealed with, and how long a request waits.
+    seal: std::sync::OnceLock<(crate::seal::Sealer, std::time::Duration)>,
+}
+
+/// What a sealed ask id is for.
+const PURPOSE: &str = "ask";
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 struct Waiting {
@@ -53,6 +69,56 @@ pub enum Taken {
 }
 
 impl Asks {
+    /// Seals the ids of requests sent from now on with `sealer`, each good
+    /// for `wait` (how long a request waits for its answer).
+    pub fn seal_with(&self, sealer: crate::seal::Sealer, wait: std::time::Duration) {
+        let _ = self.0.seal.set((sealer, wait));
+    }
+
+    /// A new id (JSON text) for a request sent in `scope`.
+    fn mint(&self, scope: &[u8]) -> Box<str> {
+        let mut nonce = [0u8; 16];
+        let _ = getrandom::fill(&mut nonce);
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        match self.0.seal.get() {
+            None => format!("\"mcp-gateway-{nonce}\"").into(),
+            Some((sealer, wait)) => {
+                let deadline = (unix_now() + wait.as_secs() + 1).to_string();
+                let scope = String::from_utf8_lossy(scope);
+                let tag = sealer.tag(PURPOSE, &[&scope, &deadline, &nonce]);
+                format!("\"mcp-gateway-{deadline}-{nonce}-{tag}\"").into()
+            }
+        }
+    }
+
+    /// Whether an answer under `id` (JSON text) in `scope` may be waited
+    /// for on some replica: an id this deployment sealed for that scope,
+    /// whose request's wait is not over. What fails this is delivered
+    /// nowhere, so it is never passed to the other replicas.
+    pub fn may_wait_somewhere(&self, scope: &[u8], id: &str) -> bool {
+        let Some((sealer, _)) = self.0.seal.get() else {
+            return false;
+        };
+        let Some(inner) = id
+            .strip_prefix("\"mcp-gateway-")
+            .and_then(|s| s.strip_suffix('"'))
+        else {
+            return false;
+        };
+        let mut parts = inner.splitn(3, '-');
+        let (Some(deadline), Some(nonce), Some(tag)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        let in_time = deadline.parse::<u64>().is_ok_and(|d| d >= unix_now());
+        in_time
+            && sealer.verify(
+                PURPOSE,
+                &[&String::from_utf8_lossy(scope), deadline, nonce],
+                tag,
+            )
+    }
+
     /// Enters `ask` for a client of `tenant` reached in `scope`: the
     /// request to send that client (a JSON-RPC request with the gateway's
     /// id), and the guard the call keeps. The ask back when the tenant has
@@ -70,10 +136,7 @@ impl Asks {
             }
             *count += 1;
         }
-        let mut nonce = [0u8; 16];
-        let _ = getrandom::fill(&mut nonce);
-        let id: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-        let id: Box<str> = format!("\"mcp-gateway-{id}\"").into();
+        let id = self.mint(scope);
         let mut message = Vec::with_capacity(96 + ask.params.as_ref().map_or(0, |p| p.get().len()));
         message.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         message.extend_from_slice(id.as_bytes());
@@ -230,5 +293,27 @@ mod tests {
         assert!(asks.forward(b"t", &"b".into(), ask("roots/list").0).is_ok());
         guards.pop();
         assert!(asks.forward(b"s", &tenant, ask("roots/list").0).is_ok());
+    }
+
+    #[test]
+    fn a_sealed_id_says_whether_an_answer_may_be_waited_for_somewhere() {
+        let asks = Asks::default();
+        let tenant: Arc<str> = "a".into();
+        assert!(!asks.may_wait_somewhere(b"s", "\"mcp-gateway-00\""));
+        let sealer = crate::seal::Sealer::new(&crate::config::KeyDigest::of(b"secret"));
+        asks.seal_with(sealer.clone(), std::time::Duration::from_secs(60));
+        let (message, _guard) = asks.forward(b"s", &tenant, ask("roots/list").0).unwrap();
+        let id = id_of(&message);
+        assert!(asks.may_wait_somewhere(b"s", &id));
+        // Another replica with the same secret says so too.
+        let other = Asks::default();
+        other.seal_with(sealer, std::time::Duration::from_secs(60));
+        assert!(other.may_wait_somewhere(b"s", &id));
+        // Another scope, an altered id, a made-up one, a past deadline: no.
+        assert!(!asks.may_wait_somewhere(b"t", &id));
+        let altered = id.replacen("mcp-gateway-", "mcp-gateway-1", 1);
+        assert!(!asks.may_wait_somewhere(b"s", &altered));
+        assert!(!asks.may_wait_somewhere(b"s", "7"));
+        assert!(!asks.may_wait_somewhere(b"s", "\"mcp-gateway-1-00-x\""));
     }
 }

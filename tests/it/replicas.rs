@@ -823,10 +823,12 @@ async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_re
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let r = send(&gw, reqwest::Method::POST, None, Some(init)).await;
     let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    // An answer under an id no replica sent is delivered nowhere: never
+    // published, whether the store is up or down (see store_counts).
     let answer = json!({"jsonrpc": "2.0", "id": "mcp-gateway-0", "result": {}});
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": "elsewhere"}});
-    // With the store up, what does not wait here is published: 202.
+    // With the store up, a cancellation of a call not running here is published: 202.
     for body in [&answer, &cancel] {
         let r = send(
             &gw,
@@ -838,8 +840,10 @@ async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_re
         assert_eq!(r.status(), 202);
     }
     redis.kill();
+    let r = send(&gw, reqwest::Method::POST, Some(&session), Some(answer)).await;
+    assert_eq!(r.status(), 202);
     // Down: it cannot reach the replica holding the request, and says so.
-    for body in [&answer, &cancel] {
+    for body in [&cancel] {
         let started = Instant::now();
         let r = send(
             &gw,

@@ -1,7 +1,9 @@
-//! The store's pooled counts cannot drift: a tenant's `max_concurrency`
-//! held by two replicas through a real redis-server stays what it is after
-//! a store that hangs while borrowed calls end, and after a store that
-//! loses its data while they run.
+//! What replicas keep in a real redis-server cannot be bent by an outage or
+//! a client: a tenant's `max_concurrency` held by two replicas stays what it
+//! is after a store that hangs while borrowed calls end, after a store that
+//! loses its data while they run, and from the first call of replicas that
+//! start together; and what a client makes a replica publish is only what
+//! another replica can deliver.
 
 use std::time::Duration;
 
@@ -146,6 +148,72 @@ async fn replicas_that_start_together_admit_the_limit_once() {
     let statuses = at_once(&gws, 12, 1500).await;
     let ran = statuses.iter().filter(|s| **s == 200).count();
     assert_eq!(ran, 4, "{statuses:?}");
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+/// Messages the store's change channel carries within `wait`.
+fn published_within(url: &str, wait: Duration, ready: std::sync::mpsc::Sender<()>) -> usize {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe("mcp-gateway:changes").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    ready.send(()).unwrap();
+    let deadline = std::time::Instant::now() + wait;
+    let mut heard = 0;
+    while std::time::Instant::now() < deadline {
+        if pubsub.get_message().is_ok() {
+            heard += 1;
+        }
+    }
+    heard
+}
+
+/// What a client makes the gateway pass to the other replicas is only what
+/// can be delivered there: answers under ids no replica sent its session,
+/// and cancellations naming ids no call can have, never reach the store's
+/// channel, however large or many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_nobody_waits_for_are_never_published() {
+    let redis = Redis::start();
+    let gws = two(&redis).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let response = session_request(&gws[0], reqwest::Method::POST, "ka", None, Some(init)).await;
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (ready, listening) = std::sync::mpsc::channel();
+    let url = redis.url();
+    let listener =
+        std::thread::spawn(move || published_within(&url, Duration::from_secs(4), ready));
+    listening.recv().unwrap();
+    let big = "x".repeat(256 << 10);
+    let sent = Some((session.as_str(), Some("2025-11-25")));
+    for n in 0..40 {
+        let forged = [
+            format!("mcp-gateway-{n}"),
+            format!("mcp-gateway-99999999999-{n:032x}-AAAAAAAAAAAAAAAAAAAAAA"),
+        ];
+        for id in forged {
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"big": big}});
+            let r = session_request(&gws[0], reqwest::Method::POST, "ka", sent, Some(answer)).await;
+            assert_eq!(r.status(), 202);
+        }
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": big, "reason": "x"}});
+    let r = session_request(&gws[0], reqwest::Method::POST, "ka", sent, Some(cancel)).await;
+    assert_eq!(r.status(), 202);
+    assert_eq!(listener.join().unwrap(), 0, "published to the store");
+    let strays = metric(&gws[0].metrics().await, "mcp_gateway_stray_answers_total");
+    assert_eq!(strays, Some(81.0));
     for gw in gws {
         gw.stop().await;
     }
