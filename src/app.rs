@@ -50,6 +50,10 @@ pub struct Core {
     keys: Arc<ArcSwap<KeyStore>>,
     pub metrics: Metrics,
     settings: GatewaySettings,
+    /// The traces settings it started with (a change needs a restart).
+    traces: crate::telemetry::traces::TracesFile,
+    /// The admin listener's token, swapped by a reload.
+    admin_token: Arc<arc_swap::ArcSwapOption<crate::config::KeyDigest>>,
     supervisors: TaskTracker,
     running: Mutex<HashMap<String, Handle>>,
     http_client: Mutex<Option<reqwest::Client>>,
@@ -103,6 +107,10 @@ impl Core {
             keys: Arc::new(ArcSwap::from_pointee(KeyStore::default())),
             metrics,
             settings: config.gateway.clone(),
+            traces: config.traces.clone(),
+            admin_token: Arc::new(arc_swap::ArcSwapOption::from(
+                config.gateway.admin_token.map(Arc::new),
+            )),
             supervisors: TaskTracker::new(),
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
@@ -321,43 +329,11 @@ impl Core {
                 "gateway.id cannot change without a restart (it is part of every mcpId)".into(),
             );
         }
-        let restart_needed: Vec<&str> = [
-            (
-                "gateway.listen",
-                config.gateway.listen != self.settings.listen,
-            ),
-            (
-                "gateway.admin_listen",
-                config.gateway.admin_listen != self.settings.admin_listen,
-            ),
-            (
-                "gateway.limits",
-                format!("{:?}", config.gateway.limits) != format!("{:?}", self.settings.limits),
-            ),
-            (
-                "gateway.shutdown_timeout_ms",
-                config.gateway.shutdown_timeout != self.settings.shutdown_timeout,
-            ),
-            (
-                "gateway.server_request_timeout_ms",
-                config.gateway.server_request_timeout != self.settings.server_request_timeout,
-            ),
-            (
-                "gateway.allowed_origins",
-                config.gateway.allowed_origins != self.settings.allowed_origins,
-            ),
-            (
-                "gateway.tool_name_budget",
-                config.gateway.tool_name_budget != self.settings.tool_name_budget,
-            ),
-            (
-                "gateway.session_secret",
-                config.gateway.session_key != self.settings.session_key,
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(name, changed)| changed.then_some(name))
-        .collect();
+        let restart_needed =
+            crate::config::restart::unapplied(&self.settings, &self.traces, config);
+        // Applied at once: what the admin listener asks of its callers.
+        self.admin_token
+            .store(config.gateway.admin_token.map(Arc::new));
         if !restart_needed.is_empty() {
             tracing::warn!(settings = ?restart_needed, "these settings changed but only take effect after a restart");
         }
@@ -660,7 +636,7 @@ pub fn start_on(
     let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
         dispatcher: dispatcher.clone(),
         draining: draining.clone(),
-        token: config.gateway.admin_token,
+        token: core.admin_token.clone(),
     }));
     let opts = ServeOptions {
         header_read_timeout: limits.header_read_timeout,

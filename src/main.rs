@@ -282,9 +282,11 @@ async fn serve(
     let config_path = config_file.clone();
     if let Some(a) = listen {
         config.gateway.listen = a;
+        config.gateway.fixed.listen = true;
     }
     if let Some(a) = admin_listen {
         config.gateway.admin_listen = a;
+        config.gateway.fixed.admin_listen = true;
     }
     if let Some(limit) = mcp_gateway::descriptors::raise_limit() {
         let room = mcp_gateway::descriptors::agent_connections(limit);
@@ -298,6 +300,7 @@ async fn serve(
             );
             limits.max_connections = room;
             limits.max_connections_per_tenant = limits.max_connections_per_tenant.min(room);
+            config.gateway.fixed.connections = Some(room);
         }
     }
     let running = match mcp_gateway::app::start(config, config_path).await {

@@ -2,6 +2,7 @@
 //! and where it is (`validate`) → frozen typed values (this file).
 
 mod raw;
+pub mod restart;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -42,7 +43,7 @@ pub struct GatewaySettings {
     pub reload_poll: Option<Duration>,
     pub limits: Limits,
     /// When set, `/metrics` and `/readyz`'s detail need it as a bearer token
-    /// (probes keep `/healthz` and `/readyz`'s status). Read at start.
+    /// (probes keep `/healthz` and `/readyz`'s status). Applied on reload.
     pub admin_token: Option<KeyDigest>,
     /// Origins (`scheme://host[:port]`) whose requests are served; a request
     /// with any other `Origin` header gets 403. Empty by default. Read at start.
@@ -57,6 +58,22 @@ pub struct GatewaySettings {
     /// The store replicas share limits and state through (`gateway.store`);
     /// `None`: each replica keeps its own. Read at start.
     pub store: Option<StoreSettings>,
+    /// What the command line (or the process's limits) set in place of the
+    /// file: a reload leaves it, and does not call it a change.
+    pub fixed: Fixed,
+}
+
+/// Settings the command line or the process fixed at start (see
+/// [`GatewaySettings::fixed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fixed {
+    /// `--listen` was given.
+    pub listen: bool,
+    /// `--admin-listen` was given.
+    pub admin_listen: bool,
+    /// The connection caps were lowered to what the descriptor limit leaves
+    /// room for: this many at most.
+    pub connections: Option<usize>,
 }
 
 /// `gateway.store`: a server of the Redis protocol (Redis 6+, Valkey).

@@ -21,14 +21,16 @@ pub struct AdminState {
     pub dispatcher: Dispatcher,
     /// Set when shutdown starts: readiness turns off so traffic moves elsewhere.
     pub draining: Arc<AtomicBool>,
-    /// Needed for what names tenants and upstreams (metrics, readiness detail).
-    pub token: Option<KeyDigest>,
+    /// Needed for what names tenants and upstreams (metrics, readiness
+    /// detail); swapped by a reload.
+    pub token: Arc<arc_swap::ArcSwapOption<KeyDigest>>,
 }
 
 impl AdminState {
     /// Whether the request may see what names tenants and upstreams.
     fn may_see(&self, headers: &HeaderMap) -> bool {
-        let Some(want) = &self.token else {
+        let want = self.token.load();
+        let Some(want) = want.as_deref() else {
             return true;
         };
         headers

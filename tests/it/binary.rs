@@ -386,6 +386,51 @@ fn sighup_reloads_the_config() {
             .contains("1 upstreams kept, 0 started"),
         "{line}"
     );
+    // The listeners were given on the command line: a reload leaves them,
+    // and does not call them changed.
+    let restart =
+        |v: &Value| v["message"] == "these settings changed but only take effect after a restart";
+    assert!(!p.seen().iter().any(restart), "{}", p.seen_text());
+    // A store is named as left for a restart; an admin token is applied.
+    let admin = p
+        .seen()
+        .iter()
+        .find(|v| v["message"] == "admin listener bound")
+        .and_then(|v| v["addr"].as_str())
+        .unwrap()
+        .to_owned();
+    let metrics = |token: &str| {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(&admin).unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            conn,
+            "GET /metrics HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = [0u8; 12];
+        conn.read_exact(&mut head).unwrap();
+        String::from_utf8_lossy(&head[9..12]).into_owned()
+    };
+    assert_eq!(metrics("anything"), "200");
+    std::fs::write(
+        &config,
+        text("").replace(
+            "gateway: {reload_poll_ms: 0}",
+            "gateway: {reload_poll_ms: 0, admin_token: rotated-token, store: {url: \"redis://127.0.0.1:1/0\"}}",
+        ),
+    )
+    .unwrap();
+    p.signal("-HUP");
+    let line = p.wait_log("restart warning", restart);
+    assert_eq!(line["settings"], "[\"gateway.store\"]", "{line}");
+    p.wait_log("reloaded again", |v| {
+        v["message"] == "configuration reloaded"
+            && v["summary"].as_str().unwrap_or("").contains("1 tenants")
+    });
+    assert_eq!(metrics("anything"), "401");
+    assert_eq!(metrics("rotated-token"), "200");
     std::fs::write(&config, "garbage: [").unwrap();
     p.signal("-HUP");
     p.wait_log("rejected", |v| {

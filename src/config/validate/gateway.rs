@@ -119,6 +119,7 @@ pub(super) fn gateway(
         session_key,
         tool_name_budget,
         store,
+        fixed: Default::default(),
     })
     .filter(|_| id_ok)
 }
