@@ -101,6 +101,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                     *request.method(),
                     axum::http::Method::GET | axum::http::Method::DELETE
                 )
+                // Without a session, GET and DELETE name nothing: the path
+                // and method are refused before credentials are looked at.
+                && request.headers().contains_key("mcp-session-id")
             {
                 let response =
                     super::exchange::session_request(&edge, request.method(), request.headers())

@@ -85,6 +85,19 @@ async fn other_paths_and_methods() {
     assert_eq!(resp.status(), 405);
     assert_eq!(resp.headers()["allow"], "GET, POST, DELETE");
     assert_eq!(error_code(&resp.text().await.unwrap()), -32600);
+    // GET and DELETE without a session name nothing: path and method are
+    // refused before credentials, with or without a key.
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        for key in [None, Some("ka"), Some("wrong")] {
+            let mut req = gw.client.request(method.clone(), &gw.url);
+            if let Some(key) = key {
+                req = req.bearer_auth(key);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 405, "{method} {key:?}");
+            assert!(resp.headers()["allow"].to_str().unwrap().contains("POST"));
+        }
+    }
     let other = gw.url.replace("/mcp", "/other");
     let resp = gw
         .client

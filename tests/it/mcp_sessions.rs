@@ -108,8 +108,18 @@ async fn session_ids_are_sealed_and_any_replica_with_the_secret_accepts_them() {
     assert_eq!(r.status(), 404);
     let r = send(&two, reqwest::Method::GET, "ka", Some(&id), None).await;
     assert_eq!(r.status(), 404);
-    // No key: 401, as ever.
+    // No session and no key: the method is refused before credentials.
     let r = within(two.client.get(&two.url).send()).await.unwrap();
+    assert_eq!(r.status(), 405);
+    // A session id but no key: 401, as ever.
+    let r = within(
+        two.client
+            .get(&two.url)
+            .header("mcp-session-id", &id)
+            .send(),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.status(), 401);
     one.stop().await;
     two.stop().await;
