@@ -367,6 +367,9 @@ impl Core {
             keys.tenants(),
         );
         self.keys.store(Arc::new(keys));
+        // Announced only now: a stream woken by the change looks at its key
+        // again and must see the new keys, or a removed key would hear it.
+        self.dispatcher.listings_may_have_changed();
         drop(running);
         let drained = retired.len();
         for h in retired {

@@ -580,6 +580,7 @@ impl Session {
         let out = self.out.clone();
         let mut watcher = Watcher::new(&self.dispatcher, &self.tenant);
         let (dispatcher, tenant) = (self.dispatcher.clone(), self.tenant.clone());
+        let mut holder = self.credential.clone();
         let task = tokio::spawn(async move {
             if out.send(ack).await.is_err() {
                 return;
@@ -587,6 +588,9 @@ impl Session {
             while let Some(change) = watcher.next().await {
                 if !filter.hears(&change) {
                     continue;
+                }
+                if !still_names(&mut holder, &tenant.name) {
+                    return;
                 }
                 let message = match &change {
                     // As `tasks/get` would answer it, which asks its upstream.
@@ -649,8 +653,12 @@ impl Session {
             // The handshake era: every listing change, and the resources subscribed to.
             let mut watcher = Watcher::new(&self.dispatcher, &self.tenant);
             let (out, subscribed) = (self.out.clone(), self.subscribed.clone());
+            let (mut holder, tenant) = (self.credential.clone(), self.tenant.name.clone());
             self.notifier = Some(tokio::spawn(async move {
                 while let Some(change) = watcher.next().await {
+                    if !still_names(&mut holder, &tenant) {
+                        return;
+                    }
                     let wanted = match &change {
                         Change::Listing(_) | Change::TaskStatus(_) => true,
                         Change::Resource(uri) => subscribed
@@ -674,9 +682,14 @@ impl Session {
             return;
         };
         let out = self.out.clone();
+        let (mut holder, tenant) = (self.credential.clone(), self.tenant.name.clone());
         self.notifier = Some(tokio::spawn(async move {
             loop {
-                match changes.recv().await {
+                let change = changes.recv().await;
+                if !still_names(&mut holder, &tenant) {
+                    return;
+                }
+                match change {
                     Ok(Announced::Resource(id)) => {
                         if out.send(resource_did_change(&id)).await.is_err() {
                             return;
@@ -704,4 +717,12 @@ impl Session {
             _ = out.closed() => {}
         }
     }
+}
+
+/// Whether what a session pushes to its client may go on: the key it was
+/// opened with (if any) still names `tenant`. A reload that removes the key
+/// silences the session's listens and notifications at once, not only at
+/// the client's next message.
+fn still_names(holder: &mut Option<Credential>, tenant: &str) -> bool {
+    holder.as_mut().is_none_or(|c| c.still_names(tenant))
 }

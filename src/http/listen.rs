@@ -20,7 +20,7 @@ use crate::dispatch::mcp::{self, Filter};
 use crate::dispatch::watch::{Change, Watcher};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
-use crate::tenant::{Credential, Place, Standing, Tenant};
+use crate::tenant::{Credential, Place, Tenant};
 
 /// A comment line this often keeps a quiet stream from being closed by
 /// proxies and clients that time out idle reads: under the 5 s read
@@ -97,11 +97,7 @@ impl Holder {
 
     /// Whether the key still names the stream's tenant.
     pub fn still_holds(&mut self) -> bool {
-        match self.credential.standing() {
-            Standing::Unchanged => true,
-            Standing::Reloaded(tenant) => tenant.name == self.tenant,
-            Standing::Revoked => false,
-        }
+        self.credential.still_names(&self.tenant)
     }
 }
 

@@ -9,6 +9,9 @@ use crate::config::KeyDigest;
 /// admitted by the keys in force when it arrives: a reload that removes the
 /// key (or its tenant) ends the session at its next message, and one that
 /// changes the tenant's policy or limits applies from that message on.
+/// A clone is looked at on its own: what pushes messages to the session's
+/// client (its listens, its notifications) holds one.
+#[derive(Clone)]
 pub struct Credential {
     keys: Arc<arc_swap::ArcSwap<KeyStore>>,
     digest: KeyDigest,
@@ -16,6 +19,9 @@ pub struct Credential {
     seen: Arc<KeyStore>,
     /// A JWT, kept to be verified again after a reload, and its expiry.
     token: Option<(Box<str>, u64)>,
+    /// Once revoked, revoked for good: a later key set that names the key
+    /// again does not bring back what was ended.
+    revoked: bool,
 }
 
 /// What a [`Credential`] names now.
@@ -44,6 +50,7 @@ impl Credential {
                 digest,
                 seen,
                 token,
+                revoked: false,
             },
             tenant,
         ))
@@ -59,6 +66,25 @@ impl Credential {
     /// look; otherwise costs one pointer comparison (and, for a JWT, a
     /// look at the clock: an expired token ends the session).
     pub fn standing(&mut self) -> Standing {
+        let standing = self.look();
+        self.revoked |= matches!(standing, Standing::Revoked);
+        standing
+    }
+
+    /// Whether the key still names the tenant `tenant`: what was opened
+    /// with it may go on carrying that tenant's messages.
+    pub fn still_names(&mut self, tenant: &str) -> bool {
+        match self.standing() {
+            Standing::Unchanged => true,
+            Standing::Reloaded(now) => *now.name == *tenant,
+            Standing::Revoked => false,
+        }
+    }
+
+    fn look(&mut self) -> Standing {
+        if self.revoked {
+            return Standing::Revoked;
+        }
         if let Some((token, expires)) = &self.token {
             // Expired, or its key withdrawn (looked at again, with the
             // cached keys, when the verified-token cache let it go).

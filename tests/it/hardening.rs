@@ -309,6 +309,14 @@ mod sessions {
             }
         })
         .await;
+        // A change of tenant a's resource reaches the session of the kept
+        // key at once, and nothing of it the removed key's.
+        let touched = gw
+            .execute("ka", "mcp://gw/s/s/tools/touch", json!({}))
+            .await;
+        assert_eq!(touched["result"]["output"]["version"], 2, "{touched}");
+        let heard = kept_key.next().await.unwrap();
+        assert_eq!(heard["method"], "mcp/resourceDidChange", "{heard}");
         for live in [&mut removed_key, &mut removed_tenant] {
             live.send(call(3, ECHO, json!({"text": "x"}))).await;
             let r = live.next_answer().await;

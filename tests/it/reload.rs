@@ -183,3 +183,98 @@ async fn a_valid_config_is_swapped_in_without_dropping_a_request() {
     assert!(!ready.contains("\"gone\""), "{ready}");
     gw.stop().await;
 }
+
+/// Opens a 2026-07-28 `subscriptions/listen` for tool listing changes with `key`.
+async fn listen_for_tools(gw: &Gateway, key: &str) -> reqwest::Response {
+    let body = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}},
+        "notifications": {"toolsListChanged": true}}});
+    let r = within(
+        gw.client
+            .post(&gw.url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(body.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    r
+}
+
+/// The methods of the messages a stream has carried so far, until it ends
+/// or carries `until`.
+async fn heard(stream: &mut reqwest::Response, until: &str) -> Vec<String> {
+    let mut seen = String::new();
+    within(async {
+        loop {
+            let methods: Vec<String> = seen
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .map(|m| m["method"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            if methods.iter().any(|m| m == until) {
+                return methods;
+            }
+            match stream.chunk().await {
+                Ok(Some(chunk)) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return methods,
+            }
+        }
+    })
+    .await
+}
+
+/// A reload that removes a key ends the streams that key opened before they
+/// carry the reload's own change; a kept key's stream hears it. Several
+/// rounds: the change and the key check must not race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_a_removed_key_hears_nothing_of_the_reload_that_removed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    let write = |keys: &[&str], round: usize| {
+        let deny = if round % 2 == 1 {
+            "[\"*/echo*\"]"
+        } else {
+            "[]"
+        };
+        let config = format!(
+            "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [{}], upstreams: [s], tools: {{deny: {deny}}}}}\n",
+            stdio_upstream("s", &[]),
+            keys.join(", ")
+        );
+        std::fs::write(&path, config).unwrap();
+    };
+    let mut keys = vec!["ka", "k1", "k2", "k3"];
+    write(&keys, 0);
+    let gw = start_watching(&path).await;
+    gw.wait_ready(&["s"]).await;
+    for round in 1..=3 {
+        let removed = keys.pop().unwrap();
+        let mut kept = listen_for_tools(&gw, "ka").await;
+        // Many streams, so that one woken early would be seen.
+        let mut gone = Vec::new();
+        for _ in 0..8 {
+            gone.push(listen_for_tools(&gw, removed).await);
+        }
+        write(&keys, round);
+        wait_reloads(&gw, "applied", round as f64).await;
+        let changed = "notifications/tools/list_changed";
+        let ack = "notifications/subscriptions/acknowledged";
+        assert_eq!(
+            heard(&mut kept, changed).await,
+            [ack, changed],
+            "round {round}"
+        );
+        for gone in &mut gone {
+            assert_eq!(heard(gone, changed).await, [ack], "round {round}");
+        }
+    }
+    gw.stop().await;
+}

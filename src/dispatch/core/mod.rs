@@ -128,7 +128,9 @@ impl Dispatcher {
     }
 
     /// Swaps in a new set of upstreams and tenants (a config reload). Requests
-    /// already running keep what they started with.
+    /// already running keep what they started with. Nobody hears of it until
+    /// [`Self::listings_may_have_changed`]: a reload announces it once the
+    /// keys are swapped too, so a stream woken by it sees the new keys.
     pub fn replace(&self, upstreams: Vec<Arc<Upstream>>, tenants: &[Arc<Tenant>]) {
         let metrics = &self.inner.metrics;
         for t in tenants {
@@ -143,7 +145,6 @@ impl Dispatcher {
             upstreams: upstreams.into_iter().map(|u| (u.name.clone(), u)).collect(),
             tenants: tenants.to_vec(),
         }));
-        self.listings_may_have_changed();
     }
 
     /// Hears whenever some tenant's listings may have changed (from now on).
@@ -153,7 +154,8 @@ impl Dispatcher {
         rx
     }
 
-    fn listings_may_have_changed(&self) {
+    /// Wakes whoever watches listings: some tenant's may have changed.
+    pub fn listings_may_have_changed(&self) {
         self.inner.listings.send_modify(|n| *n = n.wrapping_add(1));
     }
 
