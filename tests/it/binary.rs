@@ -127,7 +127,7 @@ fn check_validates_and_reports_every_problem() {
     );
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "upstreams:\n  a: {stdio: {command: \"\"}}\n  b: {http: {url: \"not a url\"}}\ntenants:\n  t: {api_keys: [secret-key-1], upstreams: [a, ghost]}\n").unwrap();
+    std::fs::write(&bad, "gateway: {store: {url: \"redis://:pw-1@127.0.0.1:6379/zero\"}}\nupstreams:\n  a: {stdio: {command: \"\"}}\n  b: {http: {url: \"not a url\"}}\ntenants:\n  t: {api_keys: [secret-key-1], upstreams: [a, ghost]}\n").unwrap();
     let out = Command::new(BIN)
         .args(["check", "--config", bad.to_str().unwrap()])
         .output()
@@ -138,11 +138,13 @@ fn check_validates_and_reports_every_problem() {
         "upstreams.a.stdio.command",
         "upstreams.b.http.url",
         "tenants.t.upstreams[1]: unknown upstream 'ghost'",
-        "3 problem(s)",
+        "gateway.store.url: the database \"zero\" is not a number",
+        "4 problem(s)",
     ] {
         assert!(err.contains(expected), "missing {expected:?} in {err}");
     }
     assert!(!err.contains("secret-key-1"), "a key leaked: {err}");
+    assert!(!err.contains("pw-1"), "a password leaked: {err}");
     let missing = Command::new(BIN)
         .args(["check", "--config", "/nonexistent.yaml"])
         .output()

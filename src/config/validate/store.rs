@@ -25,7 +25,9 @@ pub(super) fn settings(
         raw.url
     };
     let parsed = match reqwest::Url::parse(&url) {
-        Ok(u) if matches!(u.scheme(), "redis" | "rediss") && u.host_str().is_some() => Some(u),
+        Ok(u) if matches!(u.scheme(), "redis" | "rediss") && u.host_str().is_some() => {
+            database_is_a_number(&u, at, p).then_some(u)
+        }
         Ok(u) => {
             p.add(
                 format!("{at}.url"),
@@ -88,4 +90,19 @@ pub(super) fn settings(
         when_down: when_down?,
         timeout: timeout?,
     })
+}
+
+/// The URL's path names a database by its number (`/0`, `/15`), or nothing
+/// (database 0): a client that read `/zero` as 0 would share database 0
+/// with whatever else uses it, unnoticed.
+fn database_is_a_number(url: &reqwest::Url, at: &str, p: &mut Problems) -> bool {
+    let db = url.path().trim_start_matches('/');
+    if db.is_empty() || db.parse::<u32>().is_ok() {
+        return true;
+    }
+    p.add(
+        format!("{at}.url"),
+        format!("the database {db:?} is not a number: redis://host:port/0 names database 0"),
+    );
+    false
 }
