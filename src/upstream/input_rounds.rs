@@ -141,10 +141,13 @@ impl Upstream {
             let (reply, answered) = tokio::sync::oneshot::channel();
             let id = serde_json::value::to_raw_value(&key)
                 .map_err(|_| CallError::protocol("an input request key that is not text"))?;
+            let params = question
+                .params
+                .map(|p| with_elicitation_id(&question.method, p));
             heard(Report::Ask(Ask {
                 id: JsonBuf::from(id),
                 method: question.method.as_str().into(),
-                params: question.params.map(JsonBuf::from),
+                params: params.map(JsonBuf::from),
                 reply,
             }));
             asked.push((key, question.method, answered));
@@ -198,6 +201,31 @@ impl Upstream {
             None => (self.answer_wait, &self.metrics),
         }
     }
+}
+
+/// A URL-mode elicitation as the handshake era writes it: that era's
+/// requests carry an `elicitationId` (its clients refuse one without), the
+/// 2026-07-28 revision's do not. The gateway names each question it hands
+/// on with an id of its own, unique and unguessable; the answer goes back
+/// to the upstream under the question's key, which the round keeps, so the
+/// upstream never sees the id. One the upstream wrote is kept as it is.
+fn with_elicitation_id(method: &str, params: Box<RawValue>) -> Box<RawValue> {
+    if method != "elicitation/create" {
+        return params;
+    }
+    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(params.get()) else {
+        return params;
+    };
+    if fields.get("mode").and_then(serde_json::Value::as_str) != Some("url")
+        || fields.contains_key("elicitationId")
+    {
+        return params;
+    }
+    let mut nonce = [0u8; 16];
+    let _ = getrandom::fill(&mut nonce);
+    let id: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    fields.insert("elicitationId".into(), format!("mcp-gateway-{id}").into());
+    serde_json::value::to_raw_value(&fields).unwrap_or(params)
 }
 
 /// The `Mcp-Param-*` headers of a call of `tool` with these arguments: the

@@ -806,3 +806,41 @@ async fn a_handshake_client_that_never_answers_a_rounds_question_costs_only_its_
     );
     gw.stop().await;
 }
+
+/// A handshake-era client of a server of the 2026-07-28 revision alone is
+/// sent to a page (a URL-mode elicitation): the revision's question has no
+/// `elicitationId`, the handshake era's requires one, so the gateway names
+/// each question it hands on, a new name each round; the official SDK's
+/// client takes them and the call completes over its rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_client_sent_to_a_page_by_a_2026_server_gets_an_elicitation_id() {
+    let server = resolve_server_modern();
+    let gw = Gateway::start(&config(&server, "")).await;
+    gw.wait_ready(&["res"]).await;
+    let steps = json!({
+        "answers": {"elicit": {"action": "accept", "show_ids": true}},
+        "steps": [
+            {"op": "call", "name": "res__consent", "arguments": {"rounds": 2}},
+            {"op": "asked"},
+        ],
+    });
+    let (revision, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+    assert_eq!(revision, "2025-11-25");
+    assert!(
+        text_of(&answers[0]).contains("consent: accept after 2 rounds"),
+        "{answers:?}"
+    );
+    let asked = answers[1]["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    let ids: Vec<&str> = asked
+        .iter()
+        .map(|a| {
+            assert_eq!(a["mode"], "url", "{a}");
+            assert_eq!(a["url"], "https://example.com/consent", "{a}");
+            a["elicitationId"].as_str().unwrap_or_else(|| panic!("{a}"))
+        })
+        .collect();
+    assert!(ids.iter().all(|id| id.len() > 16), "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
+    gw.stop().await;
+}
