@@ -228,8 +228,8 @@ async fn one_message(
     // A retry of a round is admitted at the tenant's rate alone: the call
     // it continues holds its place (see `dispatch::Place`).
     let continues = match &message {
-        Incoming::Request { method, params, .. } => {
-            scanned.is_some() && dispatch::continues_round(method, *params)
+        Incoming::Request { method, .. } => {
+            scanned.is_some_and(|scanned| scanned.continues_round(method))
         }
         _ => false,
     };

@@ -58,5 +58,11 @@ impl Place {
 /// alone, since the call it continues holds its place, or takes one when it
 /// reaches an upstream (see [`Place`]).
 pub fn continues_round(method: &str, params: Option<Json<'_>>) -> bool {
-    method == "tools/call" && scan::members(params, ["requestState"])[0].is_some()
+    // Most calls carry no such member, which a byte search tells before
+    // the params are parsed.
+    method == "tools/call"
+        && params.is_some_and(|p| {
+            memchr::memmem::find(p.get().as_bytes(), b"\"requestState\"").is_some()
+        })
+        && scan::members(params, ["requestState"])[0].is_some()
 }

@@ -359,6 +359,12 @@ impl<'a> Scanned<'a> {
         }
     }
 
+    /// Whether it continues an `input_required` round: a `tools/call`
+    /// carrying `requestState` (see `crate::dispatch::continues_round`).
+    pub fn continues_round(&self, method: &str) -> bool {
+        method == "tools/call" && self.call.answers[1].is_some()
+    }
+
     /// Whether `_meta` carries trace context (what [`trace_meta`] reads).
     pub fn traced(&self) -> bool {
         self.traced
