@@ -1,7 +1,9 @@
 //! The README as a newcomer uses it: every snippet run against the real
 //! binary on its embedded demo (the curl commands, the Python and TypeScript
-//! SDK clients, both desktop-host configs, the config example), and every
-//! link of the README and of `docs/` resolved, anchors included.
+//! SDK clients, both desktop-host configs, the config example), each naming
+//! its file and the versions it was tested with; every link of the README and
+//! of `docs/` resolved, anchors included, and none pointing outside the
+//! repository; MCP v1.0 explained in `docs/mcp-v1.md`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -123,6 +125,88 @@ fn every_link_in_the_readme_and_docs_resolves() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+#[test]
+fn no_doc_points_outside_the_repository() {
+    let mut outside = Vec::new();
+    for file in docs() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("../shared") {
+                outside.push(format!("{}:{}: {line}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "files outside the repository named:\n{}",
+        outside.join("\n")
+    );
+}
+
+#[test]
+fn the_repository_explains_mcp_v1_itself() {
+    let text = std::fs::read_to_string(root().join("docs/mcp-v1.md")).unwrap();
+    for needed in [
+        "## Messages: JSON-RPC 2.0",
+        "## The handshake and capabilities",
+        "## Methods",
+        "## Notifications",
+        "### stdio",
+        "### HTTP",
+        "## Errors",
+        "`mcp/listTools`",
+        "`mcp/listResources`",
+        "`mcp/listPrompts`",
+        "`mcp/executeTool`",
+        "`mcp/resourceDidChange`",
+        "`$/logTrace`",
+        "`executionProvider`",
+    ] {
+        assert!(text.contains(needed), "docs/mcp-v1.md lacks {needed}");
+    }
+    // Its framed examples: each Content-Length the byte count of its body.
+    let mut frames = 0;
+    for line in text.lines() {
+        let Some((_, frame)) = line.split_once("Content-Length: ") else {
+            continue;
+        };
+        let Some((length, body)) = frame.split_once(r"\r\n\r\n") else {
+            continue;
+        };
+        if let Ok(length) = length.parse::<usize>() {
+            assert_eq!(length, body.len(), "{line}");
+            assert!(serde_json::from_str::<Value>(body).unwrap().is_object());
+            frames += 1;
+        }
+    }
+    assert!(frames >= 3, "{frames} framed examples");
+}
+
+#[test]
+fn the_protocol_docs_call_tools_the_demo_serves() {
+    use mcp_gateway::modelcontext::names::tool_name;
+    let text = std::fs::read_to_string(root().join("docs/model-context-protocol.md")).unwrap();
+    // The table of the demo's names, as the gateway makes them (48: the
+    // default budget).
+    for upstream in ["local", "remote"] {
+        for own in ["tools/add:v1", "tools/echo:v1", "prompts/greeting"] {
+            let name = tool_name(upstream, &format!("mcp://{upstream}/{own}"), 48);
+            assert!(text.contains(&format!("| `{name}` |")), "{name}");
+        }
+    }
+    let add = tool_name("local", "mcp://local/tools/add:v1", 48);
+    let clients: Vec<String> = blocks(&text)
+        .into_iter()
+        .filter(|(info, _)| matches!(info.as_str(), "python" | "js"))
+        .map(|(_, snippet)| snippet)
+        .collect();
+    assert_eq!(clients.len(), 2);
+    for snippet in clients {
+        assert!(snippet.contains("Bearer demo-key"), "{snippet}");
+        assert!(snippet.contains(&format!("\"{add}\"")), "{snippet}");
+    }
+}
+
 /// The README's blocks of one info string.
 fn readme(info: &str) -> Vec<String> {
     let text = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -221,7 +305,7 @@ fn the_sdk_snippets_run_against_the_demo_and_a_listen_outlives_the_keep_alive() 
     let [js] = &readme("js")[..] else {
         panic!("one TypeScript snippet")
     };
-    let module = root().join("target/mcp-node/readme-snippet.mjs");
+    let module = root().join("target/mcp-node/client.mjs");
     std::fs::write(&module, swap(js)).unwrap();
     let out = Command::new("node").arg(&module).output().unwrap();
     assert!(
@@ -231,6 +315,46 @@ fn the_sdk_snippets_run_against_the_demo_and_a_listen_outlives_the_keep_alive() 
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "{ sum: 5 }");
     assert!(p.terminate().success());
+}
+
+/// The version `tests/fixtures/mcp-servers.txt` pins for `package`.
+fn pinned(package: &str) -> String {
+    let pins = std::fs::read_to_string(root().join("tests/fixtures/mcp-servers.txt")).unwrap();
+    let (pip, npm) = (format!("pip {package}=="), format!("npm {package}@"));
+    pins.lines()
+        .find_map(|l| {
+            l.strip_prefix(pip.as_str())
+                .or_else(|| l.strip_prefix(npm.as_str()))
+        })
+        .unwrap_or_else(|| panic!("{package} is not pinned"))
+        .to_owned()
+}
+
+#[test]
+fn the_snippets_say_their_file_type_and_versions() {
+    let text = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = [
+        "save it as `client.mjs`".to_owned(),
+        "run `node client.mjs`".to_owned(),
+        format!(
+            "npm install @modelcontextprotocol/sdk@{}",
+            pinned("@modelcontextprotocol/sdk")
+        ),
+        format!("`mcp=={}`", pinned("mcp")),
+        "npx @modelcontextprotocol/inspector@latest".to_owned(),
+        "It needs Node.js 22 or later".to_owned(),
+    ];
+    for s in said {
+        assert!(text.contains(&s), "the README does not say: {s}");
+    }
+    // Each SDK snippet names its file on its first line.
+    for (info, file) in [("python", "# client.py"), ("js", "// client.mjs")] {
+        let [snippet] = &readme(info)[..] else {
+            panic!("one {info} snippet")
+        };
+        assert_eq!(snippet.lines().next(), Some(file));
+    }
 }
 
 #[test]
