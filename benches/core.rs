@@ -88,7 +88,7 @@ fn gateway(
                 Duration::from_secs(5),
                 false,
                 None,
-                mcp_gateway::upstream::Dialect::V1,
+                mcp_gateway::config::Protocol::V1,
                 metrics.clone(),
             );
             rt.block_on(up.connect(Arc::new(Canned {

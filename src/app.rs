@@ -202,7 +202,7 @@ impl Core {
             spec.timeout,
             spec.required,
             spec.max_concurrency.map(|n| (n, spec.max_queue)),
-            spec.protocol.into(),
+            spec.protocol,
             self.metrics.clone(),
         );
         up.answers_within(gateway.server_request_timeout);
@@ -217,66 +217,24 @@ impl Core {
             }
             up.pin(Arc::new(pins));
         }
-        match &spec.transport {
-            TransportSpec::Stdio(stdio) => {
-                self.supervisors.spawn(upstream::stdio::run(
-                    up.clone(),
-                    stdio.clone(),
-                    max_frame,
-                    stop.clone(),
-                ));
-                let make = upstream::children::Make::Stdio {
-                    spec: stdio.clone(),
-                    max_frame,
-                };
-                self.run_children(&up, spec, make, &sharing, &stop, gateway);
-            }
-            TransportSpec::Http(http) => {
-                let client = self.http_client()?;
-                match spec.protocol {
-                    crate::config::Protocol::V1 => {
-                        let link = upstream::http::HttpLink::new(client, http, max_frame)
-                            .map_err(std::io::Error::other)?;
-                        self.supervisors.spawn(upstream::http::run(
-                            up.clone(),
-                            Arc::new(link),
-                            stop.clone(),
-                        ));
-                    }
-                    crate::config::Protocol::ModelContext => {
-                        let answers = upstream::streamable::ServerAnswers::new(
-                            gateway.limits.max_server_requests,
-                            spec.timeout,
-                            gateway.server_request_timeout,
-                            self.metrics.clone(),
-                        );
-                        let make = upstream::children::Make::Streamable(Box::new(
-                            upstream::children::StreamableMake {
-                                client: client.clone(),
-                                spec: http.clone(),
-                                max_frame,
-                                answers: answers.clone(),
-                            },
-                        ));
-                        let (link, events) = upstream::streamable::StreamableLink::new(
-                            client,
-                            http,
-                            max_frame,
-                            answers,
-                            up.progress().clone(),
-                        )
-                        .map_err(std::io::Error::other)?;
-                        self.run_children(&up, spec, make, &sharing, &stop, gateway);
-                        self.supervisors.spawn(upstream::streamable::run(
-                            up.clone(),
-                            link,
-                            events,
-                            stop.clone(),
-                        ));
-                    }
-                }
-            }
+        let client = match spec.transport {
+            TransportSpec::Http(_) => Some(self.http_client()?),
+            TransportSpec::Stdio(_) => None,
+        };
+        upstream::launch::Launch {
+            up: up.clone(),
+            spec: spec.clone(),
+            sharing,
+            stop: stop.clone(),
+            supervisors: self.supervisors.clone(),
+            metrics: self.metrics.clone(),
+            client,
+            max_frame,
+            max_server_requests: gateway.limits.max_server_requests,
+            server_request_timeout: gateway.server_request_timeout,
         }
+        .start()
+        .map_err(std::io::Error::other)?;
         self.dispatcher
             .spawn_change_fanout(&up, &self.supervisors, stop.clone());
         if let Some(shared) = &self.shared {
@@ -288,33 +246,6 @@ impl Core {
             up,
             stop,
         })
-    }
-
-    /// Runs the children of `up` that serve tenants or client sessions its
-    /// own process does not (see `upstream::children`), where any may.
-    fn run_children(
-        &self,
-        up: &Arc<Upstream>,
-        spec: &UpstreamSpec,
-        make: upstream::children::Make,
-        sharing: &upstream::children::Sharing,
-        stop: &CancellationToken,
-        gateway: &GatewaySettings,
-    ) {
-        use upstream::children::{Children, Sharing, Template};
-        if !spec.per_session && *sharing == Sharing::Everyone {
-            return;
-        }
-        let template = Template {
-            make,
-            bounds: spec.children,
-            per_session: spec.per_session,
-            sharing: sharing.clone(),
-            wait: gateway.server_request_timeout,
-        };
-        let children = Children::new(&spec.name, template, stop.child_token(), &self.metrics);
-        up.run_children(children.clone());
-        self.supervisors.spawn(children.run_reaper());
     }
 
     /// Applies a new, valid configuration: unchanged upstreams keep running

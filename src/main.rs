@@ -16,7 +16,7 @@ use mcp_gateway::telemetry::{self, LogFormat};
 #[command(
     name = "mcp-gateway",
     version,
-    about = "One HTTP URL for MCP v1.0 agents in front of many upstream MCP servers"
+    about = "A multi-tenant gateway: one URL for agents of the Model Context Protocol (both eras) and of MCP v1.0, in front of many stdio and HTTP tool servers"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -70,12 +70,17 @@ enum Command {
     },
     /// Validate a configuration file, report every problem, and exit.
     Check {
-        #[arg(long, short)]
-        config: PathBuf,
-        /// Do not look stdio upstreams' commands up on this machine (the
-        /// configuration runs elsewhere, such as in the container image).
+        #[arg(long, short, required_unless_present = "schema")]
+        config: Option<PathBuf>,
+        /// Do not look stdio upstreams' commands up on this machine, nor read
+        /// its env: and file: secrets (the configuration runs elsewhere, such
+        /// as in the container image).
         #[arg(long)]
         elsewhere: bool,
+        /// Print the configuration file's JSON Schema (for editors and the
+        /// YAML language server) and exit.
+        #[arg(long, conflicts_with_all = ["config", "elsewhere"])]
+        schema: bool,
     },
     /// The demo MCP server that ships with the gateway (stdio, or HTTP with --http).
     #[command(hide = true)]
@@ -175,7 +180,26 @@ fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Check { config, elsewhere } => match Config::load(&config) {
+        Command::Check { schema: true, .. } => {
+            let schema = mcp_gateway::config::raw::schema();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Check { config: None, .. } => ExitCode::FAILURE,
+        Command::Check {
+            config: Some(config),
+            elsewhere,
+            ..
+        } => match Config::load_for(
+            &config,
+            match elsewhere {
+                true => mcp_gateway::config::Purpose::Elsewhere,
+                false => mcp_gateway::config::Purpose::Serve,
+            },
+        ) {
             Ok(c) if !elsewhere && !cannot_start(&c).is_empty() => {
                 let problems = cannot_start(&c);
                 eprintln!(

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Offline checks of everything a platform team installs, with no cluster:
 
-- the Helm chart renders with its default values and with ci/full-values.yaml,
+- the Helm chart renders with its default values, with ci/full-values.yaml,
+  with ci/standard-servers-values.yaml (standard servers, tenants' limits) and
+  with the full example of docs/configuration.md's reference, every key of the
+  config file coming out as written,
   and every rendered manifest validates against the Kubernetes schemas (strict);
 - the kustomize base (`kubectl kustomize`) validates too;
 - every bad values file in deploy/checks/bad-values/ is rejected by values.schema.json;
@@ -136,6 +139,48 @@ def check_chart(gateway, chart, label, values):
     return docs
 
 
+def docs_reference_values():
+    """The full example of docs/configuration.md's reference, as chart values:
+    its upstreams, tenants (their keys are the chart's), limits and auth."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    block = text.split("### Configuration reference", 1)[1].split("```yaml\n", 1)[1].split("\n```", 1)[0]
+    config = yaml.safe_load(block)
+    tenants = {name: {k: v for k, v in t.items() if k != "api_keys"} for name, t in config["tenants"].items()}
+    g = config["gateway"]
+    return {"gateway": {"upstreams": config["upstreams"], "tenants": tenants,
+                        "limits": g["limits"], "auth": g["auth"]}}, config
+
+
+def rendered_config(docs):
+    return yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["gateway.yaml"])
+
+
+def check_every_key(gateway, chart):
+    """The chart renders every key of the config file: the docs' full example
+    and standard servers with a tenant's limits come out in the config as given."""
+    values, config = docs_reference_values()
+    docs = check_chart(gateway, chart, "the docs' full example", values) or []
+    if docs:
+        out = rendered_config(docs)
+        same = out["upstreams"] == config["upstreams"] and out["gateway"]["limits"] == config["gateway"]["limits"]
+        for name, tenant in values["gateway"]["tenants"].items():
+            same &= {k: v for k, v in out["tenants"][name].items() if k != "api_keys"} == tenant
+        (ok if same else fail)("chart (the docs' full example): every upstream, tenant and limit key as written")
+    servers = yaml.safe_load((CHART / "ci" / "standard-servers-values.yaml").read_text())
+    docs = check_chart(gateway, chart, "standard servers", servers) or []
+    if docs:
+        out = rendered_config(docs)
+        acme = out["tenants"]["acme"]
+        limits = (acme.get("rate_limit"), acme.get("max_concurrency"), acme.get("max_sessions"))
+        (ok if limits == ({"per_second": 50, "burst": 100}, 20, 32) else fail)(
+            f"chart (standard servers): a tenant's limits reach the config: {limits}")
+        ev = out["upstreams"]["everything"]
+        (ok if ev.get("per_session") and "protocol" not in ev else fail)(
+            "chart (standard servers): per_session kept, protocol left to the handshake")
+        (ok if out["upstreams"]["time"].get("pin") and out["gateway"].get("pins_file") else fail)(
+            "chart (standard servers): a pinned upstream gets a pins file")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gateway", required=True, help="the mcp-gateway binary")
@@ -143,6 +188,7 @@ def main():
 
     with helm.Chart.load(str(CHART)) as chart:
         check_chart(gateway, chart, "default values", None)
+        check_every_key(gateway, chart)
         full = yaml.safe_load((CHART / "ci" / "full-values.yaml").read_text())
         docs = check_chart(gateway, chart, "full values", full) or []
         kinds = {d["kind"] for d in docs}

@@ -1,7 +1,7 @@
 //! Configuration: YAML (`raw`) → checked, with every problem reported at once
 //! and where it is (`validate`) → frozen typed values (this file).
 
-mod raw;
+pub mod raw;
 pub mod restart;
 mod validate;
 
@@ -221,8 +221,11 @@ pub struct HttpSpec {
 /// The protocol an upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
-    /// MCP v1.0 (`protocol: v1`, the default).
+    /// Told at the first handshake (`protocol: auto`, the default): see
+    /// `upstream::detect`.
     #[default]
+    Auto,
+    /// MCP v1.0 (`protocol: v1`).
     V1,
     /// The Model Context Protocol of modelcontextprotocol.io
     /// (`protocol: modelcontextprotocol`).
@@ -233,6 +236,7 @@ impl Protocol {
     /// The config value, also a metric label.
     pub fn as_str(self) -> &'static str {
         match self {
+            Protocol::Auto => "auto",
             Protocol::V1 => "v1",
             Protocol::ModelContext => "modelcontextprotocol",
         }
@@ -381,6 +385,38 @@ pub struct AuthSettings {
 pub trait Secrets {
     fn var(&self, name: &str) -> Option<String>;
     fn file(&self, path: &Path) -> Option<String>;
+    /// Whether what it gives stands in for secrets that are not here (a
+    /// check of a configuration that runs elsewhere): their values say
+    /// nothing, and are not checked as values.
+    fn stands_in(&self) -> bool {
+        false
+    }
+}
+
+/// For a configuration that runs elsewhere (`check --elsewhere`): every
+/// `env:` and `file:` secret stands in as a value of its own, distinct per
+/// name, so the rest is checked as if they were all there.
+pub struct StandIns;
+
+impl StandIns {
+    fn value(kind: &str, name: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(format!("{kind}:{name}"));
+        let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
+        format!("stand-in-{hex}")
+    }
+}
+
+impl Secrets for StandIns {
+    fn var(&self, name: &str) -> Option<String> {
+        Some(Self::value("env", name))
+    }
+    fn file(&self, path: &Path) -> Option<String> {
+        Some(Self::value("file", &path.to_string_lossy()))
+    }
+    fn stands_in(&self) -> bool {
+        true
+    }
 }
 
 /// The process environment and the file system. Relative `file:` paths are
@@ -433,6 +469,9 @@ pub enum Purpose {
     /// read nor checked: a host that spawns it from the config the server
     /// uses need not set their `env:` variables or mount their files.
     Stdio,
+    /// `check --elsewhere`: checked as for `serve`, but the `env:` and
+    /// `file:` secrets it names are not read (they exist where it runs).
+    Elsewhere,
 }
 
 impl Config {
@@ -466,7 +505,10 @@ impl Config {
             base: base.clone(),
             read: Default::default(),
         };
-        let loaded = Self::from_yaml_for(&text, &secrets, purpose);
+        let loaded = match purpose {
+            Purpose::Elsewhere => Self::from_yaml_for(&text, &StandIns, purpose),
+            _ => Self::from_yaml_for(&text, &secrets, purpose),
+        };
         let read = secrets.read.into_inner().unwrap_or_default();
         let mut config = loaded.map_err(|e| (e, tried(read.clone())))?;
         config.sources = tried(read);

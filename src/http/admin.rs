@@ -76,6 +76,11 @@ struct StoreReadiness {
 struct UpstreamReadiness {
     status: &'static str,
     required: bool,
+    /// The protocol it speaks, or `detecting` until it answered in one.
+    protocol: &'static str,
+    /// Why it last failed to connect, until it connects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
 }
 
 /// Readiness: the config is loaded and the listener up (we are serving this), we
@@ -95,6 +100,13 @@ async fn readyz(State(s): State<AdminState>, headers: HeaderMap) -> Response {
             let entry = UpstreamReadiness {
                 status: status.as_str(),
                 required: u.required,
+                protocol: match u.detecting() {
+                    true => "detecting",
+                    false => u.dialect().as_str(),
+                },
+                problem: (status != Status::Ready)
+                    .then(|| u.problem().map(|p| p.to_string()))
+                    .flatten(),
             };
             (u.name.to_string(), entry)
         })

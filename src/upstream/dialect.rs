@@ -54,12 +54,48 @@ pub enum Dialect {
     ModelContext,
 }
 
-impl From<Protocol> for Dialect {
-    fn from(p: Protocol) -> Self {
+impl Dialect {
+    /// The dialect a configured protocol names; `None` for `auto`, told
+    /// at the first handshake.
+    pub fn of(p: Protocol) -> Option<Self> {
         match p {
-            Protocol::V1 => Dialect::V1,
-            Protocol::ModelContext => Dialect::ModelContext,
+            Protocol::Auto => None,
+            Protocol::V1 => Some(Dialect::V1),
+            Protocol::ModelContext => Some(Dialect::ModelContext),
         }
+    }
+}
+
+/// An upstream's dialect: set from the start, or once, when told.
+pub(super) struct Settled(std::sync::atomic::AtomicU8);
+
+impl Settled {
+    const UNKNOWN: u8 = 0;
+    const V1: u8 = 1;
+    const MODEL_CONTEXT: u8 = 2;
+
+    pub fn new(dialect: Option<Dialect>) -> Self {
+        let s = Settled(std::sync::atomic::AtomicU8::new(Self::UNKNOWN));
+        if let Some(d) = dialect {
+            s.set(d);
+        }
+        s
+    }
+
+    pub fn get(&self) -> Option<Dialect> {
+        match self.0.load(std::sync::atomic::Ordering::Acquire) {
+            Self::V1 => Some(Dialect::V1),
+            Self::MODEL_CONTEXT => Some(Dialect::ModelContext),
+            _ => None,
+        }
+    }
+
+    pub fn set(&self, dialect: Dialect) {
+        let v = match dialect {
+            Dialect::V1 => Self::V1,
+            Dialect::ModelContext => Self::MODEL_CONTEXT,
+        };
+        self.0.store(v, std::sync::atomic::Ordering::Release);
     }
 }
 

@@ -12,10 +12,12 @@ pub mod asks;
 mod backoff;
 mod call_error;
 pub mod children;
+mod detect;
 mod dialect;
 pub mod http;
 pub(crate) mod http_pool;
 mod input_rounds;
+pub mod launch;
 mod modelcontext;
 mod pending;
 pub mod pins;
@@ -221,11 +223,26 @@ struct HotSeries {
     execute_seconds: prometheus::Histogram,
 }
 
+impl HotSeries {
+    fn new(metrics: &Metrics, name: &str, dialect: Dialect) -> Self {
+        let call_method = dialect.method(Op::CallTool);
+        HotSeries {
+            in_flight: metrics.upstream_in_flight.with_label_values(&[name]),
+            execute_ok: metrics
+                .upstream_calls
+                .with_label_values(&[name, call_method, "ok"]),
+            execute_seconds: metrics
+                .upstream_seconds
+                .with_label_values(&[name, call_method]),
+        }
+    }
+}
+
 /// What the gateway knows of one configured upstream. Shared as `Arc<Upstream>`.
 pub struct Upstream {
     pub name: Arc<str>,
-    /// The protocol it speaks.
-    pub dialect: Dialect,
+    /// The protocol it speaks: as configured, or told at its first handshake.
+    dialect: dialect::Settled,
     /// What only an upstream of the Model Context Protocol keeps.
     mc: modelcontext::State,
     /// Readiness waits for it.
@@ -258,7 +275,10 @@ pub struct Upstream {
     calls: std::sync::atomic::AtomicUsize,
     /// The series every tool call touches, resolved once (a label lookup hashes
     /// its label values and takes a lock).
-    hot: HotSeries,
+    /// Its calls' own series, labelled with its protocol's method once it is known.
+    hot: std::sync::OnceLock<HotSeries>,
+    /// Why it last failed to connect, until it connects (readiness's detail).
+    problem: RwLock<Option<Arc<str>>>,
     /// Set when a reload replaced or removed this upstream.
     retired: std::sync::atomic::AtomicBool,
     /// Woken when a call found the upstream unreachable: its supervisor looks
@@ -368,9 +388,10 @@ impl Upstream {
         timeout: Duration,
         required: bool,
         limit: Option<(usize, usize)>,
-        dialect: Dialect,
+        protocol: crate::config::Protocol,
         metrics: Metrics,
     ) -> Arc<Self> {
+        let dialect = Dialect::of(protocol);
         // Every series of a configured upstream exists from the start, at zero, so
         // dashboards show 0 rather than no data and increase() sees the first event.
         metrics.upstream_up.with_label_values(&[name]).set(0);
@@ -418,7 +439,7 @@ impl Upstream {
             self.timeout,
             false,
             self.slots.clone(),
-            self.dialect,
+            self.dialect.get(),
             self.metrics.clone(),
             Some(tenant.clone()),
         );
@@ -440,14 +461,18 @@ impl Upstream {
         timeout: Duration,
         required: bool,
         slots: Option<Arc<Slots>>,
-        dialect: Dialect,
+        dialect: Option<Dialect>,
         metrics: Metrics,
         tenant: Option<Arc<str>>,
     ) -> Self {
-        let call_method = dialect.method(Op::CallTool);
+        let hot = std::sync::OnceLock::new();
+        if let Some(dialect) = dialect {
+            let _ = hot.set(HotSeries::new(&metrics, name, dialect));
+        }
         Self {
             name: name.into(),
-            dialect,
+            dialect: dialect::Settled::new(dialect),
+            problem: RwLock::new(None),
             mc: modelcontext::State::default(),
             required,
             gateway_id: gateway_id.into(),
@@ -464,15 +489,7 @@ impl Upstream {
             slots,
             pins: None,
             calls: std::sync::atomic::AtomicUsize::new(0),
-            hot: HotSeries {
-                in_flight: metrics.upstream_in_flight.with_label_values(&[name]),
-                execute_ok: metrics
-                    .upstream_calls
-                    .with_label_values(&[name, call_method, "ok"]),
-                execute_seconds: metrics
-                    .upstream_seconds
-                    .with_label_values(&[name, call_method]),
-            },
+            hot,
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
             relist: Arc::default(),
@@ -488,6 +505,43 @@ impl Upstream {
             keeps_sessions: std::sync::atomic::AtomicBool::new(false),
             answer_wait: input_rounds::DEFAULT_WAIT,
         }
+    }
+
+    /// The protocol it speaks; until it is told (`protocol: auto`), the
+    /// Model Context Protocol, which is tried first.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect.get().unwrap_or(Dialect::ModelContext)
+    }
+
+    /// Whether its protocol is still to be told at a handshake.
+    pub fn detecting(&self) -> bool {
+        self.dialect.get().is_none()
+    }
+
+    /// Settles the protocol told at its first handshake; it stays for good.
+    pub fn settle(&self, dialect: Dialect) {
+        self.dialect.set(dialect);
+        let _ = self
+            .hot
+            .set(HotSeries::new(&self.metrics, &self.name, dialect));
+    }
+
+    /// Notes why it could not connect: readiness says so until it does.
+    pub fn note_problem(&self, why: &str) {
+        write(&self.problem, Some(Arc::from(why)));
+    }
+
+    /// Why it last failed to connect, if it has not connected since.
+    pub fn problem(&self) -> Option<Arc<str>> {
+        self.problem
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn hot(&self) -> &HotSeries {
+        self.hot
+            .get_or_init(|| HotSeries::new(&self.metrics, &self.name, self.dialect()))
     }
 
     /// Sets how long a question of a call's round waits for its client.
@@ -818,7 +872,7 @@ impl Upstream {
     /// the original id the catalog holds it by: what a face calls it. An MCP
     /// v1.0 upstream's own is that id; `None` when it is not one of this kind.
     pub fn own_key(&self, kind: Kind, original: &str) -> Option<String> {
-        match self.dialect {
+        match self.dialect() {
             Dialect::ModelContext => crate::modelcontext::key_of(kind, original),
             Dialect::V1 => Some(original.to_owned()),
         }
@@ -828,13 +882,13 @@ impl Upstream {
     /// (prompts with arguments, uri templates), which a face that can carry
     /// them lists as the upstream did rather than from the catalog.
     pub fn lists_its_own(&self) -> bool {
-        self.dialect == Dialect::ModelContext
+        self.dialect() == Dialect::ModelContext
     }
 
     /// The prompts an upstream of the Model Context Protocol last listed, as
     /// it listed them, arguments and all (none for an MCP v1.0 upstream).
     pub fn own_prompts(&self) -> Arc<Vec<serde_json::Map<String, serde_json::Value>>> {
-        match self.dialect {
+        match self.dialect() {
             Dialect::ModelContext => self.mc.own_prompts(),
             Dialect::V1 => Arc::default(),
         }
@@ -843,7 +897,7 @@ impl Upstream {
     /// The resource templates an upstream of the Model Context Protocol last
     /// listed, as it listed them (none for an MCP v1.0 upstream).
     pub fn own_templates(&self) -> Arc<Vec<serde_json::Map<String, serde_json::Value>>> {
-        match self.dialect {
+        match self.dialect() {
             Dialect::ModelContext => self.mc.own_templates(),
             Dialect::V1 => Arc::default(),
         }
@@ -852,12 +906,12 @@ impl Upstream {
     /// Whether it answers `completion/complete` (an upstream of the Model
     /// Context Protocol that declared `completions`).
     pub fn completes(&self) -> bool {
-        self.dialect == Dialect::ModelContext && self.mc.completes()
+        self.dialect() == Dialect::ModelContext && self.mc.completes()
     }
 
     /// What it declared of the 2025-11-25 revision's tasks (none for MCP v1.0).
     pub fn tasks(&self) -> crate::modelcontext::TaskCaps {
-        match self.dialect {
+        match self.dialect() {
             Dialect::ModelContext => self.mc.tasks(),
             Dialect::V1 => crate::modelcontext::TaskCaps::default(),
         }
@@ -867,14 +921,14 @@ impl Upstream {
     /// Streamable HTTP upstream of the protocol that takes it (not one
     /// whose calls run on a child per session).
     pub fn speaks_stateless(&self) -> bool {
-        self.dialect == Dialect::ModelContext && !self.runs_children() && self.mc.stateless()
+        self.dialect() == Dialect::ModelContext && !self.runs_children() && self.mc.stateless()
     }
 
     /// Whether its requests during a call can be told to be that call's: a
     /// Streamable HTTP upstream of the protocol (each call's requests come
     /// on its own stream), not one run as a child per session.
     pub fn asks_during_calls(&self) -> bool {
-        self.dialect == Dialect::ModelContext
+        self.dialect() == Dialect::ModelContext
             && !self.runs_children()
             && read(&self.link).is_some_and(|link| link.as_streamable().is_some())
     }
@@ -888,7 +942,7 @@ impl Upstream {
     /// Whether its log lines during a call can be told to be that call's
     /// (see [`Self::asks_during_calls`]), and it declared it logs.
     pub fn logs_during_calls(&self) -> bool {
-        self.dialect == Dialect::ModelContext && self.mc.logs() && self.asks_during_calls()
+        self.dialect() == Dialect::ModelContext && self.mc.logs() && self.asks_during_calls()
     }
 
     /// `tools/call` of a 2026-07-28 client sent in that revision: the
@@ -995,7 +1049,7 @@ impl Upstream {
 
     /// Sends `op` with the upstream's timeout, counting the outcome.
     pub async fn call(&self, op: Op, params: Params<'_>) -> Result<JsonBuf, CallError> {
-        let method = self.dialect.method(op);
+        let method = self.dialect().method(op);
         // A server of the 2026-07-28 revision alone takes every request in
         // that revision's envelope.
         let enveloped;
@@ -1007,7 +1061,7 @@ impl Upstream {
             }
         };
         let started = Instant::now();
-        let in_flight = &self.hot.in_flight;
+        let in_flight = &self.hot().in_flight;
         in_flight.inc();
         self.calls.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         // Decremented however the call ends: answered, failed, timed out, or cancelled (dropped).
@@ -1070,8 +1124,9 @@ impl Upstream {
         let labels = [&*self.name, method];
         match (&result, op) {
             (Ok(_), Op::CallTool) => {
-                self.hot.execute_ok.inc();
-                self.hot.execute_seconds.observe(seconds);
+                let hot = self.hot();
+                hot.execute_ok.inc();
+                hot.execute_seconds.observe(seconds);
             }
             _ => {
                 let outcome = result.as_ref().map_or_else(CallError::outcome, |_| "ok");
@@ -1096,7 +1151,7 @@ impl Upstream {
         // Before the handshake: no answer of the new process is ever
         // read under the old one's incarnation.
         write(&self.incarnation, Arc::from(incarnation));
-        let caps = match self.dialect {
+        let caps = match self.dialect() {
             Dialect::V1 => v1::handshake(self, &*link).await?,
             Dialect::ModelContext => self.mc.handshake(self, &*link).await?,
         };
@@ -1119,19 +1174,28 @@ impl Upstream {
         }
         self.refresh_with(&*link, caps).await;
         write(&self.link, Some(link));
+        write(&self.problem, None);
         self.status.send_replace(Status::Ready);
         self.listings_may_have_changed();
         self.metrics
             .upstream_up
             .with_label_values(&[&self.name])
             .set(1);
+        // What it offers, as listed: a kind it does not offer counts 0.
+        let listed = {
+            let catalog = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+            let mut listed = [0; 3];
+            for kind in Kind::ALL {
+                listed[kind.index()] = catalog.listing(kind).count;
+            }
+            listed
+        };
         tracing::info!(
             upstream = %self.name,
-            protocol = self.dialect.as_str(),
-            tools = caps.list_tools_provider,
-            execute = caps.can_execute(),
-            resources = caps.list_resources_provider,
-            prompts = caps.list_prompts_provider,
+            protocol = self.dialect().as_str(),
+            tools = listed[Kind::Tool.index()],
+            resources = listed[Kind::Resource.index()],
+            prompts = listed[Kind::Prompt.index()],
             "upstream ready"
         );
         Ok(())
@@ -1166,7 +1230,7 @@ impl Upstream {
             if !caps.allows(method) {
                 continue;
             }
-            if self.dialect == Dialect::ModelContext {
+            if self.dialect() == Dialect::ModelContext {
                 if let Some(built) = self.mc.list(self, link, kind).await {
                     self.admit_listing(kind, built, &mut fresh).await;
                 }
@@ -1260,7 +1324,7 @@ impl Upstream {
 
     /// Handles a notification the upstream sent.
     pub fn on_notification(&self, method: &str, params: Option<Json<'_>>) {
-        if self.dialect == Dialect::ModelContext {
+        if self.dialect() == Dialect::ModelContext {
             return self.mc.on_notification(self, method, params);
         }
         v1::on_notification(self, method, params);

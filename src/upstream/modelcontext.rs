@@ -125,7 +125,7 @@ async fn ask(
     params: &str,
     within: Duration,
 ) -> Result<JsonBuf, CallError> {
-    let method_name = up.dialect.method(op);
+    let method_name = up.dialect().method(op);
     let params: &RawValue = serde_json::from_str(params)
         .map_err(|_| CallError::protocol("the gateway wrote params that are not JSON"))?;
     if up.mc.modern_only() && op != Op::Initialize {
@@ -218,7 +218,7 @@ impl State {
             Err(e) => return Err(e),
         };
         if !modern_only {
-            link.notify(up.dialect.initialized(), super::empty_object())
+            link.notify(up.dialect().initialized(), super::empty_object())
                 .await?;
         }
         self.subscribe.store(handshake.subscribe, Ordering::Release);

@@ -199,7 +199,6 @@ pub async fn run(
     max_frame: usize,
     shutdown: CancellationToken,
 ) {
-    let dialect = up.dialect;
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
     let mut first = true;
     loop {
@@ -210,8 +209,16 @@ pub async fn run(
                 .inc();
         }
         let started = Instant::now();
-        match spawn(&spec) {
-            Ok(child) => {
+        let told = tokio::select! {
+            told = told(&up, &spec) => told,
+            () = shutdown.cancelled() => return,
+        };
+        match told.and_then(|dialect| {
+            spawn(&spec)
+                .map(|c| (c, dialect))
+                .map_err(|e| e.to_string())
+        }) {
+            Ok((child, dialect)) => {
                 if serve_child(&up, child, max_frame, dialect, &shutdown).await == Ended::Shutdown {
                     return;
                 }
@@ -221,6 +228,7 @@ pub async fn run(
                 // the gateway's PATH but not on the child's.
                 let why = locate(&spec).err();
                 tracing::error!(upstream = %up.name, command = %spec.command, error = %e, hint = why.as_deref().unwrap_or(""), "cannot start upstream");
+                up.note_problem(why.as_deref().unwrap_or(&e));
                 up.disconnect();
             }
         }
@@ -232,6 +240,32 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// The protocol its processes speak: as configured, or (`protocol: auto`)
+/// asked of one process before the first is served (see `detect`).
+async fn told(up: &Upstream, spec: &StdioSpec) -> Result<Dialect, String> {
+    if !up.detecting() {
+        return Ok(up.dialect());
+    }
+    let asked = async {
+        let mut child = spawn(spec).map_err(|e| format!("cannot start it: {e}"))?;
+        let pid = child.id().unwrap_or(0);
+        let told = super::detect::over_stdio(&mut child, up.handshake_timeout()).await;
+        stop(&mut child, pid, &up.name).await;
+        told
+    };
+    match asked.await {
+        Ok(dialect) => {
+            up.settle(dialect);
+            tracing::info!(upstream = %up.name, protocol = dialect.as_str(), "upstream protocol told at its handshake");
+            Ok(dialect)
+        }
+        Err(why) => {
+            tracing::warn!(upstream = %up.name, command = %spec.command, tried = super::detect::TRIED, error = %why, "upstream answered in neither protocol; set protocol: modelcontextprotocol or v1 to skip the question");
+            Err(format!("it answered in neither protocol: {why}"))
         }
     }
 }
@@ -272,6 +306,7 @@ async fn serve_child(
     let ended = match connected {
         Err(e) if !shutdown.is_cancelled() => {
             tracing::warn!(upstream = %up.name, error = %e, "handshake failed");
+            up.note_problem(&format!("handshake failed: {e}"));
             Ended::Exited
         }
         Err(_) => Ended::Shutdown,

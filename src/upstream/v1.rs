@@ -16,13 +16,13 @@ pub(super) async fn handshake(
 ) -> Result<Capabilities, CallError> {
     let params: &RawValue = serde_json::from_str(r#"{"clientCapabilities":{}}"#)
         .unwrap_or_else(|_| unreachable!("literal JSON"));
-    let method = up.dialect.method(Op::Initialize);
+    let method = up.dialect().method(Op::Initialize);
     let answer = tokio::time::timeout(up.handshake_timeout(), link.request(method, params.into()))
         .await
         .map_err(|_| CallError::Timeout)??;
     let init: InitializeResult = serde_json::from_str(answer.get())
         .map_err(|_| CallError::protocol("initialize result has no valid capabilities object"))?;
-    link.notify(up.dialect.initialized(), empty_object())
+    link.notify(up.dialect().initialized(), empty_object())
         .await?;
     Ok(init.capabilities)
 }
@@ -33,7 +33,7 @@ pub(super) async fn list(
     link: &dyn Transport,
     kind: Kind,
 ) -> Option<catalog::Built> {
-    let method = up.dialect.method(Op::List(kind));
+    let method = up.dialect().method(Op::List(kind));
     let answer =
         tokio::time::timeout(up.timeout(), link.request(method, empty_object().into())).await;
     let result = match answer {

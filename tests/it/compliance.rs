@@ -14,7 +14,7 @@ async fn frames_and_handshake_toward_an_independent_strict_upstream() {
         "/tests/fixtures/strict_upstream.py"
     );
     let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  py: {{stdio: {{command: python3, args: [{script:?}, {:?}]}}}}\ntenants:\n  a: {}\n",
+        "gateway: {{id: gw}}\nupstreams:\n  py: {{stdio: {{command: python3, args: [{script:?}, {:?}]}}, protocol: v1}}\ntenants:\n  a: {}\n",
         log.to_str().unwrap(),
         tenant("ka", &["py"])
     );

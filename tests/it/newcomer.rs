@@ -333,11 +333,14 @@ fn logs_say_a_left_out_definition_once_with_structured_fields_and_no_colours_in_
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");
     let ready = p.wait_log("ready", |v| v["message"] == "upstream ready");
+    // What it offers, counted as listed, and the protocol it was found to speak.
     assert_eq!(
-        (ready["tools"].as_bool(), ready["execute"].as_bool()),
-        (Some(true), Some(true)),
+        ready["tools"].as_u64(),
+        Some(TEST_TOOL_COUNT as u64),
         "{ready}"
     );
+    assert!(ready["prompts"].as_u64().is_some(), "{ready}");
+    assert_eq!(ready["protocol"], "v1", "{ready}");
     // The demo's two broken definitions; then three relistings (each touch
     // announces a change the upstream relists for).
     let touch = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",

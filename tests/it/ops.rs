@@ -58,9 +58,16 @@ async fn readiness_waits_for_required_upstreams_only() {
         status, 200,
         "an optional upstream never fails readiness: {body}"
     );
+    let d = &v["upstreams"]["d"];
     assert_eq!(
-        v["upstreams"]["d"],
-        json!({"status": "down", "required": false})
+        (&d["status"], &d["required"], &d["protocol"]),
+        (&json!("down"), &json!(false), &json!("detecting")),
+        "{d}"
+    );
+    // Why, for whoever reads the detail.
+    assert!(
+        d["problem"].as_str().unwrap().starts_with("unreachable: "),
+        "{d}"
     );
     gw.stop().await;
 

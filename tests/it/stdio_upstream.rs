@@ -11,7 +11,10 @@ use crate::support::*;
 async fn one_child(record: &std::path::Path) -> Gateway {
     let yaml = format!(
         "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &["--record", record.to_str().unwrap()]),
+        // The exact wire of MCP v1.0, which `auto` would precede with its question.
+        StdioUpstream::new("s", &["--record", record.to_str().unwrap()])
+            .with("protocol", "v1")
+            .yaml(),
         tenant("ka", &["s"])
     );
     let gw = Gateway::start(&yaml).await;

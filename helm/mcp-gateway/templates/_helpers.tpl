@@ -74,6 +74,14 @@ gateway:
   allowed_origins: {{ toJson . }}
   {{- end }}
   tool_name_budget: {{ .Values.gateway.toolNameBudget }}
+  {{- $pinned := false }}
+  {{- range $name, $u := .Values.gateway.upstreams }}
+  {{- if $u.pin }}{{ $pinned = true }}{{ end }}
+  {{- end }}
+  {{- if or .Values.gateway.pinsFile $pinned }}
+  # Pinned tools' fingerprints: with a store, shared by every replica through it.
+  pins_file: {{ default "/tmp/pins.json" .Values.gateway.pinsFile | quote }}
+  {{- end }}
   {{- with .Values.gateway.limits }}
   limits:
     {{- toYaml . | nindent 4 }}
@@ -110,8 +118,9 @@ tenants:
   {{ $name }}:
     api_keys: [{{ printf "file:../keys/%s" $name | quote }}]
     upstreams: {{ toJson (default (list) $tenant.upstreams) }}
-    {{- with $tenant.tools }}
-    tools: {{ toJson . }}
+    {{- /* Every other key of the file's tenants, as it is (values.schema.json names them). */}}
+    {{- range $key, $value := omit $tenant "api_keys" "upstreams" }}
+    {{ $key }}: {{ toJson $value }}
     {{- end }}
   {{- end }}
 {{- end -}}

@@ -136,7 +136,7 @@ pub(super) fn validate(
         .collect();
     // The stdio mode authenticates nobody: its tenants need no keys.
     let by_token = match purpose {
-        super::Purpose::Serve => by_token,
+        super::Purpose::Serve | super::Purpose::Elsewhere => by_token,
         super::Purpose::Stdio => tenant_names.clone(),
     };
     let gateway_id = gateway.as_ref().map(|g| g.id.clone());
@@ -343,7 +343,7 @@ tenants:
         assert_eq!(b.children, ChildBounds::default());
         let text = r#"
 upstreams:
-  a: {stdio: {command: x}, per_session: true}
+  a: {stdio: {command: x}, protocol: v1, per_session: true}
   b: {http: {url: "http://x/mcp"}, protocol: modelcontextprotocol, per_session: true}
   c: {stdio: {command: x}, protocol: modelcontextprotocol, max_children: 3}
   d: {stdio: {command: x}, protocol: modelcontextprotocol, per_session: true, max_children: 0, idle_timeout_ms: 0}

@@ -39,12 +39,15 @@ pub(super) fn upstream(
         usize::try_from(q).unwrap_or(usize::MAX)
     });
     let protocol = match raw.protocol.as_deref() {
-        None | Some("v1") => Some(Protocol::V1),
+        None | Some("auto") => Some(Protocol::Auto),
+        Some("v1") => Some(Protocol::V1),
         Some("modelcontextprotocol") => Some(Protocol::ModelContext),
         Some(other) => {
             p.add(
                 format!("{at}.protocol"),
-                format!("unknown protocol {other:?}: v1 (the default) or modelcontextprotocol"),
+                format!(
+                    "unknown protocol {other:?}: auto (the default), modelcontextprotocol or v1"
+                ),
             );
             None
         }
@@ -99,12 +102,11 @@ pub(super) fn upstream(
         }
     };
     if raw.per_session
-        && !(matches!(transport, Some(TransportSpec::Stdio(_)))
-            && protocol == Some(Protocol::ModelContext))
+        && !(matches!(transport, Some(TransportSpec::Stdio(_))) && protocol != Some(Protocol::V1))
     {
         p.add(
             format!("{at}.per_session"),
-            "is for stdio upstreams of the Model Context Protocol (protocol: modelcontextprotocol)",
+            "is for stdio upstreams of the Model Context Protocol (not protocol: v1)",
         );
     }
     Some(UpstreamSpec {

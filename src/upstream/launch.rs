@@ -1,0 +1,180 @@
+//! Starting one configured upstream's supervisors: its own process or
+//! connection, and the children that serve tenants or client sessions its
+//! own process does not (see `children`). An upstream whose protocol is
+//! `auto` over HTTP is asked first which one it speaks (see `detect`); the
+//! supervisor of that protocol starts once it has answered. Over stdio the
+//! supervisor asks each time it would start a process of an upstream still
+//! to be told.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::children::{Children, Make, Sharing, StreamableMake, Template};
+use super::detect::NotTold;
+use super::{Dialect, Upstream};
+use crate::config::{HttpSpec, TransportSpec, UpstreamSpec};
+use crate::metrics::Metrics;
+
+/// What starting one upstream needs.
+pub struct Launch {
+    pub up: Arc<Upstream>,
+    pub spec: UpstreamSpec,
+    pub sharing: Sharing,
+    pub stop: CancellationToken,
+    pub supervisors: TaskTracker,
+    pub metrics: Metrics,
+    pub client: Option<reqwest::Client>,
+    pub max_frame: usize,
+    pub max_server_requests: usize,
+    /// How long an upstream's request waits for a client's answer.
+    pub server_request_timeout: Duration,
+}
+
+impl Launch {
+    /// Spawns its supervisors; over HTTP with `protocol: auto`, once the
+    /// upstream said which protocol it speaks.
+    pub fn start(self) -> Result<(), String> {
+        match (&self.spec.transport, Dialect::of(self.spec.protocol)) {
+            (TransportSpec::Stdio(stdio), _) => {
+                self.supervisors.spawn(super::stdio::run(
+                    self.up.clone(),
+                    stdio.clone(),
+                    self.max_frame,
+                    self.stop.clone(),
+                ));
+                let make = Make::Stdio {
+                    spec: stdio.clone(),
+                    max_frame: self.max_frame,
+                };
+                self.run_children(make);
+                Ok(())
+            }
+            (TransportSpec::Http(http), Some(dialect)) => {
+                let http = http.clone();
+                self.start_http(&http, dialect)
+            }
+            (TransportSpec::Http(http), None) => {
+                let http = http.clone();
+                let supervisors = self.supervisors.clone();
+                supervisors.spawn(async move {
+                    let Some(dialect) = self.told_over_http(&http).await else {
+                        return;
+                    };
+                    if let Err(e) = self.start_http(&http, dialect) {
+                        tracing::error!(upstream = %self.up.name, error = %e, "cannot start upstream");
+                    }
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Asks the upstream until it answers in one protocol or the other (or
+    /// it is stopped: `None`), waiting longer between attempts each time.
+    async fn told_over_http(&self, http: &HttpSpec) -> Option<Dialect> {
+        let client = self.client.clone()?;
+        let mut backoff =
+            super::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
+        loop {
+            // Bounded as a handshake over HTTP is.
+            let wait = self.up.timeout().min(super::http::MAX_HANDSHAKE);
+            let asked = super::detect::over_http(&client, http, wait);
+            let told = tokio::select! {
+                told = asked => told,
+                () = self.stop.cancelled() => return None,
+            };
+            match told {
+                Ok(dialect) => {
+                    self.up.settle(dialect);
+                    tracing::info!(upstream = %self.up.name, protocol = dialect.as_str(), "upstream protocol told at its handshake");
+                    return Some(dialect);
+                }
+                Err(why) => {
+                    match &why {
+                        NotTold::Unreachable(_) => {
+                            tracing::warn!(upstream = %self.up.name, url = %http.url, error = %why, "upstream unreachable; its protocol is asked again when it answers");
+                        }
+                        NotTold::Neither(_) => {
+                            tracing::warn!(upstream = %self.up.name, url = %http.url, tried = super::detect::TRIED, error = %why, "upstream answered in neither protocol; set protocol: modelcontextprotocol or v1 to skip the question");
+                        }
+                    }
+                    self.up.note_problem(&why.to_string());
+                    // Down, not starting: listings do not wait for it.
+                    self.up.disconnect();
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff.next_delay()) => {}
+                () = self.stop.cancelled() => return None,
+            }
+        }
+    }
+
+    fn start_http(&self, http: &HttpSpec, dialect: Dialect) -> Result<(), String> {
+        let client = self
+            .client
+            .clone()
+            .ok_or("no HTTP client for an HTTP upstream")?;
+        let (up, stop) = (self.up.clone(), self.stop.clone());
+        match dialect {
+            Dialect::V1 => {
+                let link = super::http::HttpLink::new(client, http, self.max_frame)
+                    .map_err(|e| e.to_string())?;
+                self.supervisors
+                    .spawn(super::http::run(up, Arc::new(link), stop));
+            }
+            Dialect::ModelContext => {
+                let answers = super::streamable::ServerAnswers::new(
+                    self.max_server_requests,
+                    self.spec.timeout,
+                    self.server_request_timeout,
+                    self.metrics.clone(),
+                );
+                let make = Make::Streamable(Box::new(StreamableMake {
+                    client: client.clone(),
+                    spec: http.clone(),
+                    max_frame: self.max_frame,
+                    answers: answers.clone(),
+                }));
+                let (link, events) = super::streamable::StreamableLink::new(
+                    client,
+                    http,
+                    self.max_frame,
+                    answers,
+                    up.progress().clone(),
+                )
+                .map_err(|e| e.to_string())?;
+                self.run_children(make);
+                self.supervisors
+                    .spawn(super::streamable::run(up, link, events, stop));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the children of the upstream that serve tenants or client
+    /// sessions its own process does not, where any may.
+    fn run_children(&self, make: Make) {
+        if !self.spec.per_session && self.sharing == Sharing::Everyone {
+            return;
+        }
+        let template = Template {
+            make,
+            bounds: self.spec.children,
+            per_session: self.spec.per_session,
+            sharing: self.sharing.clone(),
+            wait: self.server_request_timeout,
+        };
+        let children = Children::new(
+            &self.spec.name,
+            template,
+            self.stop.child_token(),
+            &self.metrics,
+        );
+        self.up.run_children(children.clone());
+        self.supervisors.spawn(children.run_reaper());
+    }
+}
