@@ -14,7 +14,8 @@
 #   provider and the Node it runs on, under target/ (never in git);
 # - the offline Kubernetes checks' Python packages (deploy/checks/requirements.txt).
 # kubectl (which renders the kustomize base) has no package in Debian's or
-# Ubuntu's own archives: it is checked for, and named if missing.
+# Ubuntu's own archives: optional; without it the base's resources are
+# validated as written (the checks say so).
 # Everything finishes before the first test starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,9 +42,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 if ! command -v kubectl >/dev/null 2>&1; then
-  echo "tests/run.sh: kubectl is missing: it renders the kustomize base for the offline Kubernetes checks." >&2
-  echo "  install it (https://kubernetes.io/docs/tasks/tools/#kubectl, any 1.27+), then run this again" >&2
-  exit 1
+  echo "tests/run.sh: note: kubectl is not installed: the offline Kubernetes checks validate the kustomize" >&2
+  echo "  base's resources as written instead of rendering it (install kubectl 1.27+ to render it too)" >&2
 fi
 
 # The offline Kubernetes checks (helm-python-sdk, kubernetes-validate).

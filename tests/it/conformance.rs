@@ -3,8 +3,8 @@
 //! real gateway binary between the suite's test server (its one upstream)
 //! and the Python SDK's client (tests/fixtures/conformance_client.py). The
 //! suite's servers listen on every interface, so each scenario runs in a
-//! network namespace of its own where only loopback exists (`unshare -n`,
-//! as root).
+//! network namespace of its own where only loopback exists (`unshare -n`
+//! as root; `unshare -rn`, in a user namespace of its own, otherwise).
 //!
 //! Its server scenarios call the suite's tools by their own names, which the
 //! gateway namespaces (`{upstream}__{tool}`, as the contract requires): they
@@ -38,7 +38,7 @@ fn scenario(name: &str) -> (bool, Vec<Value>, String) {
         .args([
             "180",
             "unshare",
-            "-n",
+            namespaces(),
             "sh",
             "-c",
             r#"ip link set lo up && exec "$@""#,
@@ -54,7 +54,8 @@ fn scenario(name: &str) -> (bool, Vec<Value>, String) {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         !stderr.contains("unshare:"),
-        "a network namespace of its own needs root: {stderr}"
+        "a network namespace of its own (as root, or in a user namespace: is \
+         kernel.unprivileged_userns_clone or user.max_user_namespaces 0?): {stderr}"
     );
     let results: Vec<PathBuf> = std::fs::read_dir(out.path())
         .unwrap()
@@ -72,6 +73,19 @@ fn scenario(name: &str) -> (bool, Vec<Value>, String) {
         checks,
         format!("{}\n{stdout}\n{stderr}", run.status),
     )
+}
+
+/// `unshare`'s namespaces: a network namespace, inside a user namespace
+/// of its own (where the user is root, so loopback can be brought up)
+/// unless the tests already run as root.
+fn namespaces() -> &'static str {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0");
+    if root { "-n" } else { "-rn" }
 }
 
 fn failures(checks: &[Value]) -> Vec<&Value> {
