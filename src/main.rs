@@ -62,11 +62,12 @@ enum Command {
     /// Serve one tenant to one local agent over stdin/stdout (MCP v1.0 in Content-Length
     /// frames, or newline-delimited JSON when the first byte is `{`: the Model Context Protocol).
     Stdio {
-        #[arg(long, short)]
-        config: PathBuf,
-        /// The tenant whose upstreams the agent sees.
+        /// Without it: the embedded demo (tenant `demo`), as `serve` runs it.
+        #[arg(long, short, requires = "tenant")]
+        config: Option<PathBuf>,
+        /// The tenant whose upstreams the agent sees (with --config).
         #[arg(long)]
-        tenant: String,
+        tenant: Option<String>,
     },
     /// Validate a configuration file, report every problem, and exit.
     Check {
@@ -159,20 +160,24 @@ fn run(cli: Cli) -> ExitCode {
             } else {
                 LogFormat::Json
             });
-            let config = match Config::load_for(&config, mcp_gateway::config::Purpose::Stdio) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("{}: {e}", config.display());
-                    return ExitCode::FAILURE;
-                }
-            };
             let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
             else {
                 return ExitCode::FAILURE;
             };
-            match rt.block_on(mcp_gateway::stdio_mode::run(config, &tenant)) {
+            let tenant = tenant.unwrap_or_else(|| "demo".into());
+            let served = rt.block_on(async {
+                let config = match &config {
+                    Some(path) => Config::load_for(path, mcp_gateway::config::Purpose::Stdio)
+                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                    None => embedded_demo().await?,
+                };
+                mcp_gateway::stdio_mode::run(config, &tenant)
+                    .await
+                    .map_err(|e| e.to_string())
+            });
+            match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("mcp-gateway: {e}");
@@ -223,6 +228,24 @@ fn run(cli: Cli) -> ExitCode {
             }
             Err(e) => {
                 eprintln!("{}: {e}", config.display());
+                // The commands are looked up in the same run, from the file
+                // as written, so that a missing executable is not news at
+                // the next one.
+                let missing = if elsewhere {
+                    Vec::new()
+                } else {
+                    commands_not_found(&config)
+                };
+                if !missing.is_empty() {
+                    eprintln!(
+                        "{}: and {} problem(s) the gateway would meet at run time:",
+                        config.display(),
+                        missing.len()
+                    );
+                    for p in missing {
+                        eprintln!("  - {p}");
+                    }
+                }
                 ExitCode::FAILURE
             }
         },
@@ -270,28 +293,12 @@ async fn serve(
     admin_listen: Option<SocketAddr>,
 ) -> ExitCode {
     let loaded = match &config_file {
-        Some(path) => Config::load(path),
+        Some(path) => Config::load(path).map_err(|e| e.to_string()),
         None => {
             tracing::info!(
                 "no --config given: serving the embedded demo (tenant 'demo', key 'demo-key')"
             );
-            let server = match DemoServer::new(DemoOptions {
-                name: "remote".into(),
-                ..DemoOptions::default()
-            }) {
-                Ok(s) => Arc::new(s),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot create the demo upstream");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match demo::http::start(server, ([127, 0, 0, 1], 0).into()).await {
-                Ok((addr, _task)) => demo::demo_config(&format!("http://{addr}/mcp")),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the demo HTTP upstream");
-                    return ExitCode::FAILURE;
-                }
-            }
+            embedded_demo().await
         }
     };
     let mut config = match loaded {
@@ -353,6 +360,43 @@ fn cannot_start(config: &Config) -> Vec<String> {
                     .map(|why| format!("upstreams.{}.stdio.command: {why}", u.name))
             }
             mcp_gateway::config::TransportSpec::Http(_) => None,
+        })
+        .collect()
+}
+
+/// The stdio commands of a file that did not load, looked up as `serve`
+/// would start them: read from the YAML as written.
+fn commands_not_found(path: &std::path::Path) -> Vec<String> {
+    use mcp_gateway::config::StdioSpec;
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let Ok(file) = serde_saphyr::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let Some(upstreams) = file["upstreams"].as_object() else {
+        return Vec::new();
+    };
+    let text_of = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    upstreams
+        .iter()
+        .filter_map(|(name, u)| {
+            let stdio = &u["stdio"];
+            let spec = StdioSpec {
+                command: text_of(&stdio["command"]).filter(|c| !c.trim().is_empty())?,
+                args: Vec::new(),
+                env: stdio["env"]
+                    .as_object()
+                    .map(|env| {
+                        env.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), text_of(v)?)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                cwd: text_of(&stdio["cwd"]).map(PathBuf::from),
+            };
+            let why = mcp_gateway::upstream::stdio::locate(&spec).err()?;
+            Some(format!("upstreams.{name}.stdio.command: {why}"))
         })
         .collect()
 }
@@ -460,6 +504,20 @@ async fn approve_shared_pins(
     }
     println!("{count} approved in the store at {url}; every replica serves them again now");
     ExitCode::SUCCESS
+}
+
+/// The embedded demo's configuration, its `remote` upstream started on a
+/// free loopback port of this process (it runs as long as the runtime).
+async fn embedded_demo() -> Result<Config, String> {
+    let server = DemoServer::new(DemoOptions {
+        name: "remote".into(),
+        ..DemoOptions::default()
+    })
+    .map_err(|e| format!("cannot create the demo upstream: {e}"))?;
+    let (addr, _task) = demo::http::start(Arc::new(server), ([127, 0, 0, 1], 0).into())
+        .await
+        .map_err(|e| format!("cannot start the demo HTTP upstream: {e}"))?;
+    demo::demo_config(&format!("http://{addr}/mcp")).map_err(|e| e.to_string())
 }
 
 async fn demo_upstream(opts: DemoOptions, http: Option<SocketAddr>) -> ExitCode {

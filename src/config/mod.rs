@@ -3,6 +3,7 @@
 
 pub mod raw;
 pub mod restart;
+mod shape;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -510,6 +511,13 @@ impl Config {
             _ => Self::from_yaml_for(&text, &secrets, purpose),
         };
         let read = secrets.read.into_inner().unwrap_or_default();
+        // The reader's snippets name the file they quote.
+        let loaded = loaded.map_err(|e| match e {
+            ConfigError::Parse(m) => {
+                ConfigError::Parse(m.replace("<input>", &path.display().to_string()))
+            }
+            e => e,
+        });
         let mut config = loaded.map_err(|e| (e, tried(read.clone())))?;
         config.sources = tried(read);
         for issuer in &mut config.auth.issuers {
@@ -538,8 +546,14 @@ impl Config {
         secrets: &dyn Secrets,
         purpose: Purpose,
     ) -> Result<Config, ConfigError> {
-        let mut raw: raw::RawConfig =
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let mut raw: raw::RawConfig = serde_saphyr::from_str(text).map_err(|e| {
+            // The reader stops at its first mistake: the schema names them all.
+            let all = shape::mistakes(text);
+            match all.is_empty() {
+                true => ConfigError::Parse(e.to_string()),
+                false => ConfigError::Invalid(all),
+            }
+        })?;
         if purpose == Purpose::Stdio {
             if let Some(g) = &mut raw.gateway {
                 g.admin_token = None;

@@ -152,6 +152,44 @@ fn check_validates_and_reports_every_problem() {
     assert_eq!(missing.status.code(), Some(1));
 }
 
+/// Mistakes of the file's shape (an unknown key, a missing field, a wrong
+/// type), which its reader stops at one by one, are named all at once, with
+/// a missing executable in the same run; a YAML error quotes the file by
+/// its name.
+#[test]
+fn check_names_every_mistake_of_shape_and_every_missing_command_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("team.yaml");
+    std::fs::write(
+        &bad,
+        "gateway: {lisen: \"127.0.0.1:8080\"}\nupstreams:\n  a: {stdio: {command: /nonexistent/server}}\n  b: {http: {}}\n  c: {stdio: {command: x}, timeout_ms: soon}\ntenants:\n  t: {upstreams: [a]}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "gateway: ",
+        "lisen",
+        "upstreams.b.http: ",
+        "\"url\" is a required property",
+        "upstreams.c.timeout_ms: ",
+        "upstreams.a.stdio.command: '/nonexistent/server' is not an executable file",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+    std::fs::write(&bad, "upstreams: [unclosed\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("<input>"), "{err}");
+}
+
 #[test]
 fn the_embedded_demo_config_is_valid() {
     let config = mcp_gateway::demo::demo_config("http://127.0.0.1:1/mcp").unwrap();

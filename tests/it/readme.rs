@@ -357,45 +357,10 @@ fn the_snippets_say_their_file_type_and_versions() {
     }
 }
 
-#[test]
-fn the_host_configs_reach_the_gateway_both_ways() {
-    let configs: Vec<Value> = readme("json")
-        .iter()
-        .map(|t| serde_json::from_str(t).unwrap())
-        .collect();
-    let servers: Vec<&Value> = configs
-        .iter()
-        .map(|c| &c["mcpServers"]["gateway"])
-        .collect();
-    // The stdio one: its command and args, with this binary and a config
-    // whose keys name variables the host does not set.
-    let stdio = servers
-        .iter()
-        .find(|s| s.get("command").is_some())
-        .expect("a stdio host config");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gateway.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "gateway: {{session_secret: \"env:UNSET_SESSION_SECRET\"}}\nupstreams:\n  local: {}\ntenants:\n  acme: {{api_keys: [\"env:UNSET_ACME_KEY\"], upstreams: [local]}}\n",
-            stdio_upstream("local", &[])
-        ),
-    )
-    .unwrap();
-    let args: Vec<String> = stdio["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            a.as_str()
-                .unwrap()
-                .replace("/etc/mcp-gateway/gateway.yaml", config.to_str().unwrap())
-        })
-        .collect();
-    assert_eq!(stdio["command"], "/usr/local/bin/mcp-gateway");
+/// A host's handshake with `mcp-gateway` run with these arguments.
+fn stdio_host_handshake(args: &[String]) {
     let mut child = Command::new(BIN)
-        .args(&args)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -417,6 +382,52 @@ fn the_host_configs_reach_the_gateway_both_ways() {
     );
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn the_host_configs_reach_the_gateway_both_ways() {
+    let configs: Vec<Value> = readme("json")
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    let servers: Vec<&Value> = configs
+        .iter()
+        .map(|c| &c["mcpServers"]["gateway"])
+        .collect();
+    // The stdio ones (the demo's, and one with a config whose keys name
+    // variables the host does not set): their command and args, with this
+    // binary.
+    let stdio: Vec<&&Value> = servers
+        .iter()
+        .filter(|s| s.get("command").is_some())
+        .collect();
+    assert_eq!(stdio.len(), 2, "the demo's and a team's stdio host configs");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "gateway: {{session_secret: \"env:UNSET_SESSION_SECRET\"}}\nupstreams:\n  local: {}\ntenants:\n  acme: {{api_keys: [\"env:UNSET_ACME_KEY\"], upstreams: [local]}}\n",
+            stdio_upstream("local", &[])
+        ),
+    )
+    .unwrap();
+    for stdio in stdio {
+        let args: Vec<String> = stdio["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .unwrap()
+                    .replace("/etc/mcp-gateway/gateway.yaml", config.to_str().unwrap())
+            })
+            .collect();
+        assert_eq!(stdio["command"], "/usr/local/bin/mcp-gateway");
+        stdio_host_handshake(&args);
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}});
     // The HTTP one: its URL and headers against the demo.
     let http = servers
         .iter()

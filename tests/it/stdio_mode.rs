@@ -178,3 +178,21 @@ fn stdio_mode_refuses_an_unknown_tenant() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no tenant named 'nobody'"));
 }
+
+/// `mcp-gateway stdio` without a config serves the embedded demo, as
+/// `serve` does, to a desktop host: the official Python SDK's stdio client
+/// spawns it, lists the demo's tools and calls one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stdio_mode_serves_the_embedded_demo_without_a_config() {
+    let steps = json!({"steps": [
+        {"op": "tools"},
+        {"op": "call", "name": "local_add_v1_2c27062c9e6f", "arguments": {"a": 2, "b": 3}},
+    ]});
+    let args = vec!["auto".to_owned(), "stdio".to_owned(), BIN.to_owned()];
+    let (_, answers) = sdk_client_with(args, steps).await;
+    let listed = answers[0].to_string();
+    for name in ["local_add_v1_2c27062c9e6f", "remote_"] {
+        assert!(listed.contains(name), "{name}: {listed}");
+    }
+    assert!(answers[1].to_string().contains('5'), "{answers:?}");
+}

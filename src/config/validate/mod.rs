@@ -552,10 +552,10 @@ tenants:
     #[test]
     fn unknown_fields_and_duplicate_names_are_errors() {
         let typo = "gateway: {id: g, lisen: 1}\ntenants: {}\n";
-        assert!(matches!(
-            Config::from_yaml(typo, &Fake),
-            Err(ConfigError::Parse(_))
-        ));
+        let Err(ConfigError::Invalid(problems)) = Config::from_yaml(typo, &Fake) else {
+            panic!("a typo accepted")
+        };
+        assert!(problems[0].to_string().contains("lisen"), "{problems:?}");
         let dup = "upstreams:\n  a: {stdio: {command: x}}\n  a: {stdio: {command: y}}\ntenants:\n  t: {api_keys: [k], upstreams: [a]}\n";
         assert!(matches!(
             Config::from_yaml(dup, &Fake),
