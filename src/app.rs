@@ -601,6 +601,7 @@ pub fn start_on(
     ));
     tracing::info!(addr = %agent_addr, "agent listener bound");
     tracing::info!(addr = %admin_addr, "admin listener bound");
+    exposed_note(agent_addr, admin_addr, &config.gateway);
 
     let stop = shutdown.clone();
     if let Some(path) = watch {
@@ -756,4 +757,22 @@ impl crate::store::bus::Here for Here {
             self.dispatcher.tell_task_status(tenant, status);
         }
     }
+}
+
+/// Listening on every interface is what a pod does, and a mistake on a
+/// laptop: said once, with what the gateway itself does not provide there.
+fn exposed_note(agent: SocketAddr, admin: SocketAddr, gateway: &GatewaySettings) {
+    let everywhere = |a: SocketAddr| a.ip().is_unspecified();
+    if !everywhere(agent) && !everywhere(admin) {
+        return;
+    }
+    tracing::info!(
+        agent = %agent,
+        admin = %admin,
+        allowed_origins = gateway.allowed_origins.len(),
+        admin_token = gateway.admin_token.is_some(),
+        "listening on every interface: the gateway speaks plain HTTP (terminate TLS in front of it), \
+         serves /metrics and /readyz's detail to anyone without admin_token, and refuses every request \
+         that carries an Origin not in allowed_origins; use 127.0.0.1 to keep it local"
+    );
 }

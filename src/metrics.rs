@@ -46,6 +46,8 @@ pub struct Metrics {
     pub sessions_open: IntGaugeVec,
     pub upstream_log_lines_dropped: IntCounterVec,
     pub requests_limited: IntCounterVec,
+    /// Audit lines of refused calls left out: a tenant's beyond its share of the log.
+    pub audit_lines_dropped: IntCounterVec,
     pub definitions_quarantined: IntGaugeVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
@@ -234,6 +236,12 @@ impl Metrics {
                 "requests_limited_total",
                 "Agent requests refused because the tenant was over its rate or concurrency limit.",
                 &["tenant", "reason"],
+            ),
+            audit_lines_dropped: counter(
+                &r,
+                "audit_lines_dropped_total",
+                "Audit lines of a tenant's refused calls left out: past 10 a second (burst 20), so a flood cannot flood the log.",
+                &["tenant"],
             ),
             definitions_quarantined: gauge(
                 &r,

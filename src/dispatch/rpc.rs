@@ -268,7 +268,7 @@ fn describe(
     result: &Result<Payload, GatewayError>,
     elapsed: Duration,
 ) -> String {
-    let ms = elapsed.as_secs_f64() * 1000.0;
+    let ms = crate::telemetry::millis(elapsed);
     let outcome = result.as_ref().map_or_else(GatewayError::outcome, |_| "ok");
     let m = Method::parse(method);
     match m {

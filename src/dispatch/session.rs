@@ -377,7 +377,13 @@ impl Session {
             Ok(a) => a,
             Err(e) => {
                 let id = match classify(raw) {
-                    Incoming::Request { id, .. } => Some(id),
+                    Incoming::Request {
+                        id, method, params, ..
+                    } => {
+                        self.dispatcher
+                            .audit_refused(&self.tenant, &method, params, &e);
+                        Some(id)
+                    }
                     _ => None,
                 };
                 let mut reply = Vec::new();

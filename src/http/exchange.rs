@@ -247,7 +247,12 @@ async fn one_message(
     };
     let place = match place {
         Ok(place) => place,
-        Err(e) => return Exchange::Reply(Refusal::OverCapacity(id, &e).reply()),
+        Err(e) => {
+            if let Incoming::Request { method, params, .. } = &message {
+                s.dispatcher.audit_refused(tenant, method, *params, &e);
+            }
+            return Exchange::Reply(Refusal::OverCapacity(id, &e).reply());
+        }
     };
     // The handshake era's session: checked, or issued by `initialize`.
     let mut issue = None;

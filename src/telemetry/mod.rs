@@ -37,6 +37,12 @@ pub mod traces;
 pub mod writer;
 
 pub use audit::*;
+
+/// A duration in milliseconds, to the microsecond: `0.027`, not
+/// `0.027469999999999998` (the shortest text of the rounded value).
+pub fn millis(d: std::time::Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
 use json::*;
 pub use scope::*;
 
@@ -143,6 +149,13 @@ pub fn audit_enabled() -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_duration_is_written_to_the_microsecond() {
+        let ms = super::millis(std::time::Duration::from_nanos(27_469));
+        assert_eq!(serde_json::to_string(&ms).unwrap(), "0.027");
+    }
+
     use super::*;
     use std::sync::{Arc, Mutex};
 

@@ -94,6 +94,7 @@ impl KeyStore {
                 scoped: spec.tools.scoped.clone(),
                 subject: None,
                 reports: Arc::default(),
+                refusals: Arc::default(),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());

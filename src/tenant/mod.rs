@@ -50,6 +50,28 @@ pub struct Tenant {
     pub subject: Option<Arc<str>>,
     /// What its calls hold of reports for clients that have not read them.
     pub reports: Arc<reports::ReportBudget>,
+    /// How many audit lines of its refused calls it may still have written.
+    pub refusals: Arc<RefusalAudits>,
+}
+
+/// The audit lines of a tenant's refused calls: 10 a second, bursts of 20.
+/// A tenant flooding past its limits costs the log no more than that; the
+/// rest are counted (`mcp_gateway_audit_lines_dropped_total`).
+pub struct RefusalAudits(DefaultDirectRateLimiter);
+
+impl Default for RefusalAudits {
+    fn default() -> Self {
+        let quota = governor::Quota::per_second(std::num::NonZeroU32::MIN.saturating_add(9))
+            .allow_burst(std::num::NonZeroU32::MIN.saturating_add(19));
+        RefusalAudits(governor::RateLimiter::direct(quota))
+    }
+}
+
+impl RefusalAudits {
+    /// Whether one more line may be written now.
+    pub fn may_write(&self) -> bool {
+        self.0.check().is_ok()
+    }
 }
 
 /// A tenant's `rate_limit` and `max_concurrency`, as configured.
@@ -225,6 +247,7 @@ impl Tenant {
             scoped: Vec::new(),
             subject: subject.map(Arc::from),
             reports: self.reports.clone(),
+            refusals: self.refusals.clone(),
         }
     }
 }

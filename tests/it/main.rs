@@ -7,6 +7,7 @@
 
 mod architecture;
 mod asks;
+mod audit;
 pub(crate) mod binary;
 mod browser;
 mod compliance;

@@ -87,3 +87,68 @@ async fn readiness_waits_for_required_upstreams_only() {
     );
     gw.stop().await;
 }
+
+/// Listening on every interface (in a network namespace of its own, so
+/// nothing outside this test can reach it) is said once at start, with
+/// what the gateway does not provide there.
+#[test]
+fn listening_on_every_interface_is_said_at_start() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            stdio_upstream("s", &[]),
+            tenant("ka", &["s"])
+        ),
+    )
+    .unwrap();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Uid:")
+                .map(|ids| ids.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    let mut child = std::process::Command::new("unshare")
+        .args([if root { "-n" } else { "-rn" }, BIN, "serve", "--config"])
+        .arg(&config)
+        .args([
+            "--listen",
+            "0.0.0.0:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut said = None;
+    for line in lines.map_while(Result::ok) {
+        let v: Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("listening on every interface"))
+        {
+            said = Some(v);
+            break;
+        }
+        if v["message"] == "upstream ready" {
+            break;
+        }
+    }
+    // SIGTERM: the gateway stops its child before it exits.
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let said = said.expect("a note about every interface");
+    assert_eq!(said["allowed_origins"], 0, "{said}");
+    assert_eq!(said["admin_token"], false, "{said}");
+}

@@ -11,6 +11,7 @@ mod held;
 mod links;
 mod own;
 mod place;
+mod refused;
 mod rounds;
 mod task_homes;
 mod task_input;
