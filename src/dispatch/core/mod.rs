@@ -136,6 +136,7 @@ impl Dispatcher {
         let metrics = &self.inner.metrics;
         for t in tenants {
             metrics.sessions_open.with_label_values(&[&t.name]);
+            metrics.audit_lines_dropped.with_label_values(&[&t.name]);
             for reason in ["rate_limited", "concurrency_limited"] {
                 metrics
                     .requests_limited
