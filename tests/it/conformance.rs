@@ -75,19 +75,6 @@ fn scenario(name: &str) -> (bool, Vec<Value>, String) {
     )
 }
 
-/// `unshare`'s namespaces: a network namespace, inside a user namespace
-/// of its own (where the user is root, so loopback can be brought up)
-/// unless the tests already run as root.
-fn namespaces() -> &'static str {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let root = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        == Some("0");
-    if root { "-n" } else { "-rn" }
-}
-
 fn failures(checks: &[Value]) -> Vec<&Value> {
     checks.iter().filter(|c| c["status"] == "FAILURE").collect()
 }

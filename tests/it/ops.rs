@@ -105,16 +105,8 @@ fn listening_on_every_interface_is_said_at_start() {
         ),
     )
     .unwrap();
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Uid:")
-                .map(|ids| ids.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
     let mut child = std::process::Command::new("unshare")
-        .args([if root { "-n" } else { "-rn" }, BIN, "serve", "--config"])
+        .args([namespaces(), BIN, "serve", "--config"])
         .arg(&config)
         .args([
             "--listen",

@@ -323,6 +323,19 @@ impl Gateway {
 }
 
 /// The value of one metric series in Prometheus text, e.g. `name{a="b"}`.
+/// `unshare`'s namespaces: a network namespace, inside a user namespace
+/// of its own (where the user is root, so loopback can be brought up)
+/// unless the tests already run as root.
+pub fn namespaces() -> &'static str {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0");
+    if root { "-n" } else { "-rn" }
+}
+
 pub fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| {
