@@ -106,6 +106,7 @@ fn gateway(
         rate_limit: None,
         max_concurrency: None,
         max_sessions: None,
+        curation: None,
     };
     let keys = KeyStore::new(&[spec]);
     let tenant = keys.tenants()[0].clone();
@@ -289,6 +290,7 @@ fn keys(c: &mut Criterion) {
             rate_limit: None,
             max_concurrency: None,
             max_sessions: None,
+            curation: None,
         })
         .collect();
     let store = KeyStore::new(&specs);

@@ -1,6 +1,7 @@
 //! Configuration: YAML (`raw`) → checked, with every problem reported at once
 //! and where it is (`validate`) → frozen typed values (this file).
 
+pub mod curation;
 pub mod raw;
 pub mod restart;
 mod shape;
@@ -304,6 +305,8 @@ pub struct TenantSpec {
     pub max_concurrency: Option<usize>,
     /// Sessions open at once; `None`: `gateway.limits.max_sessions_per_tenant`.
     pub max_sessions: Option<usize>,
+    /// What its agents see of its tools; `None`: the upstreams' own.
+    pub curation: Option<std::sync::Arc<curation::Curation>>,
 }
 
 /// A tenant's tool policy as compiled globs (`*` also matches `/`). They are

@@ -298,6 +298,31 @@ pub struct RawToolPolicy {
     /// A tool matching the glob needs that scope in the caller's token.
     #[serde(default)]
     pub scopes: BTreeMap<String, String>,
+    /// Tools out of this tenant's listings, called as if they did not exist:
+    /// globs on namespaced ids, as deny's.
+    #[serde(default)]
+    pub hide: Vec<String>,
+    /// The Model Context Protocol face lists a tool under its own name where
+    /// no other tool of the tenant has that name (default false).
+    #[serde(default)]
+    pub bare_names: bool,
+    /// Per tool, by exact namespaced id: what this tenant's agents see of it.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, RawOverride>,
+}
+
+/// What a tenant's agents see of one tool; its mcpId never changes.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOverride {
+    /// Its name in both faces: letters, digits, - _ (no `__`), within
+    /// gateway.tool_name_budget.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,64}$"))]
+    pub name: Option<String>,
+    /// Its title in the Model Context Protocol face.
+    pub title: Option<String>,
+    /// Its description in both faces.
+    pub description: Option<String>,
 }
 
 /// The JSON Schema of the configuration file (draft 2020-12).

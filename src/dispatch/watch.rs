@@ -75,7 +75,12 @@ impl Watcher {
                 let own = match kind {
                     Kind::Prompt => self.dispatcher.own_prompts(t),
                     Kind::Resource => self.dispatcher.own_templates(t),
-                    Kind::Tool => Vec::new(),
+                    Kind::Tool => {
+                        // What curation gives the Model Context Protocol
+                        // face alone (bare names, titles) changes its listing too.
+                        t.curation.as_ref().map(|c| c.digest).hash(&mut h);
+                        Vec::new()
+                    }
                 };
                 for (upstream, own) in own {
                     upstream.name.hash(&mut h);

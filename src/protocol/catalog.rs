@@ -261,6 +261,11 @@ impl Catalog {
             .downcast_ref::<T>()
     }
 
+    /// Whether `other` is this very catalog (a share of it), not one built since.
+    pub fn same(&self, other: &Catalog) -> bool {
+        Arc::ptr_eq(&self.face, &other.face)
+    }
+
     /// The face's view made by [`Catalog::face_cache`], if it is made already.
     pub fn face_cached<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
         self.face.get()?.downcast_ref::<T>()

@@ -7,6 +7,8 @@ use super::*;
 pub struct AuditLine<'a> {
     pub tenant: &'a str,
     pub tool: &'a str,
+    /// The tool's name as the agent called it, where it called it by name.
+    pub name: Option<&'a str>,
     pub upstream: &'a str,
     pub outcome: &'a str,
     pub duration_ms: f64,
@@ -45,6 +47,10 @@ pub(super) fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     plain(out, line.tenant);
     out.push_str(",\"tool\":");
     string(out, line.tool);
+    if let Some(name) = line.name {
+        out.push_str(",\"name\":");
+        string(out, name);
+    }
     out.push_str(",\"upstream\":");
     plain(out, line.upstream);
     out.push_str(",\"outcome\":");

@@ -202,6 +202,7 @@ mod tests {
         let line = |tool, took, outcome| AuditLine {
             tenant: "acme",
             tool,
+            name: (tool == "nested").then_some("say \"it\""),
             upstream: "files",
             outcome,
             duration_ms: took,
@@ -262,6 +263,7 @@ mod tests {
                     target: AUDIT,
                     tenant = l.tenant,
                     tool = l.tool,
+                    name = l.name,
                     upstream = l.upstream,
                     outcome = l.outcome,
                     duration_ms = l.duration_ms,
@@ -328,6 +330,7 @@ mod tests {
                 &AuditLine {
                     tenant: "acme",
                     tool,
+                    name: None,
                     upstream: "files",
                     outcome: "ok",
                     duration_ms: 1.5,

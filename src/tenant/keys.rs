@@ -8,7 +8,7 @@ use std::sync::Arc;
 use governor::{Quota, RateLimiter};
 use tokio::sync::Semaphore;
 
-use super::{ConfiguredLimits, Tenant, ToolPolicy};
+use super::{ConfiguredLimits, Curated, Tenant, ToolPolicy};
 use crate::auth::Issuers;
 use crate::config::{KeyDigest, TenantSpec};
 
@@ -75,7 +75,10 @@ impl KeyStore {
             let tenant = Arc::new(Tenant {
                 name: spec.name.as_str().into(),
                 upstreams: spec.upstreams.iter().map(|u| u.as_str().into()).collect(),
-                policy: ToolPolicy::new(&spec.tools),
+                policy: ToolPolicy::new(
+                    &spec.tools,
+                    spec.curation.as_ref().and_then(|c| c.hide.as_ref()),
+                ),
                 max_sessions: spec.max_sessions,
                 rate: spec.rate_limit.and_then(|(per_second, burst)| {
                     let quota = Quota::per_second(NonZeroU32::new(per_second)?)
@@ -95,6 +98,7 @@ impl KeyStore {
                 subject: None,
                 reports: Arc::default(),
                 refusals: Arc::default(),
+                curation: spec.curation.clone().map(|c| Arc::new(Curated::new(c))),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());

@@ -4,12 +4,14 @@
 //! looked at again at each message); what it holds open is `places`.
 
 mod credential;
+mod curated;
 mod keys;
 mod places;
 pub mod reports;
 pub mod subscriptions;
 
 pub use credential::{Credential, Standing};
+pub use curated::Curated;
 pub use keys::{Denied, KeyStore, bearer_token};
 pub use places::{Place, Places};
 
@@ -52,6 +54,8 @@ pub struct Tenant {
     pub reports: Arc<reports::ReportBudget>,
     /// How many audit lines of its refused calls it may still have written.
     pub refusals: Arc<RefusalAudits>,
+    /// What its agents see of its tools; `None`: the upstreams' own.
+    pub curation: Option<Arc<Curated>>,
 }
 
 /// The audit lines of a tenant's refused calls: 10 a second, bursts of 20.
@@ -190,6 +194,19 @@ impl Tenant {
         })
     }
 
+    /// Whether curation hides this tool from the tenant: out of its
+    /// listings, and called as a tool that does not exist.
+    pub fn hides(&self, tool: &str) -> bool {
+        self.curation.as_ref().is_some_and(|c| c.hides(tool))
+    }
+
+    /// Whether the tenant's own policy and curation (not a token's scopes)
+    /// show it this tool: what the names a face gives depend on, so that
+    /// every caller of a tenant sees the same names.
+    pub fn lists(&self, tool: &str) -> bool {
+        !self.hides(tool) && self.policy.as_ref().is_none_or(|p| p.policy_allows(tool))
+    }
+
     /// Whether the policy lets this tenant see and run the tool with this namespaced id.
     pub fn may_use(&self, tool: &str) -> bool {
         self.policy.as_ref().is_none_or(|p| p.allows(tool))
@@ -227,10 +244,12 @@ impl Tenant {
             (policy, true) => policy.clone(),
             (Some(p), false) => Some(ToolPolicy {
                 globs: p.globs.clone(),
+                hide: p.hide.clone(),
                 hidden,
             }),
             (None, false) => Some(ToolPolicy {
                 globs: ToolGlobs::default(),
+                hide: None,
                 hidden,
             }),
         };
@@ -248,6 +267,7 @@ impl Tenant {
             subject: subject.map(Arc::from),
             reports: self.reports.clone(),
             refusals: self.refusals.clone(),
+            curation: self.curation.clone(),
         }
     }
 }
@@ -256,25 +276,32 @@ impl Tenant {
 #[derive(Debug, Clone)]
 pub struct ToolPolicy {
     globs: ToolGlobs,
+    /// Tools curation hides (`tools.hide`).
+    hide: Option<globset::GlobSet>,
     /// Tools a token's missing scopes hide, with the scope each needs.
     hidden: Vec<(globset::GlobMatcher, Arc<str>)>,
 }
 
 impl ToolPolicy {
     /// `None` when there is nothing to enforce. The globs were compiled with the config.
-    pub fn new(globs: &ToolGlobs) -> Option<ToolPolicy> {
-        (!globs.is_empty()).then(|| ToolPolicy {
+    pub fn new(globs: &ToolGlobs, hide: Option<&globset::GlobSet>) -> Option<ToolPolicy> {
+        (!globs.is_empty() || hide.is_some()).then(|| ToolPolicy {
             globs: globs.clone(),
+            hide: hide.cloned(),
             hidden: Vec::new(),
         })
     }
 
+    /// Whether the tool is listed and may run: allowed, not denied, not
+    /// hidden by curation, and no scope missing.
     pub fn allows(&self, tool: &str) -> bool {
-        self.policy_allows(tool) && !self.hidden.iter().any(|(g, _)| g.is_match(tool))
+        self.policy_allows(tool)
+            && !self.hide.as_ref().is_some_and(|h| h.is_match(tool))
+            && !self.hidden.iter().any(|(g, _)| g.is_match(tool))
     }
 
     /// Allow and deny alone, scopes aside.
-    fn policy_allows(&self, tool: &str) -> bool {
+    pub(crate) fn policy_allows(&self, tool: &str) -> bool {
         self.globs.allow.as_ref().is_none_or(|a| a.is_match(tool))
             && !self.globs.deny.is_match(tool)
     }
@@ -311,6 +338,7 @@ mod tests {
             rate_limit: None,
             max_concurrency: Some(1),
             max_sessions: None,
+            curation: None,
         }]);
         let base = store.authenticate("ka").unwrap();
         assert!(
@@ -348,6 +376,7 @@ mod tests {
                 rate_limit: None,
                 max_concurrency: None,
                 max_sessions: None,
+                curation: None,
             },
             TenantSpec {
                 name: "b".into(),
@@ -357,6 +386,7 @@ mod tests {
                 rate_limit: Some((1, 2)),
                 max_concurrency: Some(1),
                 max_sessions: None,
+                curation: None,
             },
         ];
         let store = KeyStore::new(&specs);

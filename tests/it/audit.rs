@@ -95,3 +95,41 @@ fn refused_calls_are_audited_within_the_tenants_share_of_the_log() {
             .any(|v| v["protocol"] == "modelcontextprotocol" && v["tool"] == "s_echo")
     );
 }
+
+/// The audit line of a renamed tool's call names both: its id as `tool`
+/// and what the agent called it as `name`.
+#[test]
+fn the_audit_line_of_a_renamed_tool_says_its_id_and_the_name_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  s: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s]\n    tools:\n      overrides:\n        \"mcp://gateway/s/s/tools/echo:v1\": {{name: say}}\n",
+            stdio_upstream("s", &[])
+        ),
+    )
+    .unwrap();
+    let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let call = |name: &str| {
+        post(
+            &agent,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {"text": "x"}}}),
+        )
+    };
+    let said = call("say");
+    assert_eq!(said["result"]["structuredContent"]["text"], "x", "{said}");
+    assert!(
+        call("s_echo")["error"].is_object(),
+        "the default name is unknown"
+    );
+    let line = p.wait_log("the call's line", |v| {
+        v["target"] == "mcp_gateway::audit" && v["outcome"] == "ok"
+    });
+    assert_eq!(line["tool"], "mcp://gateway/s/s/tools/echo:v1");
+    assert_eq!(line["name"], "say");
+    assert_eq!(line["protocol"], "modelcontextprotocol");
+    assert!(p.terminate().success());
+}

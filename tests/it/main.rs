@@ -12,6 +12,7 @@ pub(crate) mod binary;
 mod browser;
 mod compliance;
 mod conformance;
+mod curation;
 mod deploy;
 mod detect;
 mod edge;

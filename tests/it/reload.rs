@@ -3,28 +3,9 @@
 
 use std::time::Duration;
 
-use mcp_gateway::config::Config;
 use serde_json::{Value, json};
 
 use crate::support::*;
-
-async fn start_watching(path: &std::path::Path) -> Gateway {
-    let config = Config::load(path).unwrap();
-    let agent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running = mcp_gateway::app::start_on(config, Some(path.to_owned()), agent, admin).unwrap();
-    Gateway::wrap(running)
-}
-
-async fn wait_reloads(gw: &Gateway, outcome: &str, n: f64) {
-    let series = format!(r#"mcp_gateway_config_reloads_total{{outcome="{outcome}"}}"#);
-    within(async {
-        while metric(&gw.metrics().await, &series) != Some(n) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
 
 async fn pid_of(gw: &Gateway, key: &str, upstream: &str) -> u64 {
     within(async {
@@ -182,53 +163,6 @@ async fn a_valid_config_is_swapped_in_without_dropping_a_request() {
     let (_, ready) = gw.get_admin("/readyz").await;
     assert!(!ready.contains("\"gone\""), "{ready}");
     gw.stop().await;
-}
-
-/// Opens a 2026-07-28 `subscriptions/listen` for tool listing changes with `key`.
-async fn listen_for_tools(gw: &Gateway, key: &str) -> reqwest::Response {
-    let body = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}},
-        "notifications": {"toolsListChanged": true}}});
-    let r = within(
-        gw.client
-            .post(&gw.url)
-            .bearer_auth(key)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "subscriptions/listen")
-            .body(body.to_string())
-            .send(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 200);
-    r
-}
-
-/// The methods of the messages a stream has carried so far, until it ends
-/// or carries `until`.
-async fn heard(stream: &mut reqwest::Response, until: &str) -> Vec<String> {
-    let mut seen = String::new();
-    within(async {
-        loop {
-            let methods: Vec<String> = seen
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-                .map(|m| m["method"].as_str().unwrap_or_default().to_owned())
-                .collect();
-            if methods.iter().any(|m| m == until) {
-                return methods;
-            }
-            match stream.chunk().await {
-                Ok(Some(chunk)) => seen.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => return methods,
-            }
-        }
-    })
-    .await
 }
 
 /// A reload that removes a key ends the streams that key opened before they

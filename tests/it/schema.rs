@@ -54,7 +54,18 @@ fn inlined(schema: &Value, defs: &Map<String, Value>) -> Value {
                 if matches!(k.as_str(), "$defs" | "$schema" | "format" | "title") {
                     continue;
                 }
-                out.insert(k.clone(), inlined(v, defs));
+                // The names of properties are the file's keys, kept whatever
+                // they are (a key may be called `title`).
+                let v = match (k.as_str(), v) {
+                    ("properties", Value::Object(props)) => Value::Object(
+                        props
+                            .iter()
+                            .map(|(name, p)| (name.clone(), inlined(p, defs)))
+                            .collect(),
+                    ),
+                    _ => inlined(v, defs),
+                };
+                out.insert(k.clone(), v);
             }
             Value::Object(out)
         }

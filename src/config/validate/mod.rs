@@ -15,6 +15,7 @@ use subtle::ConstantTimeEq;
 use crate::auth::{IssuerSpec, KeySource, TenantFrom};
 
 use super::raw::{RawAuth, RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
+mod curation;
 mod gateway;
 mod store;
 mod tenants;
@@ -145,6 +146,11 @@ pub(super) fn validate(
         &declared,
         &by_token,
         gateway_id.as_deref(),
+        gateway
+            .as_ref()
+            .map_or(crate::config::tool_names::DEFAULT_BUDGET, |g| {
+                g.tool_name_budget
+            }),
         secrets,
         &mut p,
     );

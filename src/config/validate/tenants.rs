@@ -32,6 +32,7 @@ pub(super) fn tenants(
     upstreams: &[String],
     by_token: &[String],
     gateway_id: Option<&str>,
+    name_budget: usize,
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Vec<TenantSpec> {
@@ -98,7 +99,7 @@ pub(super) fn tenants(
         if t.max_concurrency == Some(0) {
             p.add(format!("{at}.max_concurrency"), "must be greater than 0");
         }
-        let policy = t.tools.unwrap_or_default();
+        let mut policy = t.tools.unwrap_or_default();
         let mut tools = ToolGlobs::default();
         // The ids this tenant's tools can have start with one of these.
         let prefixes: Vec<String> = gateway_id
@@ -149,6 +150,14 @@ pub(super) fn tenants(
                 Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
             }
         }
+        let reach = super::curation::Reach {
+            at: &at,
+            prefixes: &prefixes,
+            upstreams: &seen,
+            gateway_id,
+            name_budget,
+        };
+        let curation = super::curation::curation(&mut policy, &reach, p);
         if t.max_sessions == Some(0) {
             p.add(format!("{at}.max_sessions"), "must be greater than 0");
         }
@@ -166,6 +175,7 @@ pub(super) fn tenants(
                 .max_sessions
                 .filter(|n| *n > 0)
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            curation,
         });
     }
     out

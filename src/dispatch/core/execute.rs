@@ -32,6 +32,8 @@ pub struct Audit {
     /// The protocol the call came in.
     protocol: &'static str,
     tool: Option<String>,
+    /// The tool's name as the agent called it, where it called it by name.
+    name: Option<String>,
     upstream: Option<Arc<str>>,
     args_hmac: Option<ArgsDigest>,
 }
@@ -42,6 +44,7 @@ impl Audit {
             enabled: crate::telemetry::audit_enabled(),
             protocol,
             tool: None,
+            name: None,
             upstream: None,
             args_hmac: None,
         }
@@ -63,6 +66,14 @@ impl Audit {
         }
         if self.args_hmac.is_none() {
             self.args_hmac = arguments.map(|a| args_digest(a.get().as_bytes()));
+        }
+    }
+
+    /// Notes the name the agent called the tool by (the Model Context
+    /// Protocol's face; curation may list a tool under another than its id's).
+    pub fn named(&mut self, name: &str) {
+        if self.enabled {
+            self.name = Some(truncated(name, MAX_AUDITED_ID).to_owned());
         }
     }
 
@@ -91,6 +102,7 @@ impl Audit {
             crate::telemetry::audit(&crate::telemetry::AuditLine {
                 tenant: &tenant.name,
                 tool: self.tool.as_deref().unwrap_or(""),
+                name: self.name.as_deref(),
                 upstream: self.upstream.as_deref().unwrap_or(""),
                 outcome,
                 duration_ms: crate::telemetry::millis(took),
@@ -104,6 +116,7 @@ impl Audit {
             target: crate::telemetry::AUDIT,
             tenant = &*tenant.name,
             tool = self.tool.as_deref().unwrap_or(""),
+            name = self.name.as_deref(),
             upstream = self.upstream.as_deref().unwrap_or(""),
             outcome,
             duration_ms = crate::telemetry::millis(took),
@@ -391,7 +404,8 @@ impl Dispatcher {
     fn resolve(&self, tenant: &Tenant, id: &str) -> Result<Arc<Upstream>, GatewayError> {
         let unknown = || GatewayError::UnknownTool(id.to_owned());
         let upstream = mcpid::upstream_of(&self.inner.gateway_id, id).ok_or_else(unknown)?;
-        if !tenant.sees(upstream) {
+        // A tool curation hides is, to the tenant, one that does not exist.
+        if !tenant.sees(upstream) || tenant.hides(id) {
             return Err(unknown());
         }
         self.upstream(upstream).ok_or_else(unknown)

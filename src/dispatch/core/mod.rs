@@ -6,6 +6,7 @@
 //! hear. Its state is its own: the faces (`v1`, `mcp`) hold a handle and
 //! ask these operations.
 
+mod curate;
 mod execute;
 mod held;
 mod links;
@@ -516,21 +517,30 @@ impl Dispatcher {
         };
         // Tools a tenant's policy hides are left out item by item; otherwise
         // each upstream's listing is written out whole, as pre-serialized.
-        let policy = tenant.policy.as_ref().filter(|_| kind == Kind::Tool);
+        // A tool curation renames or describes anew is written again.
+        let tools = kind == Kind::Tool;
+        let policy = tenant.policy.as_ref().filter(|_| tools);
+        let curation = tenant.curation.as_ref().filter(|_| tools);
         for catalog in &catalogs {
             let listing = catalog.listing(kind);
             if listing.count == 0 {
                 continue;
             }
             let bytes = catalog.listing_bytes(kind);
-            match policy {
-                None => push(&mut parts, bytes),
-                Some(policy) => {
-                    for (id, range) in &listing.items {
-                        if policy.allows(id) {
-                            push(&mut parts, bytes.slice(range.clone()));
-                        }
+            if policy.is_none() && curation.is_none() {
+                push(&mut parts, bytes);
+                continue;
+            }
+            for (id, range) in &listing.items {
+                if !policy.is_none_or(|p| p.allows(id)) {
+                    continue;
+                }
+                match curation.and_then(|c| c.over(id)) {
+                    Some(over) if curation.is_some_and(|c| c.renders_v1(id)) => {
+                        let text = &listing.json[range.clone()];
+                        push(&mut parts, curate::v1_entry(text, over));
                     }
+                    _ => push(&mut parts, bytes.slice(range.clone())),
                 }
             }
         }

@@ -32,14 +32,23 @@ pub struct FaceIndex {
     pub prompt_at: HashMap<String, Range<usize>, foldhash::fast::RandomState>,
 }
 
-/// One tool's listing entries: its namespaced id, how the handshake era
-/// lists it, and how the stateless era does where that differs.
-pub type Listed = (Arc<str>, Box<str>, Option<Box<str>>);
+/// One tool's listing entries: the tool, how the handshake era lists it,
+/// and how the stateless era does where that differs.
+pub struct Listed {
+    pub tool: Arc<FaceTool>,
+    pub handshake: Box<str>,
+    pub stateless: Option<Box<str>>,
+}
 
 /// One tool as the face calls it.
 pub struct FaceTool {
     /// Its namespaced id.
     pub id: Arc<str>,
+    /// The name it is listed under (`{upstream}__{tool}`), unless curated.
+    pub name: Box<str>,
+    /// Its upstream's own name for it, where that may be listed bare (a
+    /// valid name without `__`).
+    pub own: Option<Box<str>>,
     /// Its result carries `structuredContent` (the listing showed an outputSchema).
     pub structured: bool,
     /// Its output schema's root is not an object: the stateless era lists it

@@ -30,7 +30,7 @@ use crate::tenant::Tenant;
 use crate::tenant::subscriptions::{self, Subscribed};
 use crate::upstream::progress::Report;
 use crate::upstream::{CallError, Status, Upstream};
-use face_index::{FaceIndex, FaceTool};
+use face_index::{FaceIndex, FaceTool, Listed};
 
 /// Whether `text` holds `needle`, by a searcher made once for it (a request's
 /// hot path asks the same few questions of every request).
@@ -44,6 +44,7 @@ macro_rules! holds {
 
 mod answer;
 mod asking;
+mod curated;
 mod face_index;
 mod listen;
 mod prompts;

@@ -115,6 +115,9 @@ impl ModelContext<'_> {
     }
 
     fn find_named(&self, tenant: &Tenant, name: &str) -> Option<Arc<FaceTool>> {
+        if let Some(curated) = &tenant.curation {
+            return self.curated_names(tenant, curated).named(name);
+        }
         self.core.visit_upstreams_of(tenant, |upstreams| {
             for u in upstreams {
                 // The index is read in place once made; it is made on a share
@@ -142,20 +145,34 @@ impl ModelContext<'_> {
     pub(super) async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
         let mut out = String::from(r#"{"tools":["#);
         let mut first = true;
+        let curated = match &tenant.curation {
+            Some(curated) => {
+                self.core.wait_for_starting(tenant).await;
+                Some((curated, self.curated_names(tenant, curated)))
+            }
+            None => None,
+        };
         self.each_index(tenant, Kind::Tool, |_, index| {
-            for (id, handshake, stateless) in &index.listed {
-                if !tenant.policy.as_ref().is_none_or(|p| p.allows(id)) {
+            for listed in &index.listed {
+                if !tenant
+                    .policy
+                    .as_ref()
+                    .is_none_or(|p| p.allows(&listed.tool.id))
+                {
                     continue;
                 }
                 if !first {
                     out.push(',');
                 }
                 first = false;
-                let listed = match (era, stateless) {
+                let text = match (era, &listed.stateless) {
                     (Era::Stateless, Some(s)) => s,
-                    _ => handshake,
+                    _ => &listed.handshake,
                 };
-                out.push_str(listed);
+                match &curated {
+                    Some((curated, names)) => names.write(&mut out, curated, &listed.tool, text),
+                    None => out.push_str(text),
+                }
             }
         })
         .await;
@@ -187,21 +204,25 @@ impl ModelContext<'_> {
             let id: Arc<str> = id.as_str().into();
             let handshake = render_tool(&name, &def, kept, &id, output.filter(|_| object_output));
             let stateless = loose_output.then(|| render_tool(&name, &def, kept, &id, output));
-            index.listed.push((id.clone(), handshake, stateless));
-            index.by_name.insert(
-                name,
-                Arc::new(FaceTool {
-                    mirrors: def
-                        .get("inputSchema")
-                        .map(param_headers::mirrors)
-                        .unwrap_or_default(),
-                    id,
-                    structured: object_output,
-                    loose_output,
-                    as_task: entry.is_some_and(|e| e.as_task),
-                    task_only: entry.is_some_and(|e| e.task_only),
-                }),
-            );
+            let tool = Arc::new(FaceTool {
+                mirrors: def
+                    .get("inputSchema")
+                    .map(param_headers::mirrors)
+                    .unwrap_or_default(),
+                own: self.bare_name(&id),
+                id,
+                name: name.as_str().into(),
+                structured: object_output,
+                loose_output,
+                as_task: entry.is_some_and(|e| e.as_task),
+                task_only: entry.is_some_and(|e| e.task_only),
+            });
+            index.listed.push(Listed {
+                tool: tool.clone(),
+                handshake,
+                stateless,
+            });
+            index.by_name.insert(name, tool);
         }
     }
 
@@ -298,6 +319,7 @@ impl ModelContext<'_> {
             .ok_or_else(|| {
                 invalid("params must be an object {\"name\": string, \"arguments\"?: object}")
             })?;
+        audit.named(&name);
         let Some(tool) = self.tool_named(tenant, &name).await else {
             return Err(GatewayError::UnknownTool(name.into_owned()));
         };

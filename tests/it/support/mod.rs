@@ -488,3 +488,70 @@ impl Live {
         rest
     }
 }
+
+/// A gateway watching the config file at `path` (reloads when it changes).
+pub async fn start_watching(path: &std::path::Path) -> Gateway {
+    let config = Config::load(path).unwrap();
+    let agent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = app::start_on(config, Some(path.to_owned()), agent, admin).unwrap();
+    Gateway::wrap(running)
+}
+
+/// Waits until `n` reloads ended with `outcome`.
+pub async fn wait_reloads(gw: &Gateway, outcome: &str, n: f64) {
+    let series = format!(r#"mcp_gateway_config_reloads_total{{outcome="{outcome}"}}"#);
+    within(async {
+        while metric(&gw.metrics().await, &series) != Some(n) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// Opens a 2026-07-28 `subscriptions/listen` for tool listing changes with `key`.
+pub async fn listen_for_tools(gw: &Gateway, key: &str) -> reqwest::Response {
+    let body = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}},
+        "notifications": {"toolsListChanged": true}}});
+    let r = within(
+        gw.client
+            .post(&gw.url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(body.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    r
+}
+
+/// The methods of the messages a stream has carried so far, until it ends
+/// or carries `until`.
+pub async fn heard(stream: &mut reqwest::Response, until: &str) -> Vec<String> {
+    let mut seen = String::new();
+    within(async {
+        loop {
+            let methods: Vec<String> = seen
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .map(|m| m["method"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            if methods.iter().any(|m| m == until) {
+                return methods;
+            }
+            match stream.chunk().await {
+                Ok(Some(chunk)) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return methods,
+            }
+        }
+    })
+    .await
+}

@@ -1,0 +1,129 @@
+//! A tenant's `tools.hide`, `tools.bare_names` and `tools.overrides`: each
+//! override names one tool of an upstream the tenant sees, each name is one
+//! the Model Context Protocol allows and no other tool of the tenant is
+//! given, each hide glob compiles and can match one of its tools.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::config::curation::{Curation, Override};
+use crate::config::raw::RawToolPolicy;
+
+/// Where a tenant's tools are, for the checks: its tools' id prefixes, the
+/// upstreams it sees, the gateway's id and its tool-name budget.
+pub(super) struct Reach<'a> {
+    pub at: &'a str,
+    pub prefixes: &'a [String],
+    pub upstreams: &'a [String],
+    pub gateway_id: Option<&'a str>,
+    pub name_budget: usize,
+}
+
+pub(super) fn curation(
+    policy: &mut RawToolPolicy,
+    reach: &Reach<'_>,
+    p: &mut Problems,
+) -> Option<Arc<Curation>> {
+    let at = reach.at;
+    let mut out = Curation {
+        bare_names: policy.bare_names,
+        ..Curation::default()
+    };
+    let mut hide = globset::GlobSetBuilder::new();
+    for (i, pattern) in policy.hide.iter().enumerate() {
+        let hat = format!("{at}.tools.hide[{i}]");
+        match globset::Glob::new(pattern) {
+            Err(e) => p.add(hat, format!("'{pattern}' is not a glob: {}", e.kind())),
+            Ok(_) if !reachable(pattern, reach) => {
+                p.add(hat, super::never_matches(pattern, reach.prefixes));
+            }
+            Ok(glob) => {
+                hide.add(glob);
+            }
+        }
+    }
+    if !policy.hide.is_empty() {
+        out.hide = hide.build().ok();
+    }
+    // Each name given, and the first override that gave it.
+    let mut named: HashMap<String, String> = HashMap::new();
+    for (id, raw) in std::mem::take(&mut policy.overrides) {
+        let oat = format!("{at}.tools.overrides.{id}");
+        if id.contains(['*', '?', '[', '{', '\\']) {
+            p.add(
+                &oat,
+                "an override names one tool by its exact namespaced id, not a glob",
+            );
+            continue;
+        }
+        if let Some(gateway) = reach.gateway_id {
+            let upstream = crate::protocol::mcpid::parse(gateway, &id).map(|(u, _)| u);
+            if !upstream.is_some_and(|u| reach.upstreams.iter().any(|s| s == u)) {
+                let why = match reach.prefixes {
+                    [] => "the tenant sees no upstream".to_owned(),
+                    prefixes => format!("its tools' ids start with {}", prefixes.join(" or ")),
+                };
+                p.add(
+                    &oat,
+                    format!("'{id}' matches no tool of this tenant: {why}"),
+                );
+                continue;
+            }
+        }
+        if let Some(name) = &raw.name {
+            if let Some(why) = bad_name(name, reach.name_budget) {
+                p.add(format!("{oat}.name"), why);
+            } else if let Some(first) = named.get(name) {
+                p.add(
+                    format!("{oat}.name"),
+                    format!("'{name}' is given to two tools: {first} and {id}"),
+                );
+            } else {
+                named.insert(name.clone(), id.clone());
+            }
+        }
+        let over = Override {
+            name: raw.name,
+            title: raw.title,
+            description: raw.description,
+        };
+        if over != Override::default() {
+            out.overrides.insert(id, over);
+        }
+    }
+    let asks = out.hide.is_some() || out.bare_names || !out.overrides.is_empty();
+    out.digest = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        (&policy.hide, out.bare_names).hash(&mut h);
+        let mut overrides: Vec<_> = out.overrides.iter().collect();
+        overrides.sort();
+        overrides.hash(&mut h);
+        h.finish()
+    };
+    asks.then(|| Arc::new(out))
+}
+
+/// Why `name` cannot be a tool's name for agents, if it cannot.
+fn bad_name(name: &str, budget: usize) -> Option<String> {
+    if !crate::modelcontext::names::is_valid(name) {
+        return Some(format!(
+            "'{name}' is no tool name: 1 to 64 of letters, digits, '-' and '_'"
+        ));
+    }
+    if name.len() > budget {
+        return Some(format!(
+            "'{name}' is longer than gateway.tool_name_budget ({budget})"
+        ));
+    }
+    if name.contains("__") {
+        return Some(format!(
+            "'{name}' holds '__', which marks the gateway's own upstream__tool names"
+        ));
+    }
+    None
+}
+
+fn reachable(pattern: &str, reach: &Reach<'_>) -> bool {
+    reach.gateway_id.is_none() || super::can_match(pattern, reach.prefixes)
+}
