@@ -162,7 +162,7 @@ impl GatewayError {
                 codes::UNAUTHORIZED_TOOL,
                 "Unauthorized tool",
                 Some(format!(
-                    "the definition of tool {id} changed since it was pinned; it is refused until an operator approves it"
+                    "the definition of tool {id} changed since it was pinned, or is new to its pinned upstream; it is refused until an operator approves it"
                 )),
             ),
             E::ToolDenied(id) | E::ScopeMissing { id, .. } => own(

@@ -25,7 +25,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum PinsCommand {
-    /// Make the pending (changed) fingerprints the pinned ones, so those tools serve again.
+    /// Print the definitions waiting for review, each with a diff against
+    /// the pinned one (what GET /pins on the admin listener answers).
+    List {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Pin what waits for review, so those tools serve (without --tool:
+    /// every definition pending, not those rejected).
     Approve {
         #[arg(long, short)]
         config: PathBuf,
@@ -35,6 +42,22 @@ enum PinsCommand {
         /// Only this tool (the upstream's own id, as in the pins file).
         #[arg(long)]
         tool: Option<String>,
+        /// Only if this is the definition waiting (its fingerprint).
+        #[arg(long, requires = "tool")]
+        fingerprint: Option<String>,
+    },
+    /// Keep a waiting definition out: the tool stays quarantined until one
+    /// is approved or the upstream lists a pinned definition under its id.
+    Reject {
+        #[arg(long, short)]
+        config: PathBuf,
+        #[arg(long)]
+        upstream: String,
+        #[arg(long)]
+        tool: String,
+        /// Only if this is the definition waiting (its fingerprint).
+        #[arg(long)]
+        fingerprint: Option<String>,
     },
 }
 
@@ -249,14 +272,7 @@ fn run(cli: Cli) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Pins {
-            command:
-                PinsCommand::Approve {
-                    config,
-                    upstream,
-                    tool,
-                },
-        } => approve_pins(&config, upstream.as_deref(), tool.as_deref()),
+        Command::Pins { command } => pins_command(&command),
         Command::DemoUpstream {
             http,
             name,
@@ -409,101 +425,40 @@ async fn wait_for_signal() {
     }
 }
 
-fn approve_pins(config: &std::path::Path, upstream: Option<&str>, tool: Option<&str>) -> ExitCode {
-    let loaded = match Config::load(config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{}: {e}", config.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(settings) = loaded.gateway.store.clone() {
-        if loaded.gateway.pins_file.is_none() {
-            eprintln!(
-                "{}: no gateway.pins_file: nothing is pinned",
-                config.display()
-            );
-            return ExitCode::FAILURE;
-        }
-        let pinned: Vec<String> = loaded
-            .upstreams
-            .iter()
-            .filter(|u| u.pin && upstream.is_none_or(|name| name == u.name))
-            .map(|u| u.name.clone())
-            .collect();
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            eprintln!("cannot start a runtime");
-            return ExitCode::FAILURE;
-        };
-        return rt.block_on(approve_shared_pins(settings, &pinned, tool));
+/// `mcp-gateway pins ...` (see `upstream::pins::cli`).
+fn pins_command(command: &PinsCommand) -> ExitCode {
+    use mcp_gateway::upstream::pins::cli::{Action, run};
+    match command {
+        PinsCommand::List { config } => run(config, Action::List),
+        PinsCommand::Approve {
+            config,
+            upstream,
+            tool,
+            fingerprint,
+        } => run(
+            config,
+            Action::Decide {
+                approve: true,
+                upstream: upstream.as_deref(),
+                tool: tool.as_deref(),
+                fingerprint: fingerprint.as_deref(),
+            },
+        ),
+        PinsCommand::Reject {
+            config,
+            upstream,
+            tool,
+            fingerprint,
+        } => run(
+            config,
+            Action::Decide {
+                approve: false,
+                upstream: Some(upstream),
+                tool: Some(tool),
+                fingerprint: fingerprint.as_deref(),
+            },
+        ),
     }
-    let pins = loaded.gateway.pins_file;
-    let Some(pins) = pins else {
-        eprintln!(
-            "{}: no gateway.pins_file: nothing is pinned",
-            config.display()
-        );
-        return ExitCode::FAILURE;
-    };
-    match mcp_gateway::upstream::pins::approve(&pins, upstream, tool) {
-        Ok(approved) => {
-            for (up, id) in &approved {
-                println!("approved {up} {id}");
-            }
-            println!(
-                "{} approved in {}; the gateway serves them again at its next refresh of the upstream",
-                approved.len(),
-                pins.display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("{}: {e}", pins.display());
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Approves pending pins in the shared store; every replica relists the
-/// upstreams whose pins were approved at once.
-async fn approve_shared_pins(
-    settings: mcp_gateway::config::StoreSettings,
-    upstreams: &[String],
-    tool: Option<&str>,
-) -> ExitCode {
-    let url = settings.url.clone();
-    let store = match mcp_gateway::store::Store::new(settings, mcp_gateway::metrics::Metrics::new())
-    {
-        Ok(store) => store,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Err(e) = store.open().await {
-        eprintln!("cannot reach the store at {url}: {e}");
-        return ExitCode::FAILURE;
-    }
-    let mut count = 0;
-    for up in upstreams {
-        match store.approve_pins(up, tool).await {
-            Ok(approved) => {
-                for id in &approved {
-                    println!("approved {up} {id}");
-                }
-                count += approved.len();
-            }
-            Err(e) => {
-                eprintln!("cannot approve {up}'s pins in the store at {url}: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    println!("{count} approved in the store at {url}; every replica serves them again now");
-    ExitCode::SUCCESS
 }
 
 /// The embedded demo's configuration, its `remote` upstream started on a

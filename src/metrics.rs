@@ -49,6 +49,8 @@ pub struct Metrics {
     /// Audit lines of refused calls left out: a tenant's beyond its share of the log.
     pub audit_lines_dropped: IntCounterVec,
     pub definitions_quarantined: IntGaugeVec,
+    /// Review decisions on quarantined definitions (`approved`, `rejected`).
+    pub pin_decisions: IntCounterVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
     /// Requests upstreams sent the gateway (a `ping`, ...), by what became of them.
@@ -246,8 +248,14 @@ impl Metrics {
             definitions_quarantined: gauge(
                 &r,
                 "definitions_quarantined",
-                "Tools of a pinned upstream whose definition changed, refused until approved.",
+                "Tools of a pinned upstream whose definition matches no pin, waiting for review or rejected.",
                 &["upstream"],
+            ),
+            pin_decisions: counter(
+                &r,
+                "pin_decisions_total",
+                "Review decisions on quarantined tool definitions made here, by decision (approved, rejected).",
+                &["decision"],
             ),
             config_reloads: counter(
                 &r,

@@ -8,7 +8,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use super::json;
 use crate::config::KeyDigest;
@@ -28,7 +28,7 @@ pub struct AdminState {
 
 impl AdminState {
     /// Whether the request may see what names tenants and upstreams.
-    fn may_see(&self, headers: &HeaderMap) -> bool {
+    pub(super) fn may_see(&self, headers: &HeaderMap) -> bool {
         let want = self.token.load();
         let Some(want) = want.as_deref() else {
             return true;
@@ -46,6 +46,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/pins", get(super::admin_pins::list))
+        .route("/pins/approve", post(super::admin_pins::approve))
+        .route("/pins/reject", post(super::admin_pins::reject))
         .with_state(state)
 }
 

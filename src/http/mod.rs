@@ -2,6 +2,7 @@
 //! (`/healthz`, `/readyz`, `/metrics`), both served by our own accept loop.
 
 pub mod admin;
+mod admin_pins;
 pub mod agent;
 mod browser;
 pub(crate) mod calls;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::definitions::{self, Kind};
+pub use super::fingerprint::{Seen, fingerprint};
 use super::mcpid;
 use super::schema::{self, Validator};
 use crate::jsonrpc::Json;
@@ -44,7 +45,8 @@ pub struct ToolEntry {
     /// (for an upstream of the Model Context Protocol).
     pub original_id: String,
     pub route: Route,
-    /// `sha256:` of the canonical JSON of the definition as the upstream wrote it.
+    /// `sha256:` of the canonical JSON of the definition as the upstream
+    /// wrote it, less its name (see `fingerprint`).
     pub fingerprint: String,
     /// What the upstream's own definition (the Model Context Protocol's)
     /// carries that MCP v1.0 has no place for: its `title`, `annotations`,
@@ -157,17 +159,12 @@ pub struct Built {
     tools: ToolMap,
     quarantined: HashMap<String, String>,
     pub dropped: Vec<Dropped>,
+    /// Each tool admitted as pins see it (its definition as the upstream
+    /// wrote it), for this build only.
+    pub seen: Vec<Seen>,
 }
 
 impl Built {
-    /// (original id, fingerprint) of every tool admitted.
-    pub fn fingerprints(&self) -> Vec<(String, String)> {
-        self.tools
-            .values()
-            .map(|t| (t.original_id.clone(), t.fingerprint.clone()))
-            .collect()
-    }
-
     /// Takes these tools (by original id) out of the listing and the routing
     /// table, remembering them as quarantined.
     pub fn quarantine(&mut self, ids: &std::collections::HashSet<String>) {
@@ -198,49 +195,6 @@ impl Built {
         }
         self.listing = out;
     }
-}
-
-/// `sha256:<hex>` of a definition's canonical JSON (object keys sorted, no
-/// white space), so that only a real change of the definition changes it.
-pub fn fingerprint(def: &Value) -> String {
-    use sha2::{Digest, Sha256};
-    use std::fmt::Write;
-    fn canonical(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    canonical(&map[k], out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    canonical(item, out);
-                }
-                out.push(']');
-            }
-            scalar => out.push_str(&scalar.to_string()),
-        }
-    }
-    let mut text = String::new();
-    canonical(def, &mut text);
-    let mut hex = String::from("sha256:");
-    for b in Sha256::digest(text.as_bytes()) {
-        let _ = write!(hex, "{b:02x}");
-    }
-    hex
 }
 
 impl Catalog {
@@ -386,6 +340,7 @@ pub fn build_from(gateway: &str, upstream: &str, kind: Kind, items: Vec<Candidat
         tools: ToolMap::default(),
         quarantined: HashMap::new(),
         dropped: Vec::new(),
+        seen: Vec::new(),
     };
     let mut seen = std::collections::HashSet::new();
     for item in items {
@@ -401,8 +356,9 @@ pub fn build_from(gateway: &str, upstream: &str, kind: Kind, items: Vec<Candidat
                     .items
                     .push((namespaced, start..built.listing.json.len()));
                 built.listing.count += 1;
-                if let Some(entry) = tool {
-                    built.tools.insert(entry.0, Arc::new(entry.1));
+                if let Some((namespaced, entry, pinned)) = tool {
+                    built.tools.insert(namespaced, Arc::new(entry));
+                    built.seen.push(pinned);
                 }
             }
             Err(dropped) => built.dropped.push(dropped),
@@ -414,7 +370,7 @@ pub fn build_from(gateway: &str, upstream: &str, kind: Kind, items: Vec<Candidat
     built
 }
 
-type Admitted = (String, String, Option<(String, ToolEntry)>);
+type Admitted = (String, String, Option<(String, ToolEntry, Seen)>);
 
 fn admit(
     gateway: &str,
@@ -451,21 +407,26 @@ fn admit(
     let namespaced = mcpid::namespace(gateway, upstream, &original);
     let tool = match kind {
         Kind::Tool => {
-            let print = match &source {
-                Some(source) => fingerprint(source),
-                None => fingerprint(&Value::Object(def.clone())),
-            };
+            let pinned = Seen::of(
+                &original,
+                source.clone().unwrap_or_else(|| def.clone().into()),
+            );
+            let print = pinned.fingerprint.clone();
             let mut entry = compile_tool(&def, &original, route, print).map_err(drop)?;
             entry.kept = source.as_ref().and_then(kept_members);
             entry.task_only = source.as_ref().is_some_and(task_only);
             entry.as_task = source.as_ref().is_some_and(as_task);
-            Some(entry)
+            Some((entry, pinned))
         }
         _ => None,
     };
     def.insert("mcpId".into(), Value::String(namespaced.clone()));
     let json = serde_json::to_string(&def).map_err(|e| drop(e.to_string()))?;
-    Ok((namespaced.clone(), json, tool.map(|t| (namespaced, t))))
+    Ok((
+        namespaced.clone(),
+        json,
+        tool.map(|(entry, pinned)| (namespaced, entry, pinned)),
+    ))
 }
 
 /// Whether an upstream's own tool definition runs only as a task.
@@ -579,7 +540,11 @@ mod tests {
             {"mcpId":"mcp://a/t1","name":"t","description":"d","inputSchema":{},"outputSchema":{}},
             {"mcpId":"mcp://a/t2","name":"t","description":"d","inputSchema":{},"outputSchema":{}}]"#);
         let mut built = build("g", "up", Kind::Tool, tools, Default::default());
-        assert_eq!(built.fingerprints().len(), 2);
+        assert_eq!(built.seen.len(), 2);
+        assert_eq!(
+            built.seen[0].fingerprint, built.seen[1].fingerprint,
+            "the same definition under two ids: one fingerprint"
+        );
         built.quarantine(&["mcp://a/t1".to_owned()].into());
         let cat = Catalog::default().with(vec![(Kind::Tool, built)]);
         assert!(cat.tool("mcp://g/up/a/t1").is_none() && cat.is_quarantined("mcp://a/t1"));

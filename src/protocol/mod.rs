@@ -6,6 +6,7 @@ pub mod bounds;
 pub mod capabilities;
 pub mod catalog;
 pub mod definitions;
+pub mod fingerprint;
 pub mod instance;
 pub mod mcpid;
 pub mod method;

@@ -1,102 +1,71 @@
 //! Pinned tool definitions (see `crate::upstream::pins`) that every replica
-//! holds to the same record: per upstream, a hash of each tool's pinned
-//! fingerprint and one of the fingerprints pending approval. The first
-//! replica to see a tool pins it for all (an atomic script), so a replica
-//! that starts after a definition changed quarantines it as the others do,
-//! rather than pinning the changed definition as new. An approval
-//! (`mcp-gateway pins approve`) is made in the store and announced on the
-//! change channel: every replica relists the upstream at once.
+//! holds to the same record: per upstream, one JSON document of its pins
+//! (what the pins file holds for it), replaced whole by compare-and-set.
+//! The first replica to see a tool pins it for all, so a replica that
+//! starts after a definition changed quarantines it as the others do,
+//! rather than pinning the changed definition as new. A review decision is
+//! made in the store and announced on the change channel: every replica
+//! relists the upstream at once.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use super::{Store, StoreError};
 
-/// For each (id, seed, fingerprint) of ARGV: pins the seed when the tool is
-/// not pinned yet, then clears its pending fingerprint if the pin matches or
-/// records it if not; returns the ids that do not match.
-const CHECK: &str = r"
-local quarantined = {}
-for i = 1, #ARGV, 3 do
-  local id, seed, print = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local pinned = redis.call('HGET', KEYS[1], id)
-  if not pinned then
-    redis.call('HSET', KEYS[1], id, seed)
-    pinned = seed
-  end
-  if pinned == print then
-    redis.call('HDEL', KEYS[2], id)
-  else
-    redis.call('HSET', KEYS[2], id, print)
-    quarantined[#quarantined + 1] = id
-  end
+/// Sets KEYS[1] to ARGV[2] when it holds ARGV[1] (`""`: when it is
+/// missing); 1 when it did.
+const SWAP: &str = r"
+local now = redis.call('GET', KEYS[1])
+if (now == false and ARGV[1] == '') or now == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
 end
-return quarantined
+return 0
 ";
 
-/// Makes the pending fingerprints of ARGV[1] (a tool's id, or every tool
-/// when empty) the pinned ones; returns the ids approved.
-const APPROVE: &str = r"
-local approved = {}
-local pending = redis.call('HGETALL', KEYS[2])
-for i = 1, #pending, 2 do
-  if ARGV[1] == '' or ARGV[1] == pending[i] then
-    redis.call('HSET', KEYS[1], pending[i], pending[i + 1])
-    redis.call('HDEL', KEYS[2], pending[i])
-    approved[#approved + 1] = pending[i]
-  end
-end
-return approved
-";
+static SWAP_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(SWAP));
 
-static CHECK_SCRIPT: std::sync::LazyLock<redis::Script> =
-    std::sync::LazyLock::new(|| redis::Script::new(CHECK));
-static APPROVE_SCRIPT: std::sync::LazyLock<redis::Script> =
-    std::sync::LazyLock::new(|| redis::Script::new(APPROVE));
+/// An upstream's record as the store holds it.
+pub struct PinRecord {
+    /// The document's text; `None` when there is none yet.
+    pub text: Option<String>,
+    /// With none yet, the fingerprints an older gateway kept in the store
+    /// (tool id → fingerprint), which seed it.
+    pub legacy: HashMap<String, String>,
+}
 
 impl Store {
-    fn pin_keys(&self, upstream: &str) -> [String; 2] {
-        [
-            self.key(&["pins", upstream]),
-            self.key(&["pins-pending", upstream]),
-        ]
-    }
-
-    /// Checks an upstream's tools, each `(id, seed, fingerprint)`: the seed
-    /// is what a tool not pinned yet is pinned to. The ids quarantined.
-    pub async fn check_pins(
-        &self,
-        upstream: &str,
-        tools: &[(String, String, String)],
-    ) -> Result<HashSet<String>, StoreError> {
-        let [pinned, pending] = self.pin_keys(upstream);
-        let args: Vec<String> = tools
-            .iter()
-            .flat_map(|(id, seed, print)| [id.clone(), seed.clone(), print.clone()])
-            .collect();
-        let quarantined: Vec<String> = self
-            .script(&CHECK_SCRIPT, &[&pinned, &pending], &args)
+    /// The upstream's pins record.
+    pub async fn pin_record(&self, upstream: &str) -> Result<PinRecord, StoreError> {
+        let text: Option<String> = self
+            .query(redis::cmd("GET").arg(self.key(&["pin-record", upstream])))
             .await?;
-        Ok(quarantined.into_iter().collect())
+        let legacy = match text {
+            Some(_) => HashMap::new(),
+            None => {
+                self.query(redis::cmd("HGETALL").arg(self.key(&["pins", upstream])))
+                    .await?
+            }
+        };
+        Ok(PinRecord { text, legacy })
     }
 
-    /// Approves an upstream's pending fingerprints (of one tool, or all);
-    /// the ids approved. The replicas hear of it and relist the upstream.
-    pub async fn approve_pins(
+    /// Replaces the upstream's record with `new` if it is still `old`
+    /// (`None`: if there is none); whether it was.
+    pub async fn swap_pin_record(
         &self,
         upstream: &str,
-        tool: Option<&str>,
-    ) -> Result<Vec<String>, StoreError> {
-        let [pinned, pending] = self.pin_keys(upstream);
-        let approved: Vec<String> = self
+        old: Option<&str>,
+        new: &str,
+    ) -> Result<bool, StoreError> {
+        let key = self.key(&["pin-record", upstream]);
+        let swapped: i64 = self
             .script(
-                &APPROVE_SCRIPT,
-                &[&pinned, &pending],
-                &[tool.unwrap_or("").to_owned()],
+                &SWAP_SCRIPT,
+                &[&key],
+                &[old.unwrap_or("").to_owned(), new.to_owned()],
             )
             .await?;
-        if !approved.is_empty() {
-            self.announce_relisting(upstream).await?;
-        }
-        Ok(approved)
+        Ok(swapped == 1)
     }
 }

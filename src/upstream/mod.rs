@@ -639,6 +639,11 @@ impl Upstream {
         self.pins.as_ref().is_some_and(|p| p.fell_back())
     }
 
+    /// Where its tools' pins are kept, when it is pinned.
+    pub fn pins(&self) -> Option<&Arc<pins::PinStore>> {
+        self.pins.as_ref()
+    }
+
     /// Pins this upstream's tool definitions in `store` (before it starts).
     pub fn pin(self: &mut Arc<Self>, store: Arc<pins::PinStore>) {
         if let Some(up) = Arc::get_mut(self) {
@@ -1282,30 +1287,34 @@ impl Upstream {
         fresh.push((kind, built));
     }
 
-    /// Quarantines the tools whose pinned definition changed. If the pins file
-    /// cannot be read or written, every tool is quarantined: pinning fails closed.
+    /// Quarantines the tools whose definition matches no pin (see
+    /// `pins::record`). If the pins cannot be read or written, every tool is
+    /// quarantined: pinning fails closed.
     async fn apply_pins(&self, built: &mut catalog::Built) {
         let Some(store) = &self.pins else { return };
-        let prints = built.fingerprints();
-        let quarantined = match store.check_now(&self.name, &prints).await {
-            Ok(q) => q,
+        let seen = std::mem::take(&mut built.seen);
+        let quarantined = match store.check_now(&self.name, &seen).await {
+            Ok(checked) => checked.quarantined,
             Err(e) => {
-                tracing::error!(upstream = %self.name, pins = %store.place(), error = %e, "cannot use the pins file; quarantining every tool of this upstream");
-                prints.iter().map(|(id, _)| id.clone()).collect()
+                tracing::error!(upstream = %self.name, pins = %store.place(), error = %e, "cannot use the pins; quarantining every tool of this upstream");
+                seen.iter()
+                    .map(|s| (s.id.clone(), pins::Reason::Changed))
+                    .collect()
             }
         };
-        for id in &quarantined {
-            let new = prints
+        for (id, reason) in &quarantined {
+            let new = seen
                 .iter()
-                .find(|(i, _)| i == id)
-                .map_or("", |(_, p)| p.as_str());
-            tracing::warn!(upstream = %self.name, tool = %id, fingerprint = new, pins = %store.place(), "tool definition changed since it was pinned: quarantined until approved (mcp-gateway pins approve)");
+                .find(|s| s.id == *id)
+                .map_or("", |s| s.fingerprint.as_str());
+            tracing::warn!(upstream = %self.name, tool = %id, reason = reason.as_str(), fingerprint = new, pins = %store.place(), "tool definition matches no pin: quarantined until reviewed (GET /pins on the admin listener, or mcp-gateway pins list)");
         }
         self.metrics
             .definitions_quarantined
             .with_label_values(&[&self.name])
             .set(quarantined.len() as i64);
-        built.quarantine(&quarantined);
+        let ids = quarantined.into_iter().map(|(id, _)| id).collect();
+        built.quarantine(&ids);
     }
 
     /// Refreshes the catalog unless that was done less than a second ago (or is under way).

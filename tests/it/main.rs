@@ -25,6 +25,7 @@ mod mcp_sessions;
 mod modelcontext;
 mod newcomer;
 mod ops;
+mod pins;
 mod progress;
 mod raw_http;
 mod readme;

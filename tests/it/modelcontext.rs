@@ -478,7 +478,7 @@ async fn pinning_and_policies_hold_for_these_upstreams() {
     let pinned: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
     assert_eq!(pinned["sdk"]["mcp://tool/add"]["fingerprint"], print);
     assert!(
-        pinned["sdk"]["mcp://tool/add"]["pending"].is_string(),
+        pinned["sdk"]["mcp://tool/add"]["pending"]["fingerprint"].is_string(),
         "{pinned}"
     );
     gw.stop().await;

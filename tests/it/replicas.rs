@@ -376,6 +376,7 @@ async fn pins_are_one_record_for_every_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pins_fall_back_to_what_this_replica_saw_pinned_while_the_store_is_down() {
     use mcp_gateway::config::{StoreSettings, WhenDown};
+    use mcp_gateway::protocol::fingerprint::Seen;
     use mcp_gateway::upstream::pins::PinStore;
     let mut redis = Redis::start();
     let dir = tempfile::tempdir().unwrap();
@@ -397,25 +398,21 @@ async fn pins_fall_back_to_what_this_replica_saw_pinned_while_the_store_is_down(
     let mut up = store.watch_up();
     within(up.wait_for(|up| *up)).await.unwrap();
     let pins = PinStore::new(dir.path().join("pins.json")).shared(store);
-    let tools = |echo: &str| {
-        vec![
-            ("echo".to_owned(), echo.to_owned()),
-            ("add".to_owned(), "add-1".to_owned()),
-        ]
-    };
-    let quarantined = pins.check_now("s", &tools("echo-1")).await.unwrap();
+    let def = |id: &str, text: &str| Seen::of(id, json!({"name": id, "description": text}));
+    let tools = |echo: &str| vec![def("echo", echo), def("add", "add-1")];
+    let quarantined = pins.check_now("s", &tools("echo-1")).await.unwrap().ids();
     assert!(quarantined.is_empty(), "{quarantined:?}");
     assert!(!pins.fell_back());
 
     redis.kill();
     // The definitions seen pinned still serve; a change to one, or a tool
     // never seen, cannot be checked and is quarantined.
-    let same = pins.check_now("s", &tools("echo-1")).await.unwrap();
+    let same = pins.check_now("s", &tools("echo-1")).await.unwrap().ids();
     assert!(same.is_empty(), "{same:?}");
     assert!(pins.fell_back());
     let mut changed = tools("echo-2");
-    changed.push(("new".to_owned(), "new-1".to_owned()));
-    let quarantined = pins.check_now("s", &changed).await.unwrap();
+    changed.push(def("new", "new-1"));
+    let quarantined = pins.check_now("s", &changed).await.unwrap().ids();
     assert_eq!(
         quarantined,
         ["echo", "new"].map(str::to_owned).into_iter().collect(),
@@ -429,7 +426,7 @@ async fn pins_fall_back_to_what_this_replica_saw_pinned_while_the_store_is_down(
     redis.restart();
     within(async {
         loop {
-            let q = pins.check_now("s", &changed).await.unwrap();
+            let q = pins.check_now("s", &changed).await.unwrap().ids();
             if !pins.fell_back() {
                 assert!(q.is_empty(), "{q:?}");
                 return;
@@ -439,7 +436,7 @@ async fn pins_fall_back_to_what_this_replica_saw_pinned_while_the_store_is_down(
     })
     .await;
     // And what it now holds is what a change is checked against.
-    let rug = pins.check_now("s", &tools("echo-3")).await.unwrap();
+    let rug = pins.check_now("s", &tools("echo-3")).await.unwrap().ids();
     assert_eq!(rug, ["echo".to_owned()].into_iter().collect());
     stop.cancel();
 }

@@ -570,7 +570,7 @@ async fn a_changed_pinned_definition_is_quarantined_until_approved() {
     let pending: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
     assert!(
-        pending["s"]["mcp://s/tools/echo:v1"]["pending"].is_string(),
+        pending["s"]["mcp://s/tools/echo:v1"]["pending"]["fingerprint"].is_string(),
         "the new fingerprint is written for review"
     );
 
