@@ -313,3 +313,105 @@ fn without_an_admin_token_the_review_is_forbidden() {
     assert_eq!(http(&admin, "POST", "/pins/approve", None, &body).0, 403);
     assert!(p.terminate().success());
 }
+
+/// With a store a decision is the store's: taken on one replica's admin
+/// listener, it shows in another's review, and the approved tool serves on
+/// every replica at once, without a refresh of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_on_one_replica_is_every_replicas() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |replica: usize, suffix: &[&str]| {
+        format!(
+            "gateway: {{id: gw, admin_token: {TOKEN}, pins_file: {:?}, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
+            dir.path().join(format!("pins-{replica}.json")),
+            redis.url(),
+            StdioUpstream::new("s", suffix).with("pin", true).yaml(),
+            tenant("ka", &["s"])
+        )
+    };
+    let review = async |gw: &Gateway| -> Vec<Value> {
+        let r = within(
+            gw.client
+                .get(format!("{}/pins", gw.admin))
+                .bearer_auth(TOKEN)
+                .send(),
+        )
+        .await
+        .unwrap();
+        let doc: Value = serde_json::from_str(&within(r.text()).await.unwrap()).unwrap();
+        doc["quarantined"].as_array().unwrap().clone()
+    };
+    let first = Gateway::start(&config(0, &[])).await;
+    crate::support::until(|| async {
+        first.list("ka", "mcp/listTools").await.len() == TEST_TOOL_COUNT
+    })
+    .await;
+    // It pinned for all; the replicas that follow see the upstream changed
+    // (had it stayed, its own relisting would find the pinned definitions
+    // listed again, which ends their wait).
+    first.stop().await;
+    let rug = ["--description-suffix", RUG];
+    let (a, b) = (
+        Gateway::start(&config(1, &rug)).await,
+        Gateway::start(&config(2, &rug)).await,
+    );
+    for gw in [&a, &b] {
+        crate::support::until(|| async { review(gw).await.len() == TEST_TOOL_COUNT }).await;
+    }
+    let echo = review(&b)
+        .await
+        .into_iter()
+        .find(|q| q["tool"] == "mcp://s/tools/echo:v1")
+        .unwrap();
+    let body = json!({"upstream": "s", "tool": "mcp://s/tools/echo:v1", "fingerprint": echo["pending"]["fingerprint"]});
+    let r = within(gw_post(&a, "/pins/approve", &body)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    // b relists at once: its listing has the tool, and no call of it (which
+    // would refresh a quarantined tool's upstream) came first.
+    crate::support::until(|| async {
+        let tools = b.list("ka", "mcp/listTools").await;
+        tools
+            .iter()
+            .any(|t| t["mcpId"] == "mcp://gw/s/s/tools/echo:v1")
+    })
+    .await;
+    let r = b
+        .execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "x"}))
+        .await;
+    assert_eq!(r["result"]["output"]["text"], "x", "{r}");
+    assert_eq!(review(&b).await.len(), TEST_TOOL_COUNT - 1);
+    // A rejection on b is a's too.
+    let add = review(&b)
+        .await
+        .into_iter()
+        .find(|q| q["tool"] == "mcp://s/tools/add:v1")
+        .unwrap();
+    let body = json!({"upstream": "s", "tool": "mcp://s/tools/add:v1", "fingerprint": add["pending"]["fingerprint"]});
+    assert_eq!(
+        within(gw_post(&b, "/pins/reject", &body))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let add = review(&a)
+        .await
+        .into_iter()
+        .find(|q| q["tool"] == "mcp://s/tools/add:v1")
+        .unwrap();
+    assert_eq!(add["state"], "rejected");
+    for gw in [a, b] {
+        gw.stop().await;
+    }
+}
+
+async fn gw_post(gw: &Gateway, path: &str, body: &Value) -> reqwest::Result<reqwest::Response> {
+    let url = format!("{}{path}", gw.admin);
+    let request = gw.client.post(url).bearer_auth(TOKEN);
+    request
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+}
