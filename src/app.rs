@@ -86,6 +86,7 @@ impl Core {
             limits.max_subscription_bytes_per_session,
             limits.max_subscription_bytes_per_tenant,
         ));
+        dispatcher.spills().set_max_bytes(limits.max_spill_bytes);
         // The shared store, when there is one: connected (and reconnected) in
         // the background once serving starts; serving never waits for it.
         let shared = match config.gateway.store.clone() {
@@ -93,6 +94,7 @@ impl Core {
                 let store = crate::store::Store::new(settings, metrics.clone())
                     .map_err(std::io::Error::other)?;
                 dispatcher.share_limits(crate::store::limits::SharedLimits::new(store.clone()));
+                dispatcher.spills().share(store.clone());
                 let (relay, heard) = crate::store::bus::relay_queue();
                 Some(Shared {
                     store,

@@ -28,6 +28,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod modelcontext;
+pub mod output;
 pub mod protocol;
 pub mod redact;
 pub mod seal;

@@ -51,6 +51,14 @@ pub struct Metrics {
     pub definitions_quarantined: IntGaugeVec,
     /// Review decisions on quarantined definitions (`approved`, `rejected`).
     pub pin_decisions: IntCounterVec,
+    /// Tool results cut to their tenant's output budget.
+    pub results_truncated: IntCounterVec,
+    /// Bytes of cut results' pages a tenant holds (on this replica, or in the store).
+    pub spill_bytes: IntGaugeVec,
+    /// Cached results looked up, by outcome (`hit`, `miss`).
+    pub result_cache: IntCounterVec,
+    /// Cached results a tenant holds on this replica (or in the store).
+    pub result_cache_entries: IntGaugeVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
     /// Requests upstreams sent the gateway (a `ping`, ...), by what became of them.
@@ -256,6 +264,30 @@ impl Metrics {
                 "pin_decisions_total",
                 "Review decisions on quarantined tool definitions made here, by decision (approved, rejected).",
                 &["decision"],
+            ),
+            results_truncated: counter(
+                &r,
+                "results_truncated_total",
+                "Tool results cut to the tenant's output budget (tools.output), the rest kept in pages.",
+                &["tenant"],
+            ),
+            spill_bytes: gauge(
+                &r,
+                "spill_bytes",
+                "Bytes of cut results' pages the tenant holds: on this replica, or in the shared store.",
+                &["tenant"],
+            ),
+            result_cache: counter(
+                &r,
+                "result_cache_total",
+                "Lookups of cached tool results (tools.cache), by outcome (hit, miss).",
+                &["tenant", "outcome"],
+            ),
+            result_cache_entries: gauge(
+                &r,
+                "result_cache_entries",
+                "Cached tool results the tenant holds on this replica.",
+                &["tenant"],
             ),
             config_reloads: counter(
                 &r,

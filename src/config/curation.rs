@@ -1,9 +1,13 @@
 //! What a tenant's agents see of its tools (`tools.hide`, `tools.bare_names`,
-//! `tools.overrides`), compiled from the file. The tools keep their true
+//! `tools.overrides`, `tools.output`), compiled from the file. The tools keep their true
 //! identity (the namespaced id) for everything the gateway decides: policy,
 //! scopes, limits, pins, metrics and the audit line all read the id.
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+/// Bytes a token is counted as, for `max_tokens`.
+pub const BYTES_PER_TOKEN: u64 = 4;
 
 /// One tenant's curation; `None` in a `TenantSpec` when it asks for none,
 /// so that an uncurated tenant's paths stay as they are.
@@ -16,6 +20,8 @@ pub struct Curation {
     pub bare_names: bool,
     /// By exact namespaced id.
     pub overrides: HashMap<String, Override, foldhash::fast::RandomState>,
+    /// The result budget of every tool of the tenant (`tools.output`).
+    pub output: Option<OutputSettings>,
     /// A digest of the settings as written: equal for equal settings, so a
     /// reload that changes them tells the tenant's sessions its listing changed.
     pub digest: u64,
@@ -30,6 +36,63 @@ pub struct Override {
     pub title: Option<String>,
     /// Its description in both faces.
     pub description: Option<String>,
+    /// Its result budget's keys, each replacing the tenant's.
+    pub output: Option<OutputSettings>,
+}
+
+/// A result budget's keys as written; a key left out falls back to the
+/// tenant's, then to its default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OutputSettings {
+    pub max_bytes: Option<u64>,
+    pub max_tokens: Option<u64>,
+    pub page_bytes: Option<u64>,
+    pub spill_ttl_ms: Option<u64>,
+    pub spill_quota_bytes: Option<u64>,
+}
+
+impl OutputSettings {
+    /// These keys, those left out taken from `base`.
+    fn over(self, base: Option<&OutputSettings>) -> OutputSettings {
+        let Some(b) = base else { return self };
+        OutputSettings {
+            max_bytes: self.max_bytes.or(b.max_bytes),
+            max_tokens: self.max_tokens.or(b.max_tokens),
+            page_bytes: self.page_bytes.or(b.page_bytes),
+            spill_ttl_ms: self.spill_ttl_ms.or(b.spill_ttl_ms),
+            spill_quota_bytes: self.spill_quota_bytes.or(b.spill_quota_bytes),
+        }
+    }
+
+    /// The budget these keys set: none unless `max_bytes` or `max_tokens` is set.
+    fn budget(&self) -> Option<Budget> {
+        let tokens = self.max_tokens.map(|t| t.saturating_mul(BYTES_PER_TOKEN));
+        let max = match (self.max_bytes, tokens) {
+            (Some(b), Some(t)) => b.min(t),
+            (b, t) => b.or(t)?,
+        };
+        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        Some(Budget {
+            max_bytes: size(max),
+            page_bytes: size(self.page_bytes.unwrap_or(65_536)),
+            spill_ttl: Duration::from_millis(self.spill_ttl_ms.unwrap_or(600_000)),
+            spill_quota: self.spill_quota_bytes.unwrap_or(64 << 20),
+        })
+    }
+}
+
+/// One tool's result budget, settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// The most bytes of a result sent whole (the smaller of `max_bytes`
+    /// and `max_tokens` counted in bytes).
+    pub max_bytes: usize,
+    /// The most bytes of one spill page.
+    pub page_bytes: usize,
+    /// How long the pages can be read.
+    pub spill_ttl: Duration,
+    /// The most bytes of pages the tenant keeps.
+    pub spill_quota: u64,
 }
 
 impl Curation {
@@ -43,10 +106,21 @@ impl Curation {
         self.overrides.get(id)
     }
 
+    /// The tool's result budget, if it has one.
+    pub fn budget(&self, id: &str) -> Option<Budget> {
+        let own = self.over(id).and_then(|o| o.output);
+        match own {
+            Some(own) => own.over(self.output.as_ref()).budget(),
+            None => self.output.as_ref()?.budget(),
+        }
+    }
+
     /// Whether the tool's listing entry differs from the upstream's in the
-    /// MCP v1.0 face (its name or description).
+    /// MCP v1.0 face (its name or description, or an outputSchema that
+    /// admits the stub of a cut result).
     pub fn renders_v1(&self, id: &str) -> bool {
         self.over(id)
             .is_some_and(|o| o.name.is_some() || o.description.is_some())
+            || self.budget(id).is_some()
     }
 }

@@ -172,6 +172,10 @@ pub struct Limits {
     /// Requests from one upstream (a `ping`, ...) being answered at once;
     /// past it a request is dropped unanswered and counted. Default 16.
     pub max_server_requests: usize,
+    /// Bytes of spilled result pages kept on this replica. Default 256 MiB.
+    pub max_spill_bytes: usize,
+    /// Bytes of cached results kept on this replica. Default 64 MiB.
+    pub max_cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -193,6 +197,8 @@ impl Default for Limits {
             max_listing_bytes: 8 << 20,
             max_definition_bytes: 256 << 10,
             max_server_requests: 16,
+            max_spill_bytes: 256 << 20,
+            max_cache_bytes: 64 << 20,
         }
     }
 }

@@ -186,6 +186,12 @@ pub struct RawLimits {
     pub max_definition_bytes: Option<u64>,
     /// Requests from one upstream answered at once (default 16).
     pub max_server_requests: Option<u64>,
+    /// Bytes of spilled result pages this replica keeps, all tenants
+    /// together; past it the oldest of the tenant holding most go (default 256 MiB).
+    pub max_spill_bytes: Option<u64>,
+    /// Bytes of cached results this replica keeps, all tenants together;
+    /// least recently used dropped first (default 64 MiB).
+    pub max_cache_bytes: Option<u64>,
 }
 
 /// One upstream: exactly one of stdio and http.
@@ -309,6 +315,30 @@ pub struct RawToolPolicy {
     /// Per tool, by exact namespaced id: what this tenant's agents see of it.
     #[serde(default)]
     pub overrides: BTreeMap<String, RawOverride>,
+    /// A budget for tools' results: a larger one is cut, and the rest kept
+    /// in pages the agent reads as resources.
+    pub output: Option<RawOutput>,
+}
+
+/// A result budget; an override's keys replace the tenant's.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutput {
+    /// Bytes of a result's structuredContent (else content) as JSON.
+    #[schemars(range(min = 1))]
+    pub max_bytes: Option<u64>,
+    /// The same in tokens, 4 bytes a token; the smaller bound wins.
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
+    /// Bytes of one spill page (default 65536, at least 1024).
+    #[schemars(range(min = 1024))]
+    pub page_bytes: Option<u64>,
+    /// How long pages can be read (default 600000).
+    #[schemars(range(min = 1))]
+    pub spill_ttl_ms: Option<u64>,
+    /// Bytes of pages the tenant keeps; oldest dropped first (default 64 MiB).
+    #[schemars(range(min = 1))]
+    pub spill_quota_bytes: Option<u64>,
 }
 
 /// What a tenant's agents see of one tool; its mcpId never changes.
@@ -323,6 +353,8 @@ pub struct RawOverride {
     pub title: Option<String>,
     /// Its description in both faces.
     pub description: Option<String>,
+    /// Its result budget: these keys replace the tenant's `output`.
+    pub output: Option<RawOutput>,
 }
 
 /// The JSON Schema of the configuration file (draft 2020-12).

@@ -161,6 +161,15 @@ fn v1_result(result: ToolResult) -> Payload {
         Err(result) => result,
     };
     let (kind, output) = result.output();
+    if let Some(cut) = result.cut_off() {
+        // The cut output, and the mark in the result's `_meta`.
+        let meta = serde_json::json!({ crate::output::TRUNCATED: cut.mark }).to_string();
+        let output = match kind {
+            Output::Value => output.get().to_owned(),
+            Output::Blocks => format!(r#"{{"content":{}}}"#, output.get()),
+        };
+        return Payload::Text(format!(r#"{{"output":{output},"_meta":{meta}}}"#));
+    }
     let mut out = String::with_capacity(output.get().len() + 24);
     match kind {
         Output::Value => {

@@ -40,6 +40,18 @@ pub struct ToolResult {
     /// The answer is itself a result object of MCP v1.0 (with whatever its
     /// upstream put beside `output`), forwardable to an MCP v1.0 agent as is.
     object: bool,
+    /// Cut to the tenant's output budget: what the faces add.
+    cut: Option<Box<Cut>>,
+}
+
+/// What a result cut to its budget carries beside its output.
+#[derive(Debug)]
+pub struct Cut {
+    /// `_meta["dev.mcp-gateway/truncated"]`.
+    pub mark: serde_json::Value,
+    /// The blocks that follow a structured value's text block (a note and
+    /// the pages' links); a cut of blocks holds them already.
+    pub tail: Vec<serde_json::Value>,
 }
 
 impl ToolResult {
@@ -52,7 +64,25 @@ impl ToolResult {
             at,
             output,
             object,
+            cut: None,
         }
+    }
+
+    /// A result cut to its budget: `output`'s text is the whole answer.
+    pub fn cut(answer: JsonBuf, output: Output, cut: Cut) -> Self {
+        let at = 0..answer.get().len();
+        ToolResult {
+            answer,
+            at,
+            output,
+            object: false,
+            cut: Some(Box::new(cut)),
+        }
+    }
+
+    /// What was cut, if the result was.
+    pub fn cut_off(&self) -> Option<&Cut> {
+        self.cut.as_deref()
     }
 
     /// The tool's output: a value or an array of content blocks.

@@ -13,6 +13,7 @@
 pub mod bus;
 pub mod limits;
 pub mod pins;
+pub mod spill;
 pub mod state;
 
 use std::sync::Arc;

@@ -14,6 +14,10 @@ pub struct AuditLine<'a> {
     pub duration_ms: f64,
     pub args_hmac: &'a str,
     pub protocol: &'a str,
+    /// The result was cut to the tenant's output budget (written only when so).
+    pub truncated: Option<bool>,
+    /// The result came from the tenant's result cache (written only when so).
+    pub cached: Option<bool>,
     /// The token's subject, when the caller presented a JWT.
     pub subject: Option<&'a str>,
 }
@@ -61,6 +65,12 @@ pub(super) fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     plain(out, line.args_hmac);
     out.push_str(",\"protocol\":");
     plain(out, line.protocol);
+    if line.truncated == Some(true) {
+        out.push_str(",\"truncated\":true");
+    }
+    if line.cached == Some(true) {
+        out.push_str(",\"cached\":true");
+    }
     if let Some(subject) = line.subject {
         out.push_str(",\"subject\":");
         string(out, subject);

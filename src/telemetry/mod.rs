@@ -208,6 +208,8 @@ mod tests {
             duration_ms: took,
             args_hmac: "00ff",
             protocol: "v1",
+            truncated: (tool == "nested").then_some(true),
+            cached: (outcome == "ok").then_some(true),
             subject: (tool == "nested").then_some("agent \"7\"\n"),
         };
         audit(&line("outside", 1.0, "ok"));
@@ -269,6 +271,8 @@ mod tests {
                     duration_ms = l.duration_ms,
                     args_hmac = l.args_hmac,
                     protocol = l.protocol,
+                    truncated = l.truncated,
+                    cached = l.cached,
                     subject = l.subject,
                     "tool call"
                 )
@@ -336,6 +340,8 @@ mod tests {
                     duration_ms: 1.5,
                     args_hmac: "00ff",
                     protocol: "v1",
+                    truncated: None,
+                    cached: None,
                     subject: None,
                 },
             );

@@ -10,6 +10,7 @@ mod asks;
 mod audit;
 pub(crate) mod binary;
 mod browser;
+mod budgets;
 mod compliance;
 mod conformance;
 mod curation;

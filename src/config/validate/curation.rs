@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::config::curation::{Curation, Override};
-use crate::config::raw::RawToolPolicy;
+use crate::config::curation::{Curation, OutputSettings, Override};
+use crate::config::raw::{RawOutput, RawToolPolicy};
 
 /// Where a tenant's tools are, for the checks: its tools' id prefixes, the
 /// upstreams it sees, the gateway's id and its tool-name budget.
@@ -27,6 +27,10 @@ pub(super) fn curation(
     let at = reach.at;
     let mut out = Curation {
         bare_names: policy.bare_names,
+        output: policy
+            .output
+            .as_ref()
+            .map(|o| output(o, &format!("{at}.tools.output"), p)),
         ..Curation::default()
     };
     let mut hide = globset::GlobSetBuilder::new();
@@ -83,6 +87,10 @@ pub(super) fn curation(
             }
         }
         let over = Override {
+            output: raw
+                .output
+                .as_ref()
+                .map(|o| output(o, &format!("{oat}.output"), p)),
             name: raw.name,
             title: raw.title,
             description: raw.description,
@@ -91,17 +99,43 @@ pub(super) fn curation(
             out.overrides.insert(id, over);
         }
     }
-    let asks = out.hide.is_some() || out.bare_names || !out.overrides.is_empty();
+    let asks =
+        out.hide.is_some() || out.bare_names || !out.overrides.is_empty() || out.output.is_some();
     out.digest = {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
-        (&policy.hide, out.bare_names).hash(&mut h);
+        (&policy.hide, out.bare_names, out.output).hash(&mut h);
         let mut overrides: Vec<_> = out.overrides.iter().collect();
         overrides.sort();
         overrides.hash(&mut h);
         h.finish()
     };
     asks.then(|| Arc::new(out))
+}
+
+/// A result budget's keys, each checked: none may be 0, and a page holds
+/// at least 1024 bytes.
+fn output(raw: &RawOutput, at: &str, p: &mut Problems) -> OutputSettings {
+    let mut positive = |key: &str, v: Option<u64>| {
+        if v == Some(0) {
+            p.add(format!("{at}.{key}"), "must be greater than 0");
+        }
+        v.filter(|v| *v > 0)
+    };
+    let out = OutputSettings {
+        max_bytes: positive("max_bytes", raw.max_bytes),
+        max_tokens: positive("max_tokens", raw.max_tokens),
+        page_bytes: raw.page_bytes,
+        spill_ttl_ms: positive("spill_ttl_ms", raw.spill_ttl_ms),
+        spill_quota_bytes: positive("spill_quota_bytes", raw.spill_quota_bytes),
+    };
+    if let Some(page) = raw.page_bytes.filter(|b| *b < 1024) {
+        p.add(
+            format!("{at}.page_bytes"),
+            format!("{page} is under 1024: a page holds at least 1024 bytes"),
+        );
+    }
+    out
 }
 
 /// Why `name` cannot be a tool's name for agents, if it cannot.

@@ -304,6 +304,8 @@ pub(super) fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {
             raw.max_server_requests,
             d.max_server_requests,
         ),
+        max_spill_bytes: positive("max_spill_bytes", raw.max_spill_bytes, d.max_spill_bytes),
+        max_cache_bytes: positive("max_cache_bytes", raw.max_cache_bytes, d.max_cache_bytes),
     };
     let limits = Limits {
         max_connections_per_tenant: match raw.max_connections_per_tenant {

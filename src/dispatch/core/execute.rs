@@ -36,6 +36,10 @@ pub struct Audit {
     name: Option<String>,
     upstream: Option<Arc<str>>,
     args_hmac: Option<ArgsDigest>,
+    /// The result was cut to the tenant's output budget.
+    pub(super) truncated: bool,
+    /// The result came from the tenant's result cache.
+    pub(super) cached: bool,
 }
 
 impl Audit {
@@ -47,6 +51,8 @@ impl Audit {
             name: None,
             upstream: None,
             args_hmac: None,
+            truncated: false,
+            cached: false,
         }
     }
 
@@ -108,6 +114,8 @@ impl Audit {
                 duration_ms: crate::telemetry::millis(took),
                 args_hmac: self.args_hmac.as_ref().map_or("", ArgsDigest::as_str),
                 protocol: self.protocol,
+                truncated: self.truncated.then_some(true),
+                cached: self.cached.then_some(true),
                 subject: tenant.subject.as_deref(),
             });
             return;
@@ -122,6 +130,8 @@ impl Audit {
             duration_ms = crate::telemetry::millis(took),
             args_hmac = self.args_hmac.as_ref().map_or("", ArgsDigest::as_str),
             protocol = self.protocol,
+            truncated = self.truncated.then_some(true),
+            cached = self.cached.then_some(true),
             subject = tenant.subject.as_deref(),
             "tool call"
         );
@@ -263,7 +273,8 @@ impl Dispatcher {
                 .await
                 .map_err(upstream_error)?,
         };
-        check_output(&up, &entry, &id, answer)
+        let result = check_output(&up, &entry, &id, answer)?;
+        Ok(self.within_budget(tenant, &id, &entry, result, audit).await)
     }
 
     /// The round a client's `requestState` names, opened (see `rounds`);

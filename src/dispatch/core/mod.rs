@@ -6,6 +6,7 @@
 //! hear. Its state is its own: the faces (`v1`, `mcp`) hold a handle and
 //! ask these operations.
 
+mod budget;
 mod curate;
 mod execute;
 mod held;
@@ -36,6 +37,7 @@ use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
+pub(in crate::dispatch) use curate::budget_schema;
 pub use execute::Audit;
 pub use place::{Place, continues_round};
 pub use rounds::RoundIn;
@@ -82,6 +84,8 @@ struct Inner {
     tasks: tasks::TaskBook,
     /// Tasks of 2026-07-28 clients whose upstream waits for input.
     task_inputs: task_input::TaskInputs,
+    /// Cut results' pages (see `output::spill`).
+    spills: crate::output::spill::Spills,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -117,6 +121,7 @@ impl Dispatcher {
                 asks: Default::default(),
                 tasks: Default::default(),
                 task_inputs: Default::default(),
+                spills: crate::output::spill::Spills::new(metrics.clone()),
                 metrics,
             }),
         };
@@ -373,6 +378,11 @@ impl Dispatcher {
         self.inner.shared.get()
     }
 
+    /// Cut results' pages, kept here or in the shared store.
+    pub fn spills(&self) -> &crate::output::spill::Spills {
+        &self.inner.spills
+    }
+
     /// The shared store, when there is one.
     pub fn store(&self) -> Option<&crate::store::Store> {
         self.inner.shared.get().map(|s| s.store())
@@ -535,12 +545,13 @@ impl Dispatcher {
                 if !policy.is_none_or(|p| p.allows(id)) {
                     continue;
                 }
-                match curation.and_then(|c| c.over(id)) {
-                    Some(over) if curation.is_some_and(|c| c.renders_v1(id)) => {
+                match curation.filter(|c| c.renders_v1(id)) {
+                    Some(c) => {
                         let text = &listing.json[range.clone()];
-                        push(&mut parts, curate::v1_entry(text, over));
+                        let budgeted = c.budget(id).is_some();
+                        push(&mut parts, curate::v1_entry(text, c.over(id), budgeted));
                     }
-                    _ => push(&mut parts, bytes.slice(range.clone())),
+                    None => push(&mut parts, bytes.slice(range.clone())),
                 }
             }
         }

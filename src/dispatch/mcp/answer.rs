@@ -183,6 +183,9 @@ impl ModelContext<'_> {
                 let read = params
                     .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
                     .ok_or_else(|| invalid("params must be an object {\"uri\": string}"))?;
+                if crate::output::is_spill(self.core.gateway_id(), &read.uri) {
+                    return self.core.read_page(tenant, &read.uri).await.map(Out::Value);
+                }
                 let Some(def) = self
                     .listed_definition(tenant, Kind::Resource, &read.uri)
                     .await

@@ -38,7 +38,8 @@ impl Names {
         let over = curation
             .over(&tool.id)
             .filter(|o| o.title.is_some() || o.description.is_some());
-        if name.is_none() && over.is_none() {
+        let budgeted = curation.budget(&tool.id).is_some();
+        if name.is_none() && over.is_none() && !budgeted {
             out.push_str(text);
             return;
         }
@@ -56,6 +57,9 @@ impl Names {
             if let Some(description) = &over.description {
                 entry.insert("description".into(), description.as_str().into());
             }
+        }
+        if budgeted {
+            crate::dispatch::core::budget_schema(&mut entry);
         }
         out.push_str(&Value::Object(entry).to_string());
     }

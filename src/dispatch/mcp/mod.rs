@@ -24,7 +24,7 @@ use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::modelcontext::{self as mc, names, param_headers};
 use crate::protocol::catalog::Catalog;
-use crate::protocol::tool_result::{Output, ToolResult};
+use crate::protocol::tool_result::{Cut, Output, ToolResult};
 use crate::protocol::{Kind, mcpid};
 use crate::tenant::Tenant;
 use crate::tenant::subscriptions::{self, Subscribed};

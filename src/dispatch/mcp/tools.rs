@@ -23,6 +23,9 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
         Err(e) => return Err(e),
     };
     let (kind, output) = result.output();
+    if let Some(cut) = result.cut_off() {
+        return Ok(Out::Value(cut_result(kind, output, cut, structured)));
+    }
     if kind == Output::Blocks {
         return Ok(Out::Written(format!(r#"{{"content":{}}}"#, output.get())));
     }
@@ -40,6 +43,23 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
     }
     out.push('}');
     Ok(Out::Written(out))
+}
+
+/// A result cut to its budget: what was kept, the note and page links
+/// after it, and the mark in `_meta`.
+fn cut_result(kind: Output, output: Json<'_>, cut: &Cut, structured: bool) -> Value {
+    let meta = json!({ crate::output::TRUNCATED: cut.mark });
+    let kept: Value = serde_json::from_str(output.get()).unwrap_or(Value::Null);
+    if kind == Output::Blocks {
+        return json!({"content": kept, "_meta": meta});
+    }
+    let mut content = vec![json!({"type": "text", "text": output.get()})];
+    content.extend(cut.tail.iter().cloned());
+    let mut result = json!({"content": content, "_meta": meta});
+    if structured {
+        result["structuredContent"] = kept;
+    }
+    result
 }
 
 /// `json`, valid JSON text, written as a JSON string: only its quotes,
