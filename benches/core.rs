@@ -107,6 +107,7 @@ fn gateway(
         max_concurrency: None,
         max_sessions: None,
         curation: None,
+        digest: 0,
     };
     let keys = KeyStore::new(&[spec]);
     let tenant = keys.tenants()[0].clone();
@@ -291,6 +292,7 @@ fn keys(c: &mut Criterion) {
             max_concurrency: None,
             max_sessions: None,
             curation: None,
+            digest: 0,
         })
         .collect();
     let store = KeyStore::new(&specs);

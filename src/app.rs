@@ -87,6 +87,7 @@ impl Core {
             limits.max_subscription_bytes_per_tenant,
         ));
         dispatcher.spills().set_max_bytes(limits.max_spill_bytes);
+        dispatcher.results().set_max_bytes(limits.max_cache_bytes);
         // The shared store, when there is one: connected (and reconnected) in
         // the background once serving starts; serving never waits for it.
         let shared = match config.gateway.store.clone() {
@@ -95,6 +96,7 @@ impl Core {
                     .map_err(std::io::Error::other)?;
                 dispatcher.share_limits(crate::store::limits::SharedLimits::new(store.clone()));
                 dispatcher.spills().share(store.clone());
+                dispatcher.results().share(store.clone());
                 let (relay, heard) = crate::store::bus::relay_queue();
                 Some(Shared {
                     store,

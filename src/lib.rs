@@ -16,6 +16,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod cache;
 pub mod config;
 pub mod cpus;
 pub mod demo;

@@ -22,6 +22,8 @@ pub struct Curation {
     pub overrides: HashMap<String, Override, foldhash::fast::RandomState>,
     /// The result budget of every tool of the tenant (`tools.output`).
     pub output: Option<OutputSettings>,
+    /// The tenant's result cache (`tools.cache`).
+    pub cache: Option<CacheSettings>,
     /// A digest of the settings as written: equal for equal settings, so a
     /// reload that changes them tells the tenant's sessions its listing changed.
     pub digest: u64,
@@ -38,6 +40,32 @@ pub struct Override {
     pub description: Option<String>,
     /// Its result budget's keys, each replacing the tenant's.
     pub output: Option<OutputSettings>,
+    /// Whether its results are cached, whatever hints say.
+    pub cache: Option<CacheChoice>,
+}
+
+/// A tenant's result cache as written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct CacheSettings {
+    pub ttl_ms: Option<u64>,
+    pub max_entries: Option<u64>,
+    pub hints: bool,
+}
+
+impl CacheSettings {
+    /// Results kept for the tenant at most.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+            .map_or(1024, |n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+}
+
+/// One tool's caching, by its override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CacheChoice {
+    Off,
+    On,
+    For(u64),
 }
 
 /// A result budget's keys as written; a key left out falls back to the
@@ -112,6 +140,23 @@ impl Curation {
         match own {
             Some(own) => own.over(self.output.as_ref()).budget(),
             None => self.output.as_ref()?.budget(),
+        }
+    }
+
+    /// How long the tool's results are kept, if they are: an override's
+    /// `cache` decides (false wins over hints), else the tenant's hints
+    /// with `hinted`, whether the upstream marks it read-only and idempotent.
+    pub fn cache_ttl(&self, id: &str, hinted: impl FnOnce() -> bool) -> Option<Duration> {
+        let ttl = |ms: Option<u64>| Duration::from_millis(ms.unwrap_or(60_000));
+        let tenant = self.cache.as_ref();
+        match self.over(id).and_then(|o| o.cache) {
+            Some(CacheChoice::Off) => None,
+            Some(CacheChoice::On) => Some(ttl(tenant.and_then(|c| c.ttl_ms))),
+            Some(CacheChoice::For(ms)) => Some(ttl(Some(ms))),
+            None => {
+                let c = tenant.filter(|c| c.hints)?;
+                hinted().then(|| ttl(c.ttl_ms))
+            }
         }
     }
 

@@ -313,6 +313,8 @@ pub struct TenantSpec {
     pub max_sessions: Option<usize>,
     /// What its agents see of its tools; `None`: the upstreams' own.
     pub curation: Option<std::sync::Arc<curation::Curation>>,
+    /// A digest of its settings as written, the same in every replica.
+    pub digest: u64,
 }
 
 /// A tenant's tool policy as compiled globs (`*` also matches `/`). They are

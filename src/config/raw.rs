@@ -318,6 +318,42 @@ pub struct RawToolPolicy {
     /// A budget for tools' results: a larger one is cut, and the rest kept
     /// in pages the agent reads as resources.
     pub output: Option<RawOutput>,
+    /// Results kept and answered again for equal calls: only of tools an
+    /// override asks it for, or (with hints) that their upstream marks
+    /// read-only and idempotent.
+    pub cache: Option<RawCache>,
+}
+
+/// A tenant's result cache.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// How long a result is kept (default 60000).
+    #[schemars(range(min = 1))]
+    pub ttl_ms: Option<u64>,
+    /// Results kept for the tenant, least recently used dropped first (default 1024).
+    #[schemars(range(min = 1))]
+    pub max_entries: Option<u64>,
+    /// Cache the tools their upstream marks readOnlyHint and idempotentHint (default false).
+    #[serde(default)]
+    pub hints: bool,
+}
+
+/// One tool's caching: on (`true`), off (`false`, whatever hints say), or
+/// on for this long.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawCacheChoice {
+    Switch(bool),
+    For(RawCacheFor),
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCacheFor {
+    /// How long its results are kept.
+    #[schemars(range(min = 1))]
+    pub ttl_ms: u64,
 }
 
 /// A result budget; an override's keys replace the tenant's.
@@ -355,6 +391,8 @@ pub struct RawOverride {
     pub description: Option<String>,
     /// Its result budget: these keys replace the tenant's `output`.
     pub output: Option<RawOutput>,
+    /// Whether its results are cached: true, false, or {ttl_ms}.
+    pub cache: Option<RawCacheChoice>,
 }
 
 /// The JSON Schema of the configuration file (draft 2020-12).

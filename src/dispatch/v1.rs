@@ -156,6 +156,17 @@ impl<'a> V1<'a> {
 /// A tool's result as MCP v1.0 carries it: the upstream's own result object
 /// when it sent one, otherwise `{"output": ...}` written around the output.
 fn v1_result(result: ToolResult) -> Payload {
+    if let Some(age) = result.age_ms() {
+        // Answered from the cache: the result's `_meta` says how long ago it was kept.
+        let text = match v1_result(ToolResult::without_age(result)) {
+            Payload::Raw(object) => object.get().to_owned(),
+            Payload::Text(text) => text,
+            other => return other,
+        };
+        let meta = serde_json::json!({"ageMs": age});
+        let cached = super::core::with_meta(&text, super::core::CACHED, meta);
+        return Payload::Text(cached.to_string());
+    }
     let result = match result.into_object() {
         Ok(object) => return Payload::Raw(object),
         Err(result) => result,

@@ -42,6 +42,8 @@ pub struct ToolResult {
     object: bool,
     /// Cut to the tenant's output budget: what the faces add.
     cut: Option<Box<Cut>>,
+    /// Answered from the tenant's result cache, kept this many ms ago.
+    age_ms: Option<u64>,
 }
 
 /// What a result cut to its budget carries beside its output.
@@ -65,7 +67,41 @@ impl ToolResult {
             output,
             object,
             cut: None,
+            age_ms: None,
         }
+    }
+
+    /// A result answered from the cache, kept `age_ms` ago.
+    pub fn aged(
+        answer: JsonBuf,
+        at: Range<usize>,
+        output: Output,
+        object: bool,
+        age_ms: u64,
+    ) -> Self {
+        ToolResult {
+            age_ms: Some(age_ms),
+            ..ToolResult::new(answer, at, output, object)
+        }
+    }
+
+    /// The same result, not said to be from the cache.
+    pub fn without_age(self) -> Self {
+        ToolResult {
+            age_ms: None,
+            ..self
+        }
+    }
+
+    /// How long ago a result answered from the cache was kept.
+    pub fn age_ms(&self) -> Option<u64> {
+        self.age_ms
+    }
+
+    /// What the cache keeps of it: the answer, where its output lies, what
+    /// the output is, and whether the answer is an MCP v1.0 result object.
+    pub fn parts(&self) -> (&JsonBuf, Range<usize>, Output, bool) {
+        (&self.answer, self.at.clone(), self.output, self.object)
     }
 
     /// A result cut to its budget: `output`'s text is the whole answer.
@@ -77,6 +113,7 @@ impl ToolResult {
             output,
             object: false,
             cut: Some(Box::new(cut)),
+            age_ms: None,
         }
     }
 

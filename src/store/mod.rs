@@ -11,6 +11,7 @@
 //! `mcp_gateway_store_up` and `/readyz`.
 
 pub mod bus;
+pub mod cache;
 pub mod limits;
 pub mod pins;
 pub mod spill;

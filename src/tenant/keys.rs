@@ -99,6 +99,7 @@ impl KeyStore {
                 reports: Arc::default(),
                 refusals: Arc::default(),
                 curation: spec.curation.clone().map(|c| Arc::new(Curated::new(c))),
+                digest: spec.digest,
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());

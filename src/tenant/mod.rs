@@ -56,6 +56,8 @@ pub struct Tenant {
     pub refusals: Arc<RefusalAudits>,
     /// What its agents see of its tools; `None`: the upstreams' own.
     pub curation: Option<Arc<Curated>>,
+    /// A digest of its settings (see `TenantSpec::digest`).
+    pub digest: u64,
 }
 
 /// The audit lines of a tenant's refused calls: 10 a second, bursts of 20.
@@ -268,6 +270,7 @@ impl Tenant {
             reports: self.reports.clone(),
             refusals: self.refusals.clone(),
             curation: self.curation.clone(),
+            digest: self.digest,
         }
     }
 }
@@ -339,6 +342,7 @@ mod tests {
             max_concurrency: Some(1),
             max_sessions: None,
             curation: None,
+            digest: 0,
         }]);
         let base = store.authenticate("ka").unwrap();
         assert!(
@@ -377,6 +381,7 @@ mod tests {
                 max_concurrency: None,
                 max_sessions: None,
                 curation: None,
+                digest: 0,
             },
             TenantSpec {
                 name: "b".into(),
@@ -387,6 +392,7 @@ mod tests {
                 max_concurrency: Some(1),
                 max_sessions: None,
                 curation: None,
+                digest: 0,
             },
         ];
         let store = KeyStore::new(&specs);

@@ -11,6 +11,7 @@ mod audit;
 pub(crate) mod binary;
 mod browser;
 mod budgets;
+mod caching;
 mod compliance;
 mod conformance;
 mod curation;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::config::curation::{Curation, OutputSettings, Override};
-use crate::config::raw::{RawOutput, RawToolPolicy};
+use crate::config::curation::{CacheChoice, CacheSettings, Curation, OutputSettings, Override};
+use crate::config::raw::{RawCache, RawCacheChoice, RawOutput, RawToolPolicy};
 
 /// Where a tenant's tools are, for the checks: its tools' id prefixes, the
 /// upstreams it sees, the gateway's id and its tool-name budget.
@@ -31,6 +31,10 @@ pub(super) fn curation(
             .output
             .as_ref()
             .map(|o| output(o, &format!("{at}.tools.output"), p)),
+        cache: policy
+            .cache
+            .as_ref()
+            .map(|c| cache(c, &format!("{at}.tools.cache"), p)),
         ..Curation::default()
     };
     let mut hide = globset::GlobSetBuilder::new();
@@ -91,6 +95,16 @@ pub(super) fn curation(
                 .output
                 .as_ref()
                 .map(|o| output(o, &format!("{oat}.output"), p)),
+            cache: raw.cache.as_ref().map(|c| match c {
+                RawCacheChoice::Switch(true) => CacheChoice::On,
+                RawCacheChoice::Switch(false) => CacheChoice::Off,
+                RawCacheChoice::For(f) => {
+                    if f.ttl_ms == 0 {
+                        p.add(format!("{oat}.cache.ttl_ms"), "must be greater than 0");
+                    }
+                    CacheChoice::For(f.ttl_ms.max(1))
+                }
+            }),
             name: raw.name,
             title: raw.title,
             description: raw.description,
@@ -104,7 +118,7 @@ pub(super) fn curation(
     out.digest = {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
-        (&policy.hide, out.bare_names, out.output).hash(&mut h);
+        (&policy.hide, out.bare_names, out.output, out.cache).hash(&mut h);
         let mut overrides: Vec<_> = out.overrides.iter().collect();
         overrides.sort();
         overrides.hash(&mut h);
@@ -136,6 +150,20 @@ fn output(raw: &RawOutput, at: &str, p: &mut Problems) -> OutputSettings {
         );
     }
     out
+}
+
+/// A tenant's result cache, checked: no key may be 0.
+fn cache(raw: &RawCache, at: &str, p: &mut Problems) -> CacheSettings {
+    for (key, v) in [("ttl_ms", raw.ttl_ms), ("max_entries", raw.max_entries)] {
+        if v == Some(0) {
+            p.add(format!("{at}.{key}"), "must be greater than 0");
+        }
+    }
+    CacheSettings {
+        ttl_ms: raw.ttl_ms.filter(|v| *v > 0),
+        max_entries: raw.max_entries.filter(|v| *v > 0),
+        hints: raw.hints,
+    }
 }
 
 /// Why `name` cannot be a tool's name for agents, if it cannot.

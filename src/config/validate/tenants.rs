@@ -46,6 +46,14 @@ pub(super) fn tenants(
     let mut out = Vec::new();
     for (name, t) in raw {
         let at = format!("tenants.{name}");
+        // Its settings as written, digested: equal for equal settings in
+        // every replica, so what is kept for the tenant (cached results)
+        // is told apart from what a reload that changed it would keep.
+        let digest = {
+            use sha2::Digest;
+            let sum = sha2::Sha256::digest(format!("{name}{t:?}").as_bytes());
+            sum[..8].iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
+        };
         if !is_name(&name) {
             p.add(
                 &at,
@@ -176,6 +184,7 @@ pub(super) fn tenants(
                 .filter(|n| *n > 0)
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             curation,
+            digest,
         });
     }
     out

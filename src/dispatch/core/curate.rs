@@ -59,6 +59,7 @@ mod tests {
             title: Some("Say".into()),
             description: None,
             output: None,
+            cache: None,
         };
         let entry: Value = serde_json::from_slice(&v1_entry(text, Some(&over), false)).unwrap();
         assert_eq!(entry["mcpId"], "mcp://g/ev/tool/echo");

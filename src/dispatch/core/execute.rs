@@ -245,6 +245,15 @@ impl Dispatcher {
             });
         }
 
+        let slot = self
+            .cache_slot(tenant, &id, &up, &entry, arguments, round)
+            .await;
+        if let Some(slot) = &slot
+            && let Some(hit) = self.cached_result(slot).await
+        {
+            audit.cached = true;
+            return Ok(hit);
+        }
         let upstream_error = |error| GatewayError::Upstream {
             upstream: up.name.clone(),
             error,
@@ -274,7 +283,11 @@ impl Dispatcher {
                 .map_err(upstream_error)?,
         };
         let result = check_output(&up, &entry, &id, answer)?;
-        Ok(self.within_budget(tenant, &id, &entry, result, audit).await)
+        let result = self.within_budget(tenant, &id, &entry, result, audit).await;
+        if let Some(slot) = &slot {
+            self.keep_result(slot, &result).await;
+        }
+        Ok(result)
     }
 
     /// The round a client's `requestState` names, opened (see `rounds`);

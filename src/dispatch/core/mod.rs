@@ -7,6 +7,7 @@
 //! ask these operations.
 
 mod budget;
+mod cached;
 mod curate;
 mod execute;
 mod held;
@@ -37,6 +38,7 @@ use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
+pub use cached::{CACHED, with_meta};
 pub(in crate::dispatch) use curate::budget_schema;
 pub use execute::Audit;
 pub use place::{Place, continues_round};
@@ -86,6 +88,8 @@ struct Inner {
     task_inputs: task_input::TaskInputs,
     /// Cut results' pages (see `output::spill`).
     spills: crate::output::spill::Spills,
+    /// Tenants' cached results (see `crate::cache`).
+    results: crate::cache::ResultCache,
 }
 
 /// A cheap-clone handle on everything a request needs.
@@ -122,6 +126,7 @@ impl Dispatcher {
                 tasks: Default::default(),
                 task_inputs: Default::default(),
                 spills: crate::output::spill::Spills::new(metrics.clone()),
+                results: crate::cache::ResultCache::new(metrics.clone()),
                 metrics,
             }),
         };
@@ -376,6 +381,11 @@ impl Dispatcher {
     /// The limits held with the other replicas, when there is a store.
     pub fn shared_limits(&self) -> Option<&crate::store::limits::SharedLimits> {
         self.inner.shared.get()
+    }
+
+    /// Tenants' cached results, kept here or in the shared store.
+    pub fn results(&self) -> &crate::cache::ResultCache {
+        &self.inner.results
     }
 
     /// Cut results' pages, kept here or in the shared store.

@@ -3,7 +3,7 @@
 
 use super::asking::Forwards;
 use super::*;
-use crate::dispatch::core::RoundIn;
+use crate::dispatch::core::{CACHED, RoundIn};
 
 /// A tool's result as the protocol carries it: the upstream's own content
 /// blocks when the tool produced blocks; otherwise a text block holding the
@@ -22,12 +22,27 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
         }) => return Ok(tool_error(&why)),
         Err(e) => return Err(e),
     };
+    let out = rendered(&result, structured);
+    let Some(age) = result.age_ms() else {
+        return Ok(out);
+    };
+    // Answered from the cache: it says how long ago it was kept.
+    let meta = json!({"ageMs": age});
+    Ok(Out::Value(match out {
+        Out::Written(text) => crate::dispatch::core::with_meta(&text, CACHED, meta),
+        Out::Value(value) => crate::dispatch::core::with_meta(&value.to_string(), CACHED, meta),
+        other => return Ok(other),
+    }))
+}
+
+/// A successful result as the protocol carries it.
+fn rendered(result: &ToolResult, structured: bool) -> Out {
     let (kind, output) = result.output();
     if let Some(cut) = result.cut_off() {
-        return Ok(Out::Value(cut_result(kind, output, cut, structured)));
+        return Out::Value(cut_result(kind, output, cut, structured));
     }
     if kind == Output::Blocks {
-        return Ok(Out::Written(format!(r#"{{"content":{}}}"#, output.get())));
+        return Out::Written(format!(r#"{{"content":{}}}"#, output.get()));
     }
     // Written straight from the output's text: a text block holding it, and
     // the output itself as `structuredContent`. Room for its escapes (a few
@@ -42,7 +57,7 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
         out.push_str(output.get());
     }
     out.push('}');
-    Ok(Out::Written(out))
+    Out::Written(out)
 }
 
 /// A result cut to its budget: what was kept, the note and page links

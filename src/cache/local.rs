@@ -1,0 +1,212 @@
+//! This replica's cached results: least recently used first out, per
+//! tenant (its `max_entries`) and in all (`max_cache_bytes`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Entry, Slot};
+
+type Key = (Arc<str>, String);
+
+pub(super) struct Local {
+    pub(super) max_bytes: usize,
+    /// A use's order: higher is more recent.
+    tick: u64,
+    held: HashMap<Key, Held>,
+    /// Every entry by its last use.
+    by_use: BTreeMap<u64, Key>,
+    /// Each tenant's entries by their last use.
+    tenants: HashMap<Arc<str>, BTreeMap<u64, String>>,
+    bytes: usize,
+}
+
+struct Held {
+    entry: Entry,
+    upstream: Arc<str>,
+    expires: Instant,
+    used: u64,
+    bytes: usize,
+}
+
+impl Local {
+    pub(super) fn new(max_bytes: usize) -> Self {
+        Local {
+            max_bytes,
+            tick: 0,
+            held: HashMap::new(),
+            by_use: BTreeMap::new(),
+            tenants: HashMap::new(),
+            bytes: 0,
+        }
+    }
+
+    pub(super) fn get(&mut self, slot: &Slot) -> Option<Entry> {
+        let key = (slot.tenant.clone(), slot.key.clone());
+        let held = self.held.get(&key)?;
+        if held.expires <= Instant::now() {
+            self.remove(&key);
+            return None;
+        }
+        let (entry, before) = (held.entry.clone(), held.used);
+        self.tick += 1;
+        let now = self.tick;
+        self.by_use.remove(&before);
+        self.by_use.insert(now, key.clone());
+        if let Some(uses) = self.tenants.get_mut(&key.0) {
+            uses.remove(&before);
+            uses.insert(now, key.1.clone());
+        }
+        if let Some(held) = self.held.get_mut(&key) {
+            held.used = now;
+        }
+        Some(entry)
+    }
+
+    /// Keeps `entry`; the tenant's entries after.
+    pub(super) fn put(&mut self, slot: &Slot, entry: Entry) -> usize {
+        let key = (slot.tenant.clone(), slot.key.clone());
+        self.remove(&key);
+        let bytes = entry.answer.get().len() + key.1.len() + 64;
+        if bytes > self.max_bytes {
+            return self.count(&slot.tenant);
+        }
+        while self.count(&slot.tenant) >= slot.max_entries {
+            let Some(oldest) = self
+                .tenants
+                .get(&slot.tenant)
+                .and_then(|u| u.values().next())
+            else {
+                break;
+            };
+            let oldest = (slot.tenant.clone(), oldest.clone());
+            self.remove(&oldest);
+        }
+        while self.bytes + bytes > self.max_bytes {
+            let Some(oldest) = self.by_use.values().next().cloned() else {
+                break;
+            };
+            self.remove(&oldest);
+        }
+        self.tick += 1;
+        let used = self.tick;
+        self.by_use.insert(used, key.clone());
+        self.tenants
+            .entry(key.0.clone())
+            .or_default()
+            .insert(used, key.1.clone());
+        self.bytes += bytes;
+        let held = Held {
+            entry,
+            upstream: slot.upstream.clone(),
+            expires: Instant::now() + slot.ttl,
+            used,
+            bytes,
+        };
+        self.held.insert(key, held);
+        self.count(&slot.tenant)
+    }
+
+    fn count(&self, tenant: &str) -> usize {
+        self.tenants.get(tenant).map_or(0, BTreeMap::len)
+    }
+
+    fn remove(&mut self, key: &Key) {
+        let Some(held) = self.held.remove(key) else {
+            return;
+        };
+        self.bytes -= held.bytes;
+        self.by_use.remove(&held.used);
+        if let Some(uses) = self.tenants.get_mut(&key.0) {
+            uses.remove(&held.used);
+            if uses.is_empty() {
+                self.tenants.remove(&key.0);
+            }
+        }
+    }
+
+    /// Drops every entry of `upstream`: each tenant that held some, with
+    /// what it holds after.
+    pub(super) fn forget_upstream(&mut self, upstream: &str) -> Vec<(Arc<str>, usize)> {
+        let gone: Vec<Key> = self
+            .held
+            .iter()
+            .filter(|(_, h)| &*h.upstream == upstream)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut tenants: Vec<Arc<str>> = gone.iter().map(|k| k.0.clone()).collect();
+        tenants.dedup();
+        for key in &gone {
+            self.remove(key);
+        }
+        tenants
+            .into_iter()
+            .map(|t| {
+                let n = self.count(&t);
+                (t, n)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::JsonBuf;
+    use crate::protocol::tool_result::Output;
+    use std::time::{Duration, SystemTime};
+
+    fn slot(tenant: &str, key: &str, max_entries: usize) -> Slot {
+        Slot {
+            tenant: tenant.into(),
+            upstream: "up".into(),
+            key: key.into(),
+            ttl: Duration::from_secs(60),
+            max_entries,
+        }
+    }
+
+    fn entry(text: &str) -> Entry {
+        let raw: Box<serde_json::value::RawValue> = serde_json::from_str(text).unwrap();
+        Entry {
+            answer: JsonBuf::from(raw),
+            at: 0..text.len(),
+            output: Output::Value,
+            object: false,
+            stored: SystemTime::now(),
+        }
+    }
+
+    #[test]
+    fn the_least_recently_used_of_a_tenant_goes_first_and_others_are_untouched() {
+        let mut l = Local::new(1 << 20);
+        l.put(&slot("a", "1", 2), entry("1"));
+        l.put(&slot("a", "2", 2), entry("2"));
+        l.put(&slot("b", "1", 2), entry("10"));
+        assert!(
+            l.get(&slot("a", "1", 2)).is_some(),
+            "1 is now the most recent"
+        );
+        assert_eq!(l.put(&slot("a", "3", 2), entry("3")), 2);
+        assert!(
+            l.get(&slot("a", "2", 2)).is_none(),
+            "2 was the least recent"
+        );
+        assert!(l.get(&slot("a", "1", 2)).is_some());
+        assert_eq!(l.get(&slot("b", "1", 2)).unwrap().answer.get(), "10");
+        assert_eq!(l.forget_upstream("up").len(), 2);
+        assert!(l.get(&slot("a", "1", 2)).is_none());
+        assert_eq!(l.bytes, 0);
+    }
+
+    #[test]
+    fn past_the_replicas_bytes_the_least_recent_of_anyone_goes() {
+        let mut l = Local::new(2 * (64 + 1 + 3));
+        l.put(&slot("a", "1", 10), entry("111"));
+        l.put(&slot("b", "1", 10), entry("222"));
+        l.put(&slot("b", "2", 10), entry("333"));
+        assert!(l.get(&slot("a", "1", 10)).is_none());
+        assert!(l.get(&slot("b", "1", 10)).is_some());
+        assert!(l.get(&slot("b", "2", 10)).is_some());
+    }
+}
