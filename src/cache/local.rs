@@ -135,6 +135,7 @@ impl Local {
             .map(|(k, _)| k.clone())
             .collect();
         let mut tenants: Vec<Arc<str>> = gone.iter().map(|k| k.0.clone()).collect();
+        tenants.sort();
         tenants.dedup();
         for key in &gone {
             self.remove(key);
