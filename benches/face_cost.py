@@ -23,6 +23,11 @@ installed).
 (`modelcontext-*`: the demo upstream speaking the Model Context Protocol,
 `--modelcontext`, so the `tools/call` arms are the official protocol on both
 sides and the MCP v1.0 arm crosses protocols.)
+
+TOOLS=<yaml> gives the tenant a `tools:` section, e.g. a result cache for the
+echo tool, so that every measured call is a hit:
+
+    TOOLS='{overrides: {"mcp://gw/up/up/tools/echo:v1": {cache: true}}}' python3 benches/face_cost.py
 """
 import glob
 import json
@@ -116,7 +121,8 @@ def main():
         with open(cfg, "w") as f:
             f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
                     f"upstreams:\n  up: {upstream}\n"
-                    "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]}\n")
+                    "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]"
+                    + (f", tools: {os.environ['TOOLS']}" if os.environ.get("TOOLS") else "") + "}\n")
         out = os.path.join(tmp, "gw.cg")
         prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] if INSTRUCTIONS else []
         gw = subprocess.Popen([*prefix, BIN, "serve", "--config", cfg, "--workers", "1"],

@@ -128,6 +128,10 @@ enum Command {
         /// answering JSON, or stdio one message per line) instead of MCP v1.0.
         #[arg(long)]
         modelcontext: bool,
+        /// With --modelcontext: say in tools/list that the listing may be
+        /// kept this long (`ttlMs`).
+        #[arg(long)]
+        listing_ttl_ms: Option<u64>,
     },
     /// Definition pins (rug-pull defence): approve changed tool definitions.
     Pins {
@@ -282,6 +286,7 @@ fn run(cli: Cli) -> ExitCode {
             description_suffix,
             extra_tools,
             modelcontext,
+            listing_ttl_ms,
         } => {
             let opts = DemoOptions {
                 name,
@@ -291,6 +296,7 @@ fn run(cli: Cli) -> ExitCode {
                 description_suffix,
                 extra_tools,
                 modelcontext,
+                listing_ttl_ms,
             };
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use super::{Entry, Slot};
 
-type Key = (Arc<str>, String);
+/// A slot's key: a hash of its identity, which names the tenant too.
+type Key = [u8; 16];
 
 pub(super) struct Local {
     pub(super) max_bytes: usize,
@@ -17,12 +18,14 @@ pub(super) struct Local {
     /// Every entry by its last use.
     by_use: BTreeMap<u64, Key>,
     /// Each tenant's entries by their last use.
-    tenants: HashMap<Arc<str>, BTreeMap<u64, String>>,
+    tenants: HashMap<Arc<str>, BTreeMap<u64, Key>>,
     bytes: usize,
 }
 
 struct Held {
     entry: Entry,
+    identity: String,
+    tenant: Arc<str>,
     upstream: Arc<str>,
     expires: Instant,
     used: u64,
@@ -42,32 +45,33 @@ impl Local {
     }
 
     pub(super) fn get(&mut self, slot: &Slot) -> Option<Entry> {
-        let key = (slot.tenant.clone(), slot.key.clone());
-        let held = self.held.get(&key)?;
+        let key = slot.key;
+        let held = self.held.get_mut(&key)?;
+        if held.identity != slot.identity {
+            return None;
+        }
         if held.expires <= Instant::now() {
             self.remove(&key);
             return None;
         }
-        let (entry, before) = (held.entry.clone(), held.used);
+        let before = held.used;
         self.tick += 1;
-        let now = self.tick;
+        held.used = self.tick;
+        let entry = held.entry.clone();
         self.by_use.remove(&before);
-        self.by_use.insert(now, key.clone());
-        if let Some(uses) = self.tenants.get_mut(&key.0) {
+        self.by_use.insert(self.tick, key);
+        if let Some(uses) = self.tenants.get_mut(&slot.tenant) {
             uses.remove(&before);
-            uses.insert(now, key.1.clone());
-        }
-        if let Some(held) = self.held.get_mut(&key) {
-            held.used = now;
+            uses.insert(self.tick, key);
         }
         Some(entry)
     }
 
     /// Keeps `entry`; the tenant's entries after.
     pub(super) fn put(&mut self, slot: &Slot, entry: Entry) -> usize {
-        let key = (slot.tenant.clone(), slot.key.clone());
+        let key = slot.key;
         self.remove(&key);
-        let bytes = entry.answer.get().len() + key.1.len() + 64;
+        let bytes = entry.answer.get().len() + slot.identity.len() + 128;
         if bytes > self.max_bytes {
             return self.count(&slot.tenant);
         }
@@ -79,7 +83,7 @@ impl Local {
             else {
                 break;
             };
-            let oldest = (slot.tenant.clone(), oldest.clone());
+            let oldest = *oldest;
             self.remove(&oldest);
         }
         while self.bytes + bytes > self.max_bytes {
@@ -90,14 +94,16 @@ impl Local {
         }
         self.tick += 1;
         let used = self.tick;
-        self.by_use.insert(used, key.clone());
+        self.by_use.insert(used, key);
         self.tenants
-            .entry(key.0.clone())
+            .entry(slot.tenant.clone())
             .or_default()
-            .insert(used, key.1.clone());
+            .insert(used, key);
         self.bytes += bytes;
         let held = Held {
             entry,
+            identity: slot.identity.clone(),
+            tenant: slot.tenant.clone(),
             upstream: slot.upstream.clone(),
             expires: Instant::now() + slot.ttl,
             used,
@@ -117,10 +123,10 @@ impl Local {
         };
         self.bytes -= held.bytes;
         self.by_use.remove(&held.used);
-        if let Some(uses) = self.tenants.get_mut(&key.0) {
+        if let Some(uses) = self.tenants.get_mut(&held.tenant) {
             uses.remove(&held.used);
             if uses.is_empty() {
-                self.tenants.remove(&key.0);
+                self.tenants.remove(&held.tenant);
             }
         }
     }
@@ -128,16 +134,16 @@ impl Local {
     /// Drops every entry of `upstream`: each tenant that held some, with
     /// what it holds after.
     pub(super) fn forget_upstream(&mut self, upstream: &str) -> Vec<(Arc<str>, usize)> {
-        let gone: Vec<Key> = self
+        let gone: Vec<(Key, Arc<str>)> = self
             .held
             .iter()
             .filter(|(_, h)| &*h.upstream == upstream)
-            .map(|(k, _)| k.clone())
+            .map(|(k, h)| (*k, h.tenant.clone()))
             .collect();
-        let mut tenants: Vec<Arc<str>> = gone.iter().map(|k| k.0.clone()).collect();
+        let mut tenants: Vec<Arc<str>> = gone.iter().map(|(_, t)| t.clone()).collect();
         tenants.sort();
         tenants.dedup();
-        for key in &gone {
+        for (key, _) in &gone {
             self.remove(key);
         }
         tenants
@@ -158,10 +164,15 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     fn slot(tenant: &str, key: &str, max_entries: usize) -> Slot {
+        let identity = format!("{tenant}\0{key}");
+        let mut hash = [0u8; 16];
+        hash[..identity.len().min(16)]
+            .copy_from_slice(&identity.as_bytes()[..identity.len().min(16)]);
         Slot {
             tenant: tenant.into(),
             upstream: "up".into(),
-            key: key.into(),
+            identity,
+            key: hash,
             ttl: Duration::from_secs(60),
             max_entries,
         }
@@ -201,8 +212,18 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_answers_only_the_call_it_was_kept_for() {
+        let mut l = Local::new(1 << 20);
+        l.put(&slot("a", "1", 2), entry("1"));
+        let mut other = slot("a", "1", 2);
+        other.identity.push_str(" with other arguments");
+        assert!(l.get(&other).is_none(), "the same hash, another call");
+        assert!(l.get(&slot("a", "1", 2)).is_some());
+    }
+
+    #[test]
     fn past_the_replicas_bytes_the_least_recent_of_anyone_goes() {
-        let mut l = Local::new(2 * (64 + 1 + 3));
+        let mut l = Local::new(2 * (128 + 3 + 3));
         l.put(&slot("a", "1", 10), entry("111"));
         l.put(&slot("b", "1", 10), entry("222"));
         l.put(&slot("b", "2", 10), entry("333"));

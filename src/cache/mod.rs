@@ -30,14 +30,16 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The text the store keeps: a header line, then the answer.
-    fn encode(&self) -> String {
+    /// The text the store keeps: the call's identity, a header line, then
+    /// the answer.
+    fn encode(&self, identity: &str) -> String {
         let kind = match self.output {
             Output::Value => 'v',
             Output::Blocks => 'b',
         };
         format!(
-            "{} {kind} {} {} {}\n{}",
+            "{}\n{} {kind} {} {} {}\n{}",
+            identity.replace('\n', "\\n"),
             millis(self.stored),
             u8::from(self.object),
             self.at.start,
@@ -46,8 +48,13 @@ impl Entry {
         )
     }
 
-    fn decode(text: &str) -> Option<Entry> {
-        let (head, answer) = text.split_once('\n')?;
+    /// The entry `text` holds, if it was kept for `identity`.
+    fn decode(text: &str, identity: &str) -> Option<Entry> {
+        let (kept_for, rest) = text.split_once('\n')?;
+        if kept_for != identity.replace('\n', "\\n") {
+            return None;
+        }
+        let (head, answer) = rest.split_once('\n')?;
         let mut parts = head.split(' ');
         let stored: u64 = parts.next()?.parse().ok()?;
         let output = match parts.next()? {
@@ -89,9 +96,12 @@ fn millis(t: SystemTime) -> u64 {
 pub struct Slot {
     pub tenant: Arc<str>,
     pub upstream: Arc<str>,
-    /// SHA-256 (hex) of the tool's id, fingerprint, the tenant's digest and
-    /// the arguments' canonical JSON.
-    pub key: String,
+    /// The call's identity: the tenant, the tool's id and fingerprint, the
+    /// tenant's settings' digest and the arguments' canonical JSON. An
+    /// entry answers a call only if it was kept for this very identity.
+    pub identity: String,
+    /// A hash of `identity`, which entries are found by.
+    pub key: [u8; 16],
     pub ttl: Duration,
     pub max_entries: usize,
 }
@@ -106,24 +116,43 @@ impl Slot {
         ttl: Duration,
         max_entries: usize,
     ) -> Option<Slot> {
-        use sha2::Digest;
+        use siphasher::sip128::{Hasher128, SipHasher13};
+        use std::hash::Hasher;
         // Canonical: keys sorted (serde_json's map is ordered), no white space.
-        let canonical = serde_json::from_str::<serde_json::Value>(arguments)
-            .ok()?
-            .to_string();
-        let mut h = sha2::Sha256::new();
-        for part in [id, fingerprint, &tenant.digest.to_string(), &canonical] {
-            h.update(part.as_bytes());
-            h.update([0]);
+        let canonical = serde_json::from_str::<serde_json::Value>(arguments).ok()?;
+        let mut identity = String::with_capacity(arguments.len() + id.len() + 128);
+        for part in [&*tenant.name, id, fingerprint, &tenant.digest.to_string()] {
+            identity.push_str(part);
+            identity.push('\0');
         }
-        let key = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        identity.push_str(&canonical.to_string());
+        // A fixed key: every replica finds the same entries. Which entry a
+        // hash finds is checked against its identity, so a collision can
+        // cost a miss, never another call's result.
+        let mut h = SipHasher13::new_with_keys(0x6d63_702d_6761_7465, 0x7761_792d_6361_6368);
+        h.write(identity.as_bytes());
+        let key = h.finish128().as_bytes();
         Some(Slot {
             tenant: tenant.name.clone(),
             upstream: upstream.clone(),
+            identity,
             key,
             ttl,
             max_entries,
         })
+    }
+}
+
+impl Slot {
+    /// The key in hex, as the store names it.
+    pub fn key_hex(&self) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(32);
+        for b in self.key {
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        }
+        out
     }
 }
 
@@ -188,7 +217,7 @@ impl ResultCache {
     pub async fn get(&self, slot: &Slot) -> Option<Entry> {
         let found = match self.store.get().filter(|s| s.is_up()) {
             Some(store) => match store.cached(slot).await {
-                Ok(found) => found.as_deref().and_then(Entry::decode),
+                Ok(found) => found.and_then(|text| Entry::decode(&text, &slot.identity)),
                 Err(_) => self.lock().get(slot),
             },
             None => self.lock().get(slot),
@@ -204,7 +233,7 @@ impl ResultCache {
     /// Keeps `entry` in `slot`.
     pub async fn put(&self, slot: &Slot, entry: Entry) {
         if let Some(store) = self.store.get().filter(|s| s.is_up()) {
-            match store.keep_cached(slot, &entry.encode()).await {
+            match store.keep_cached(slot, &entry.encode(&slot.identity)).await {
                 Ok(held) => {
                     self.gauge(&slot.tenant, held);
                     return;
@@ -241,7 +270,11 @@ mod tests {
             object: true,
             stored: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
         };
-        let back = Entry::decode(&entry.encode()).unwrap();
+        let back = Entry::decode(&entry.encode("a\0id\n"), "a\0id\n").unwrap();
+        assert!(
+            Entry::decode(&entry.encode("a"), "b").is_none(),
+            "kept for another call"
+        );
         assert_eq!(back.answer.get(), entry.answer.get());
         assert_eq!(
             (back.at, back.output, back.object),
@@ -249,7 +282,7 @@ mod tests {
         );
         assert_eq!(back.stored, entry.stored);
         assert!(
-            Entry::decode("1 v 0 0 99\n{}").is_none(),
+            Entry::decode("i\n1 v 0 0 99\n{}", "i").is_none(),
             "a range outside the answer"
         );
     }

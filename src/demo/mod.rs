@@ -54,6 +54,8 @@ pub struct DemoOptions {
     pub extra_tools: usize,
     /// Speaks the Model Context Protocol instead of MCP v1.0.
     pub modelcontext: bool,
+    /// Its `tools/list` says the listing may be kept this long (`ttlMs`).
+    pub listing_ttl_ms: Option<u64>,
 }
 
 impl DemoServer {
@@ -139,7 +141,7 @@ impl DemoServer {
             }
         }
         Ok(Self {
-            mc_tools: modelcontext::tool_list(&tools),
+            mc_tools: modelcontext::tool_list(&tools, opts.listing_ttl_ms),
             calls: AtomicU64::new(0),
             opts,
             tools,

@@ -31,8 +31,9 @@ const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 /// The tool that counts the calls (of other tools) answered so far.
 const CALLS: &str = "calls";
 
-/// `tools/list`'s result: the demo's well-formed tools under their names.
-pub(super) fn tool_list(tools: &[Value]) -> String {
+/// `tools/list`'s result: the demo's well-formed tools under their names
+/// (and how long the listing may be kept, when it says).
+pub(super) fn tool_list(tools: &[Value], ttl_ms: Option<u64>) -> String {
     let tools: Vec<Value> = tools
         .iter()
         .filter(|t| {
@@ -50,7 +51,10 @@ pub(super) fn tool_list(tools: &[Value]) -> String {
             "outputSchema": {"type": "object", "properties": {"calls": {"type": "integer"}}, "required": ["calls"]},
         })])
         .collect();
-    json!({ "tools": tools }).to_string()
+    match ttl_ms {
+        Some(ttl) => json!({ "tools": tools, "ttlMs": ttl }).to_string(),
+        None => json!({ "tools": tools }).to_string(),
+    }
 }
 
 /// A result of the 2026-07-28 revision: the handshake era's, and `resultType`.

@@ -157,15 +157,19 @@ impl<'a> V1<'a> {
 /// when it sent one, otherwise `{"output": ...}` written around the output.
 fn v1_result(result: ToolResult) -> Payload {
     if let Some(age) = result.age_ms() {
-        // Answered from the cache: the result's `_meta` says how long ago it was kept.
-        let text = match v1_result(ToolResult::without_age(result)) {
-            Payload::Raw(object) => object.get().to_owned(),
-            Payload::Text(text) => text,
+        // Answered from the cache: the result's `_meta` says how long ago it
+        // was kept, written in first where the result has none of its own.
+        let age = format!(r#"{{"ageMs":{age}}}"#);
+        return Payload::Text(match v1_result(ToolResult::without_age(result)) {
+            Payload::Raw(object) => {
+                super::core::with_meta(object.as_json(), super::core::CACHED, &age)
+            }
+            Payload::Text(text) => {
+                let meta = format!(r#"{{"_meta":{{"{}":{age}}},"#, super::core::CACHED);
+                text.replacen('{', &meta, 1)
+            }
             other => return other,
-        };
-        let meta = serde_json::json!({"ageMs": age});
-        let cached = super::core::with_meta(&text, super::core::CACHED, meta);
-        return Payload::Text(cached.to_string());
+        });
     }
     let result = match result.into_object() {
         Ok(object) => return Payload::Raw(object),

@@ -337,6 +337,9 @@ pub fn key_of(kind: Kind, original: &str) -> Option<String> {
 pub struct Page<'a> {
     pub items: Vec<&'a RawValue>,
     pub next: Option<String>,
+    /// How long the server says the listing may be kept (`ttlMs`), when it
+    /// says so with a whole number.
+    pub ttl_ms: Option<u64>,
 }
 
 /// Reads one page of a listing result: the array under `field` (each item
@@ -355,7 +358,14 @@ pub fn read_page<'a>(field: &str, result: &'a str) -> Result<Page<'a>, String> {
             Some(serde_json::from_str::<String>(text).map_err(|_| "nextCursor is not a string")?)
         }
     };
-    Ok(Page { items, next })
+    let ttl_ms = members
+        .get("ttlMs")
+        .and_then(|raw| serde_json::from_str::<u64>(raw.get()).ok());
+    Ok(Page {
+        items,
+        next,
+        ttl_ms,
+    })
 }
 
 /// The params of a listing request for one page.
@@ -637,7 +647,18 @@ mod tests {
     #[test]
     fn pages_carry_their_cursor() {
         let p = read_page("tools", r#"{"tools":[{"name":"a"}],"nextCursor":"2"}"#).unwrap();
-        assert_eq!((p.items.len(), p.next.as_deref()), (1, Some("2")));
+        assert_eq!(
+            (p.items.len(), p.next.as_deref(), p.ttl_ms),
+            (1, Some("2"), None)
+        );
+        let p = read_page("tools", r#"{"tools":[],"ttlMs":5000}"#).unwrap();
+        assert_eq!(p.ttl_ms, Some(5000));
+        assert_eq!(
+            read_page("tools", r#"{"tools":[],"ttlMs":-1}"#)
+                .unwrap()
+                .ttl_ms,
+            None
+        );
         assert!(read_page("tools", r#"{"tools":{}}"#).is_err());
         assert!(read_page("tools", r#"{"tools":[],"nextCursor":3}"#).is_err());
         assert_eq!(page_params(Some("c\"")), r#"{"cursor":"c\""}"#);

@@ -54,6 +54,9 @@ pub struct Cut {
     /// The blocks that follow a structured value's text block (a note and
     /// the pages' links); a cut of blocks holds them already.
     pub tail: Vec<serde_json::Value>,
+    /// How many of a cut of blocks' last blocks are the gateway's own (the
+    /// note and the links), not the upstream's.
+    pub appended: usize,
 }
 
 impl ToolResult {

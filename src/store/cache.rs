@@ -72,7 +72,7 @@ impl Store {
     pub async fn cached(&self, slot: &Slot) -> Result<Option<String>, StoreError> {
         let (keys, prefix) = self.cache_keys(slot);
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let args = [prefix, slot.key.clone(), now_ms()];
+        let args = [prefix, slot.key_hex(), now_ms()];
         self.script(&GET_SCRIPT, &keys, &args).await
     }
 
@@ -83,7 +83,7 @@ impl Store {
         let ttl = slot.ttl.as_millis().max(1).to_string();
         let args = [
             prefix,
-            slot.key.clone(),
+            slot.key_hex(),
             now_ms(),
             ttl,
             slot.max_entries.to_string(),

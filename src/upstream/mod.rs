@@ -350,7 +350,14 @@ struct Relist {
     wake: tokio::sync::Notify,
     /// Resources (original ids) to announce once the pending relisting is done.
     announce: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The shortest `ttlMs` the listings being read said, and when the
+    /// last relisting that heard one is due to be done again.
+    ttl: std::sync::Mutex<(Option<Duration>, Option<Instant>)>,
 }
+
+/// The shortest an upstream's `ttlMs` is taken to be: a server that says 0
+/// (or little more) is relisted once a second, not without end.
+const MIN_LISTING_TTL: Duration = Duration::from_secs(1);
 
 pub use crate::store::bus::Heard;
 
@@ -1226,9 +1233,25 @@ impl Upstream {
             .set(0);
     }
 
+    /// Notes that a listing being read may be kept for `ttl` at most.
+    pub(super) fn listing_kept_for(&self, ttl: Duration) {
+        let mut kept = self
+            .relist
+            .ttl
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        kept.0 = Some(kept.0.map_or(ttl, |t| t.min(ttl)));
+    }
+
     /// Re-reads every declared listing and swaps the catalog. A listing that fails
-    /// to load keeps its previous contents.
+    /// to load keeps its previous contents. A listing whose server said how
+    /// long it may be kept (`ttlMs`) is read again once that is over.
     async fn refresh_with(&self, link: &dyn Transport, caps: Capabilities) {
+        self.relist
+            .ttl
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0 = None;
         let mut fresh = Vec::new();
         for kind in Kind::ALL {
             let method = kind.list_method();
@@ -1254,6 +1277,15 @@ impl Upstream {
         }
         write(&self.catalog, next);
         self.listings_may_have_changed();
+        let mut kept = self
+            .relist
+            .ttl
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        kept.1 = kept.0.map(|ttl| Instant::now() + ttl.max(MIN_LISTING_TTL));
+        drop(kept);
+        // The relister waits for the new deadline.
+        self.relist.wake.notify_one();
     }
 
     /// Pins, logs and counts a freshly built listing, and queues it for the catalog.
@@ -1417,7 +1449,21 @@ impl Upstream {
             return std::future::pending().await;
         }
         loop {
-            self.relist.wake.notified().await;
+            let due = self
+                .relist
+                .ttl
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .1;
+            match due {
+                Some(due) => tokio::select! {
+                    () = self.relist.wake.notified() => {}
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(due)) => {
+                        self.relist.wanted.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                },
+                None => self.relist.wake.notified().await,
+            }
             while self
                 .relist
                 .wanted

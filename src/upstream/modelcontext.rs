@@ -273,6 +273,9 @@ impl State {
             )
             .await?;
             let page = mc::read_page(field, answer.get()).map_err(CallError::protocol)?;
+            if let Some(ttl) = page.ttl_ms {
+                up.listing_kept_for(std::time::Duration::from_millis(ttl));
+            }
             items.extend(
                 taker
                     .take(page.items)

@@ -255,3 +255,40 @@ fn check_refuses_zero_cache_settings() {
         assert!(said.contains(path), "{path} not in: {said}");
     }
 }
+
+/// An upstream's `ttlMs` bounds how long its listing is kept: it is read
+/// again once that is over (an upstream that says nothing is not). The
+/// gateway's own listings say `ttlMs: 0` and `cacheScope: "private"`
+/// (`stateless::`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_ttl_bounds_how_long_its_listing_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = |name: &str, extra: &str| {
+        let record = dir.path().join(name);
+        format!(
+            "{{stdio: {{command: {BIN:?}, args: [demo-upstream, --name, {name}, --modelcontext, --record, {record:?}{extra}]}}, protocol: modelcontextprotocol}}"
+        )
+    };
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  kept: {}\n  plain: {}\ntenants:\n  a: {}\n",
+        upstream("kept", ", --listing-ttl-ms, '1000'"),
+        upstream("plain", ""),
+        tenant("ka", &["kept", "plain"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["kept", "plain"]).await;
+    let listed = |name: &str| {
+        let text = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("\"tools/list\""))
+            .count()
+    };
+    let (kept, plain) = (listed("kept"), listed("plain"));
+    until(|| async { listed("kept") >= kept + 2 }).await;
+    assert_eq!(
+        listed("plain"),
+        plain,
+        "an upstream that gave no ttlMs is not relisted"
+    );
+    gw.stop().await;
+}

@@ -76,12 +76,14 @@ impl Dispatcher {
         let mark = self
             .spilled(tenant, budget, whole_blocks(blocks, value), kept_bytes)
             .await;
-        kept.extend(mark.blocks());
-        let answer = serde_json::value::to_raw_value(&kept).ok()?;
+        let appended = mark.blocks();
         let cut = Cut {
             mark: mark.to_value(),
             tail: Vec::new(),
+            appended: appended.len(),
         };
+        kept.extend(appended);
+        let answer = serde_json::value::to_raw_value(&kept).ok()?;
         Some(ToolResult::cut(JsonBuf::from(answer), Output::Blocks, cut))
     }
 
@@ -109,6 +111,7 @@ impl Dispatcher {
         let cut = Cut {
             mark: mark_value,
             tail: mark.blocks(),
+            appended: 0,
         };
         Some(ToolResult::cut(JsonBuf::from(answer), Output::Value, cut))
     }

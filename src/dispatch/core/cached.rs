@@ -93,11 +93,21 @@ fn hinted(entry: &ToolEntry) -> bool {
     hint("readOnlyHint") && hint("idempotentHint")
 }
 
-/// `result`, a result object's JSON text, with `_meta[key]` set to `value`.
-pub fn with_meta(result: &str, key: &str, value: Value) -> Value {
-    let mut result: Value =
+/// `result`, a result object's JSON text, with `_meta[key]` set to
+/// `value` (JSON text): written in place when the object has no `_meta`
+/// of its own (the usual case), read and written again otherwise.
+pub fn with_meta(result: Json<'_>, key: &str, value: &str) -> String {
+    let has_meta = crate::jsonrpc::scan::members_of(result, ["_meta"]);
+    let result = result.get();
+    let key_text = Value::from(key).to_string();
+    if let (Some([None]), Some(rest)) = (has_meta, result.trim_start().strip_prefix('{')) {
+        let rest = rest.trim_start();
+        let comma = if rest.starts_with('}') { "" } else { "," };
+        return format!(r#"{{"_meta":{{{key_text}:{value}}}{comma}{rest}"#);
+    }
+    let mut whole: Value =
         serde_json::from_str(result).unwrap_or_else(|_| Value::Object(Default::default()));
-    if let Value::Object(members) = &mut result {
+    if let (Value::Object(members), Ok(value)) = (&mut whole, serde_json::from_str(value)) {
         let meta = members
             .entry("_meta")
             .or_insert_with(|| Value::Object(Default::default()));
@@ -105,5 +115,33 @@ pub fn with_meta(result: &str, key: &str, value: Value) -> Value {
             meta.insert(key.to_owned(), value);
         }
     }
-    result
+    whole.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_is_written_in_or_merged() {
+        let age = r#"{"ageMs":3}"#;
+        let with_meta = |text: &'static str, key, value| {
+            let raw: &serde_json::value::RawValue = serde_json::from_str(text).unwrap();
+            super::with_meta(raw.into(), key, value)
+        };
+        let plain: Value =
+            serde_json::from_str(&with_meta(r#"{"output":{"t":1}}"#, CACHED, age)).unwrap();
+        assert_eq!(
+            plain,
+            serde_json::json!({"_meta": {CACHED: {"ageMs": 3}}, "output": {"t": 1}})
+        );
+        let empty: Value = serde_json::from_str(&with_meta("{ }", CACHED, age)).unwrap();
+        assert_eq!(empty, serde_json::json!({"_meta": {CACHED: {"ageMs": 3}}}));
+        let own = with_meta(r#"{"output":1,"_meta":{"x":true}}"#, CACHED, age);
+        let own: Value = serde_json::from_str(&own).unwrap();
+        assert_eq!(
+            own["_meta"],
+            serde_json::json!({"x": true, CACHED: {"ageMs": 3}})
+        );
+    }
 }

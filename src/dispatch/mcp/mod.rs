@@ -522,6 +522,9 @@ struct Call<'a> {
 enum Out {
     Value(Value),
     Written(String),
+    /// A written result (without `_meta`, as the face writes them) and the
+    /// members of the `_meta` it carries, written in when it goes out.
+    Meta(String, String),
     /// A tool's own failure (`isError: true`): a result, counted as `tool_error`.
     ToolError(Value),
 }
@@ -537,6 +540,41 @@ impl Out {
         match self {
             Out::Value(v) | Out::ToolError(v) => v.to_string(),
             Out::Written(t) => t,
+            Out::Meta(mut t, meta) => {
+                if t.ends_with('}') {
+                    t.pop();
+                    if !t.ends_with('{') {
+                        t.push(',');
+                    }
+                    t.push_str(r#""_meta":{"#);
+                    t.push_str(&meta);
+                    t.push_str("}}");
+                }
+                t
+            }
+        }
+    }
+
+    /// The result with `_meta[key]` set to `value` (valid JSON text).
+    fn with_meta(self, key: &str, value: &str) -> Out {
+        let member = format!("{}:{value}", serde_json::Value::from(key));
+        match self {
+            Out::Written(text) => Out::Meta(text, member),
+            Out::Meta(text, mut meta) => {
+                meta.push(',');
+                meta.push_str(&member);
+                Out::Meta(text, meta)
+            }
+            Out::Value(mut v) => {
+                if let (Value::Object(m), Ok(value)) = (&mut v, serde_json::from_str(value)) {
+                    let meta = m.entry("_meta").or_insert_with(|| json!({}));
+                    if let Value::Object(meta) = meta {
+                        meta.insert(key.to_owned(), value);
+                    }
+                }
+                Out::Value(v)
+            }
+            other => other,
         }
     }
 }

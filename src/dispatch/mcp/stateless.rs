@@ -160,6 +160,24 @@ pub(super) fn stateless_result(method: &str, result: Out) -> Out {
             }
             Out::Written(text)
         }
+        // The stateless era's `_meta` and the result's own, as one.
+        Out::Meta(mut text, meta) => {
+            if text.ends_with('}') {
+                text.pop();
+                let fields = STATELESS_FIELDS
+                    .strip_suffix('}')
+                    .unwrap_or(STATELESS_FIELDS);
+                text.push_str(fields);
+                text.push(',');
+                text.push_str(&meta);
+                text.push('}');
+                if CACHEABLE.contains(&method) {
+                    text.push_str(r#","ttlMs":0,"cacheScope":"private""#);
+                }
+                text.push('}');
+            }
+            Out::Written(text)
+        }
     }
 }
 

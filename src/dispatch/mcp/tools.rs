@@ -22,17 +22,7 @@ pub(super) fn call_result(result: Result<ToolResult, GatewayError>, structured: 
         }) => return Ok(tool_error(&why)),
         Err(e) => return Err(e),
     };
-    let out = rendered(&result, structured);
-    let Some(age) = result.age_ms() else {
-        return Ok(out);
-    };
-    // Answered from the cache: it says how long ago it was kept.
-    let meta = json!({"ageMs": age});
-    Ok(Out::Value(match out {
-        Out::Written(text) => crate::dispatch::core::with_meta(&text, CACHED, meta),
-        Out::Value(value) => crate::dispatch::core::with_meta(&value.to_string(), CACHED, meta),
-        other => return Ok(other),
-    }))
+    Ok(rendered(&result, structured))
 }
 
 /// A successful result as the protocol carries it.
@@ -308,14 +298,50 @@ impl ModelContext<'_> {
         }
         let structured = tool.structured || (tool.loose_output && era == Era::Stateless);
         let blocks = matches!(&result, Ok(r) if r.output().0 == Output::Blocks);
-        let out = call_result(result, structured)?;
-        Ok(match out {
+        let appended = result
+            .as_ref()
+            .ok()
+            .and_then(ToolResult::cut_off)
+            .map(|c| c.appended);
+        let age = result.as_ref().ok().and_then(ToolResult::age_ms);
+        let out = match call_result(result, structured)? {
             // Links the upstream's own blocks carry become uris the gateway serves.
             Out::Written(text) if blocks && holds!(text, "\"uri\"") => {
                 self.with_links(tenant, &tool.id, text)
             }
+            Out::Value(mut cut_blocks) if blocks && appended.is_some() => {
+                let appended = appended.unwrap_or(0);
+                self.rewrite_kept(tenant, &tool.id, &mut cut_blocks, appended);
+                Out::Value(cut_blocks)
+            }
             out => out,
+        };
+        // Answered from the cache: it says how long ago it was kept.
+        Ok(match age {
+            Some(age) => out.with_meta(CACHED, &format!(r#"{{"ageMs":{age}}}"#)),
+            None => out,
         })
+    }
+
+    /// The links of a cut result's kept blocks rewritten in place; its last
+    /// `appended` blocks (the note and the pages' links) are the gateway's
+    /// own and stay as they are.
+    fn rewrite_kept(&self, tenant: &Tenant, tool: &str, result: &mut Value, appended: usize) {
+        let upstream =
+            mcpid::upstream_of(self.core.gateway_id(), tool).and_then(|u| self.core.upstream(u));
+        let Some(Value::Array(content)) = result.get_mut("content") else {
+            return;
+        };
+        let kept = content.len().saturating_sub(appended);
+        let mut ours = Value::Array(content.split_off(kept));
+        let mut theirs = Value::Array(std::mem::take(content));
+        if let Some(upstream) = upstream {
+            self.core.rewrite_links(tenant, &upstream, &mut theirs);
+        }
+        if let (Value::Array(theirs), Value::Array(ours)) = (&mut theirs, &mut ours) {
+            content.append(theirs);
+            content.append(ours);
+        }
     }
 
     /// A passed-through result (`{"content": [...]}`) with its links rewritten.
@@ -642,7 +668,7 @@ mod tests {
         match built {
             Ok(Out::Written(text)) => serde_json::from_str(&text).unwrap(),
             Ok(Out::ToolError(v)) => json!({"toolError": v}),
-            Ok(Out::Value(_)) => panic!("a tool's result is written, not built"),
+            Ok(Out::Value(_) | Out::Meta(..)) => panic!("a tool's result is written, not built"),
             Err(e) => panic!("{e}"),
         }
     }
