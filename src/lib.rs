@@ -8,7 +8,8 @@
 //!   [`telemetry`], [`metrics`], [`jsonrpc`] (JSON-RPC 2.0, codecs), [`auth`];
 //! - [`config`]; [`protocol`] (MCP v1.0 and the core's neutral shapes, no
 //!   I/O); [`seal`]; [`modelcontext`] (the official protocol, no I/O);
-//! - [`tenant`]; [`store`] (what replicas share);
+//! - [`tenant`]; [`store`] (what replicas share); [`output`] (results cut
+//!   to a budget, their pages); [`cache`] (results kept for equal calls);
 //! - [`upstream`]: the `Transport` trait, links, dialects, supervisors;
 //! - [`error`]; [`dispatch`]: the core and the two faces;
 //! - [`http`]: the agent and admin edges;

@@ -417,6 +417,9 @@ impl Metrics {
         for outcome in ServerRequest::ALL {
             self.server_requests.with_label_values(&[outcome.as_str()]);
         }
+        for decision in ["approved", "rejected"] {
+            self.pin_decisions.with_label_values(&[decision]);
+        }
         self
     }
 

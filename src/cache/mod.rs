@@ -144,6 +144,17 @@ impl Slot {
 }
 
 impl Slot {
+    /// The slot as the store takes it, under `key` (its key in hex).
+    fn in_store<'a>(&'a self, key: &'a str) -> crate::store::cache::CacheSlot<'a> {
+        crate::store::cache::CacheSlot {
+            tenant: &self.tenant,
+            upstream: &self.upstream,
+            key,
+            ttl: self.ttl,
+            max_entries: self.max_entries,
+        }
+    }
+
     /// The key in hex, as the store names it.
     pub fn key_hex(&self) -> String {
         const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -216,7 +227,7 @@ impl ResultCache {
     /// The result kept in `slot`, if any: counted as a hit or a miss.
     pub async fn get(&self, slot: &Slot) -> Option<Entry> {
         let found = match self.store.get().filter(|s| s.is_up()) {
-            Some(store) => match store.cached(slot).await {
+            Some(store) => match store.cached(&slot.in_store(&slot.key_hex())).await {
                 Ok(found) => found.and_then(|text| Entry::decode(&text, &slot.identity)),
                 Err(_) => self.lock().get(slot),
             },
@@ -233,7 +244,11 @@ impl ResultCache {
     /// Keeps `entry` in `slot`.
     pub async fn put(&self, slot: &Slot, entry: Entry) {
         if let Some(store) = self.store.get().filter(|s| s.is_up()) {
-            match store.keep_cached(slot, &entry.encode(&slot.identity)).await {
+            let key = slot.key_hex();
+            match store
+                .keep_cached(&slot.in_store(&key), &entry.encode(&slot.identity))
+                .await
+            {
                 Ok(held) => {
                     self.gauge(&slot.tenant, held);
                     return;

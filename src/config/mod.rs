@@ -23,6 +23,17 @@ pub mod tool_names {
     pub const DEFAULT_BUDGET: usize = 48;
     /// The shortest budget that still leaves a readable part beside the hash.
     pub const MIN_BUDGET: usize = 20;
+
+    /// Whether `b` may stand in a tool name: letters, digits, `-` and `_`.
+    pub fn allowed(b: u8) -> bool {
+        b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+    }
+
+    /// Whether `name` is a valid tool name of the Model Context Protocol
+    /// (which `check` holds configured names to as well).
+    pub fn is_valid(name: &str) -> bool {
+        (1..=MAX_NAME).contains(&name.len()) && name.bytes().all(allowed)
+    }
 }
 
 /// The gateway's own settings.

@@ -1,8 +1,7 @@
 //! The admin listener: liveness, readiness and metrics, away from agent traffic.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::extract::State;
@@ -11,35 +10,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::json;
-use crate::config::KeyDigest;
-use crate::dispatch::Dispatcher;
-use crate::tenant::bearer_token;
 use crate::upstream::Status;
 
-#[derive(Clone)]
-pub struct AdminState {
-    pub dispatcher: Dispatcher,
-    /// Set when shutdown starts: readiness turns off so traffic moves elsewhere.
-    pub draining: Arc<AtomicBool>,
-    /// Needed for what names tenants and upstreams (metrics, readiness
-    /// detail); swapped by a reload.
-    pub token: Arc<arc_swap::ArcSwapOption<KeyDigest>>,
-}
-
-impl AdminState {
-    /// Whether the request may see what names tenants and upstreams.
-    pub(super) fn may_see(&self, headers: &HeaderMap) -> bool {
-        let want = self.token.load();
-        let Some(want) = want.as_deref() else {
-            return true;
-        };
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer_token)
-            .is_some_and(|t| KeyDigest::of(t.as_bytes()) == *want)
-    }
-}
+pub use super::admin_state::AdminState;
 
 pub fn router(state: AdminState) -> Router {
     Router::new()

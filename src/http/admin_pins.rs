@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::admin::AdminState;
+use super::admin_state::AdminState;
 use super::json;
 use crate::upstream::Upstream;
 use crate::upstream::pins::Undecided;

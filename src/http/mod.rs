@@ -3,6 +3,7 @@
 
 pub mod admin;
 mod admin_pins;
+mod admin_state;
 pub mod agent;
 mod browser;
 pub(crate) mod calls;

@@ -21,18 +21,9 @@
 
 use sha2::{Digest, Sha256};
 
-pub use crate::config::tool_names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET};
+pub use crate::config::tool_names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET, allowed, is_valid};
 /// Hex digits of the hash in a hashed name.
 const HASH_DIGITS: usize = 12;
-
-fn allowed(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
-}
-
-/// Whether `name` is a valid tool name of the protocol.
-pub fn is_valid(name: &str) -> bool {
-    (1..=MAX_NAME).contains(&name.len()) && name.bytes().all(allowed)
-}
 
 /// The tool's own name within an id: for an MCP v1.0 mcpId
 /// (`mcp://acme/tools/echo:v1`), its last path segment; a plain name as it is.

@@ -208,9 +208,9 @@ impl Spills {
     pub async fn page(&self, tenant: &str, hex: &str, k: usize) -> Option<Page> {
         if let Some(store) = self.store.get()
             && store.is_up()
-            && let Ok(Some(page)) = store.spill_page(tenant, hex, k).await
+            && let Ok(Some((mime, text))) = store.spill_page(tenant, hex, k).await
         {
-            return Some(page);
+            return Some(Page { text, mime });
         }
         let local = self.local.lock().unwrap_or_else(|e| e.into_inner());
         let spill = local.tenants.get(tenant)?.spills.get(hex)?;

@@ -6,7 +6,6 @@
 //! process answered.
 
 use super::{Store, StoreError};
-use crate::cache::Slot;
 
 /// KEYS: the upstream's generation, the tenant's index. ARGV: the entry
 /// key's prefix (up to the generation), the slot's key, now (ms). The
@@ -57,33 +56,47 @@ fn now_ms() -> String {
         .to_string()
 }
 
+/// Where one call's result is kept in the store: its tenant, its
+/// upstream, its key (hex), how long it lives and its tenant's most entries.
+pub struct CacheSlot<'a> {
+    pub tenant: &'a str,
+    pub upstream: &'a str,
+    pub key: &'a str,
+    pub ttl: std::time::Duration,
+    pub max_entries: usize,
+}
+
 impl Store {
-    fn cache_keys(&self, slot: &Slot) -> ([String; 2], String) {
+    fn cache_keys(&self, slot: &CacheSlot<'_>) -> ([String; 2], String) {
         (
             [
-                self.key(&["cache-generation", &slot.upstream]),
-                self.key(&["cache-index", &slot.tenant]),
+                self.key(&["cache-generation", slot.upstream]),
+                self.key(&["cache-index", slot.tenant]),
             ],
-            self.key(&["cache", &slot.tenant, &slot.upstream, ""]),
+            self.key(&["cache", slot.tenant, slot.upstream, ""]),
         )
     }
 
     /// The entry kept in `slot`, if any.
-    pub async fn cached(&self, slot: &Slot) -> Result<Option<String>, StoreError> {
+    pub async fn cached(&self, slot: &CacheSlot<'_>) -> Result<Option<String>, StoreError> {
         let (keys, prefix) = self.cache_keys(slot);
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let args = [prefix, slot.key_hex(), now_ms()];
+        let args = [prefix, slot.key.to_owned(), now_ms()];
         self.script(&GET_SCRIPT, &keys, &args).await
     }
 
     /// Keeps `entry` in `slot`: the entries its tenant holds after.
-    pub async fn keep_cached(&self, slot: &Slot, entry: &str) -> Result<usize, StoreError> {
+    pub async fn keep_cached(
+        &self,
+        slot: &CacheSlot<'_>,
+        entry: &str,
+    ) -> Result<usize, StoreError> {
         let (keys, prefix) = self.cache_keys(slot);
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let ttl = slot.ttl.as_millis().max(1).to_string();
         let args = [
             prefix,
-            slot.key_hex(),
+            slot.key.to_owned(),
             now_ms(),
             ttl,
             slot.max_entries.to_string(),

@@ -1,4 +1,4 @@
-//! Cut results' pages in the store (see `crate::output::spill`), so that
+//! Cut results' pages in the store (see the `output` module's spills), so that
 //! any replica serves them: per spill a hash `spill:{tenant}:{id}` of its
 //! media type and pages, expiring with them; per tenant an index of its
 //! spills by age and their sizes, which its quota is held to in one script
@@ -7,7 +7,6 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Store, StoreError};
-use crate::output::spill::Page;
 
 /// KEYS: the tenant's index (sorted set of ids by when kept), its sizes
 /// (hash: id → "bytes expires-ms", and `_total`), the new spill's hash.
@@ -98,13 +97,14 @@ impl Store {
         self.script(&KEEP_SCRIPT, &keys, &args).await
     }
 
-    /// Page `k` of the tenant's spill `id`, if it is there.
+    /// Page `k` of the tenant's spill `id`, if it is there: its media
+    /// type and text.
     pub async fn spill_page(
         &self,
         tenant: &str,
         id: &str,
         k: usize,
-    ) -> Result<Option<Page>, StoreError> {
+    ) -> Result<Option<(String, String)>, StoreError> {
         let (mime, text): (Option<String>, Option<String>) = self
             .query(
                 redis::cmd("HMGET")
@@ -113,6 +113,6 @@ impl Store {
                     .arg(k.to_string()),
             )
             .await?;
-        Ok(mime.zip(text).map(|(mime, text)| Page { text, mime }))
+        Ok(mime.zip(text))
     }
 }

@@ -28,6 +28,8 @@ const LAYERS: &[&str] = &[
     "modelcontext",
     "tenant",
     "store",
+    "output",
+    "cache",
     "upstream",
     "error",
     "dispatch",

@@ -287,3 +287,123 @@ fn a_cut_calls_audit_line_says_so() {
     assert!(calls[0].get("truncated").is_none(), "{}", calls[0]);
     assert!(p.terminate().success());
 }
+
+/// server-everything's shapes, through the official Python SDK's client:
+/// links kept among the blocks are the gateway's (the pages' links too), an
+/// image that does not fit ends what is kept, and a structured value is cut
+/// while it still satisfies its schema, else the stub stands in for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everythings_links_images_and_structured_content_are_cut_as_the_contract_says() {
+    let structured = "mcp://gw/ev/tool/get-structured-content";
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ev: {ev}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [ev]\n    tools:\n      output: {{max_bytes: 300}}\n      overrides: {{\"{structured}\": {{output: {{max_bytes: 50}}}}}}\n  c:\n    api_keys: [kc]\n    upstreams: [ev]\n    tools: {{overrides: {{\"{structured}\": {{output: {{max_bytes: 40}}}}}}}}\n",
+        ev = everything_stdio(),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["ev"]).await;
+    let steps = json!([
+        {"op": "call", "name": "ev__get-resource-links", "arguments": {"count": 10}},
+        {"op": "call", "name": "ev__get-tiny-image", "arguments": {}},
+        {"op": "call", "name": "ev__get-structured-content", "arguments": {"location": "Chicago"}},
+    ]);
+    let (_, answers) = sdk_client(&gw, "ka", "legacy", steps).await;
+
+    let links = answers[0]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", answers[0]));
+    let mark = &answers[0]["_meta"][MARK];
+    let n = mark["pages"].as_u64().unwrap() as usize;
+    let kept = &links[..links.len() - 1 - n];
+    assert!(kept.len() >= 2 && kept.len() < 11, "{links:?}");
+    for link in kept.iter().filter(|b| b["type"] == "resource_link") {
+        let uri = link["uri"].as_str().unwrap();
+        assert!(
+            uri.starts_with("mcp://gw/ev/"),
+            "the upstream's link is the gateway's: {uri}"
+        );
+    }
+    for page in &links[links.len() - n..] {
+        assert!(
+            page["uri"]
+                .as_str()
+                .unwrap()
+                .starts_with("mcp://gw/~spill/"),
+            "{page}"
+        );
+    }
+    let (whole, mime) = pages(&gw, "ka", mark).await;
+    assert_eq!(mime, "application/json");
+    let whole: Value = serde_json::from_str(&whole).unwrap();
+    assert_eq!(
+        whole["content"].as_array().unwrap().len(),
+        11,
+        "all ten links and the text"
+    );
+
+    let image = answers[1]["content"].as_array().unwrap();
+    assert_eq!(image[0]["text"], "Here's the image you requested:");
+    assert!(
+        image[1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[truncated]"),
+        "{image:?}"
+    );
+    assert!(image.iter().all(|b| b["type"] != "image"));
+    let (whole, _) = pages(&gw, "ka", &answers[1]["_meta"][MARK]).await;
+    let whole: Value = serde_json::from_str(&whole).unwrap();
+    assert_eq!(whole["content"][1]["type"], "image");
+
+    let weather = &answers[2];
+    assert!(
+        weather.get("error").is_none() && weather["isError"] != true,
+        "{weather}"
+    );
+    assert_eq!(weather["structuredContent"]["temperature"], 36);
+    let conditions = weather["structuredContent"]["conditions"].as_str().unwrap();
+    assert!("Light rain / drizzle".starts_with(conditions) && conditions.len() < 20);
+
+    // For c, 40 bytes: not even the value's members fit; the stub, which
+    // the SDK accepts as the listed schema allows.
+    let steps = json!([{"op": "call", "name": "ev__get-structured-content", "arguments": {"location": "Chicago"}}]);
+    let (_, answers) = sdk_client(&gw, "kc", "legacy", steps).await;
+    let stub = &answers[0]["structuredContent"];
+    assert_eq!(stub.as_object().map(|o| o.len()), Some(1), "{}", answers[0]);
+    assert_eq!(stub[MARK]["keptBytes"], 0);
+    assert_eq!(stub[MARK]["pages"], 1);
+    gw.stop().await;
+}
+
+/// A 5 MB result, cut within its budget, read back byte for byte from its
+/// pages; pages are gone after their TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_five_megabyte_result_reads_back_whole_and_its_pages_expire() {
+    let yaml = format!(
+        "gateway: {{id: gw, limits: {{max_body_bytes: 8388608}}}}\nupstreams:\n  s: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s]\n    tools:\n      output: {{max_bytes: 65536, page_bytes: 1048576, spill_ttl_ms: 3000}}\n",
+        stdio_upstream("s", &[]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["s"]).await;
+    let long = long_text(5 << 20);
+    let r = gw.execute("ka", ECHO, json!({"text": long})).await;
+    let mark = r["result"]["_meta"][MARK].clone();
+    let kept = r["result"]["output"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{mark}"));
+    assert!(json!({"text": kept}).to_string().len() <= 65536);
+    assert!(long.starts_with(kept));
+    let (whole, _) = pages(&gw, "ka", &mark).await;
+    assert_eq!(whole.len(), mark["totalBytes"].as_u64().unwrap() as usize);
+    let whole: Value = serde_json::from_str(&whole).unwrap();
+    assert!(
+        whole["structuredContent"]["text"] == long.as_str(),
+        "byte for byte"
+    );
+    // After the TTL: unknown.
+    let first = json!({"uri": format!("{}/1", mark["uri"].as_str().unwrap())});
+    until(|| async {
+        gw.rpc("ka", "resources/read", first.clone()).await["error"]["code"] == -32002
+    })
+    .await;
+    gw.stop().await;
+}

@@ -292,3 +292,38 @@ async fn an_upstreams_ttl_bounds_how_long_its_listing_is_kept() {
     );
     gw.stop().await;
 }
+
+/// A tool whose definition changed (here by a reload that restarts its
+/// upstream with another description) answers anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_definition_answers_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    let yaml = |extra: &[&str]| {
+        format!(
+            "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  h: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [h]\n    tools: {{overrides: {{\"mcp://gw/h/h/tools/pid\": {{cache: true}}}}}}\n",
+            stdio_upstream("h", extra),
+        )
+    };
+    std::fs::write(&path, yaml(&[])).unwrap();
+    let gw = start_watching(&path).await;
+    gw.wait_ready(&["h"]).await;
+    let pid = "mcp://gw/h/h/tools/pid";
+    gw.execute("ka", pid, json!({})).await;
+    assert!(age(&gw.execute("ka", pid, json!({})).await["result"]).is_some());
+    std::fs::write(&path, yaml(&["--description-suffix", " Changed."])).unwrap();
+    wait_reloads(&gw, "applied", 1.0).await;
+    gw.wait_ready(&["h"]).await;
+    let r = within(async {
+        loop {
+            let r = gw.execute("ka", pid, json!({})).await;
+            if r["result"].is_object() {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(age(&r["result"]).is_none(), "{r}");
+    gw.stop().await;
+}

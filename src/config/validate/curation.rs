@@ -9,12 +9,11 @@ use super::*;
 use crate::config::curation::{CacheChoice, CacheSettings, Curation, OutputSettings, Override};
 use crate::config::raw::{RawCache, RawCacheChoice, RawOutput, RawToolPolicy};
 
-/// Where a tenant's tools are, for the checks: its tools' id prefixes, the
-/// upstreams it sees, the gateway's id and its tool-name budget.
+/// Where a tenant's tools are, for the checks: its tools' id prefixes (one
+/// per upstream it sees), the gateway's id and its tool-name budget.
 pub(super) struct Reach<'a> {
     pub at: &'a str,
     pub prefixes: &'a [String],
-    pub upstreams: &'a [String],
     pub gateway_id: Option<&'a str>,
     pub name_budget: usize,
 }
@@ -64,9 +63,11 @@ pub(super) fn curation(
             );
             continue;
         }
-        if let Some(gateway) = reach.gateway_id {
-            let upstream = crate::protocol::mcpid::parse(gateway, &id).map(|(u, _)| u);
-            if !upstream.is_some_and(|u| reach.upstreams.iter().any(|s| s == u)) {
+        if reach.gateway_id.is_some() {
+            // `mcp://{gateway}/{upstream}/` and more: a tool of an upstream it sees
+            // (an upstream's name holds no `/`, so the prefix names one).
+            let sees = |prefix: &String| id.len() > prefix.len() && id.starts_with(prefix.as_str());
+            if !reach.prefixes.iter().any(sees) {
                 let why = match reach.prefixes {
                     [] => "the tenant sees no upstream".to_owned(),
                     prefixes => format!("its tools' ids start with {}", prefixes.join(" or ")),
@@ -168,7 +169,7 @@ fn cache(raw: &RawCache, at: &str, p: &mut Problems) -> CacheSettings {
 
 /// Why `name` cannot be a tool's name for agents, if it cannot.
 fn bad_name(name: &str, budget: usize) -> Option<String> {
-    if !crate::modelcontext::names::is_valid(name) {
+    if !crate::config::tool_names::is_valid(name) {
         return Some(format!(
             "'{name}' is no tool name: 1 to 64 of letters, digits, '-' and '_'"
         ));

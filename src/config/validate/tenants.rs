@@ -161,7 +161,6 @@ pub(super) fn tenants(
         let reach = super::curation::Reach {
             at: &at,
             prefixes: &prefixes,
-            upstreams: &seen,
             gateway_id,
             name_budget,
         };

@@ -148,6 +148,12 @@ impl Dispatcher {
         for t in tenants {
             metrics.sessions_open.with_label_values(&[&t.name]);
             metrics.audit_lines_dropped.with_label_values(&[&t.name]);
+            metrics.results_truncated.with_label_values(&[&t.name]);
+            metrics.spill_bytes.with_label_values(&[&t.name]);
+            metrics.result_cache_entries.with_label_values(&[&t.name]);
+            for outcome in ["hit", "miss"] {
+                metrics.result_cache.with_label_values(&[&t.name, outcome]);
+            }
             for reason in ["rate_limited", "concurrency_limited"] {
                 metrics
                     .requests_limited
