@@ -203,6 +203,21 @@ impl GatewayError {
                         "upstream {upstream} is at its concurrency limit; retry later"
                     )),
                 ),
+                CallError::Credential(refusal) => {
+                    let mut data = serde_json::json!({"upstream": &**upstream, "reason": refusal.reason});
+                    if let Some(error) = &refusal.error {
+                        data["error"] = error.as_str().into();
+                    }
+                    WireError::Written(
+                        codes::CREDENTIAL_UNAVAILABLE,
+                        serde_json::json!({
+                            "code": codes::CREDENTIAL_UNAVAILABLE,
+                            "message": "Upstream credential unavailable",
+                            "data": data,
+                        })
+                        .to_string(),
+                    )
+                }
             },
             E::OverCapacity {
                 retry_after_secs,
@@ -328,6 +343,7 @@ impl GatewayError {
                 CallError::Remote(_) => "upstream_error",
                 CallError::Tool(_) => "tool_error",
                 CallError::OverCapacity => "over_capacity",
+                CallError::Credential(_) => "credential_unavailable",
             },
             E::OverCapacity { .. } | E::StoreDown => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",

@@ -59,6 +59,13 @@ pub struct Metrics {
     pub result_cache: IntCounterVec,
     /// Cached results a tenant holds on this replica (or in the store).
     pub result_cache_entries: IntGaugeVec,
+    /// Requests to upstreams' authorization servers, by grant and outcome.
+    pub upstream_token_requests: IntCounterVec,
+    pub upstream_token_seconds: HistogramVec,
+    /// Upstream credentials looked up, by result (`hit`, `miss`).
+    pub upstream_token_cache: IntCounterVec,
+    /// Upstream credentials held.
+    pub upstream_tokens_cached: IntGaugeVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
     /// Requests upstreams sent the gateway (a `ping`, ...), by what became of them.
@@ -288,6 +295,30 @@ impl Metrics {
                 "result_cache_entries",
                 "Cached tool results the tenant holds on this replica.",
                 &["tenant"],
+            ),
+            upstream_token_requests: counter(
+                &r,
+                "upstream_token_requests_total",
+                "Requests to upstreams' authorization servers, by grant (client_credentials, ...) and outcome (ok, or why not).",
+                &["upstream", "grant", "outcome"],
+            ),
+            upstream_token_seconds: histogram(
+                &r,
+                "upstream_token_request_duration_seconds",
+                "How long requests to upstreams' authorization servers took.",
+                &["upstream", "grant"],
+            ),
+            upstream_token_cache: counter(
+                &r,
+                "upstream_token_cache_total",
+                "Upstream credentials looked up: hit (one in force was used), miss (one was obtained).",
+                &["upstream", "result"],
+            ),
+            upstream_tokens_cached: gauge(
+                &r,
+                "upstream_tokens_cached",
+                "Upstream credentials held.",
+                &["upstream"],
             ),
             config_reloads: counter(
                 &r,

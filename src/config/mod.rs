@@ -5,6 +5,7 @@ pub mod curation;
 pub mod raw;
 pub mod restart;
 mod shape;
+pub mod upstream_auth;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -287,6 +288,8 @@ pub struct UpstreamSpec {
     /// Bounds on the children (or HTTP sessions) run for one tenant or one
     /// client session.
     pub children: ChildBounds,
+    /// A credential the gateway obtains for it, sent with every request.
+    pub auth: Option<upstream_auth::UpstreamAuth>,
 }
 
 /// What one tenant's children of an upstream may take: at most

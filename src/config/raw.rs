@@ -90,6 +90,8 @@ pub struct RawGateway {
     pub auth: Option<RawAuth>,
     /// The store replicas share limits and sessions through.
     pub store: Option<RawStore>,
+    /// How the gateway obtains upstreams' credentials (upstreams' auth).
+    pub upstream_auth: Option<RawUpstreamAuthSettings>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -231,6 +233,53 @@ pub struct RawUpstream {
     pub max_children: Option<u64>,
     /// A tenant's (or session's) child idle this long is ended (default 300000).
     pub idle_timeout_ms: Option<u64>,
+    /// A credential the gateway obtains for this upstream (HTTP upstreams):
+    /// exactly one mode.
+    pub auth: Option<RawUpstreamAuth>,
+}
+
+/// How the gateway authenticates to one upstream.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamAuth {
+    /// OAuth 2.0 client credentials (RFC 6749 section 4.4): one token for
+    /// every caller.
+    pub client_credentials: Option<RawClientCredentials>,
+    /// The header it is sent in (default authorization, as "Bearer <token>";
+    /// any other header carries the token bare).
+    pub header: Option<String>,
+}
+
+/// An OAuth client of an authorization server, for the client credentials grant.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientCredentials {
+    /// The token endpoint; or `issuer`, found by RFC 8414 (then OpenID) discovery.
+    pub token_url: Option<String>,
+    /// The authorization server's issuer, when token_url is not given.
+    pub issuer: Option<String>,
+    #[schemars(length(min = 1))]
+    pub client_id: String,
+    /// The secret, env:VAR or file:PATH.
+    pub client_secret: String,
+    /// client_secret_basic (default) or client_secret_post.
+    #[schemars(extend("enum" = ["client_secret_basic", "client_secret_post", null]))]
+    pub auth_method: Option<String>,
+    /// The scope asked for.
+    pub scope: Option<String>,
+    /// RFC 8707 resource (default: the upstream's http.url).
+    pub resource: Option<String>,
+    /// An audience, for servers that take one.
+    pub audience: Option<String>,
+}
+
+/// The gateway's own bounds on obtaining upstream credentials.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamAuthSettings {
+    /// Each request to an authorization server (default 5000, 1..60000).
+    #[schemars(range(min = 1, max = 60000))]
+    pub token_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

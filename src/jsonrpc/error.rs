@@ -30,6 +30,8 @@ pub mod codes {
     pub const UNAUTHORIZED_TOOL: i64 = -32007;
     /// The tool itself failed (a Model Context Protocol result with `isError`).
     pub const TOOL_ERROR: i64 = -32008;
+    /// No credential for the upstream could be had (its `auth`).
+    pub const CREDENTIAL_UNAVAILABLE: i64 = -32009;
     /// The Model Context Protocol's "Resource not found" (its face only; the
     /// same number is MCP v1.0's "not initialized").
     pub const RESOURCE_NOT_FOUND: i64 = -32002;

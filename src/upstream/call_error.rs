@@ -25,6 +25,9 @@ pub enum CallError {
     /// Every slot busy and the queue full: refused at once.
     #[error("at its concurrency limit")]
     OverCapacity,
+    /// No credential for the upstream could be had (its `auth`): why.
+    #[error("no credential: {}", .0.detail)]
+    Credential(Box<crate::upstream::credentials::Refusal>),
 }
 
 impl CallError {
@@ -45,6 +48,7 @@ impl CallError {
             CallError::Remote(_) => "upstream_error",
             CallError::Tool(_) => "tool_error",
             CallError::OverCapacity => "over_capacity",
+            CallError::Credential(_) => "credential_unavailable",
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct StreamableMake {
     pub spec: HttpSpec,
     pub max_frame: usize,
     pub answers: super::streamable::ServerAnswers,
+    /// The upstream's credential: a tenant's session carries it too.
+    pub credentials: Option<Arc<super::credentials::Credentials>>,
 }
 
 /// Who the upstream's own process serves besides its listings.
@@ -249,6 +251,7 @@ impl Children {
                     make.max_frame,
                     make.answers.clone(),
                     child.progress().clone(),
+                    make.credentials.clone(),
                 ) {
                     Ok((link, events)) => {
                         tokio::spawn(super::streamable::run(

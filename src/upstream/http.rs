@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::credentials::Credentials;
 use super::http_pool::Pool;
 use super::{CallError, Params, Transport, Upstream, write_request};
 use crate::config::HttpSpec;
@@ -31,6 +32,8 @@ pub struct HttpLink {
     /// Plain http:// upstreams are called through our own pool of hyper
     /// connections (see `http_pool`); https:// and the notification session use reqwest.
     fast: Option<Pool>,
+    /// The credential each request carries, when the upstream has `auth`.
+    credentials: Option<Arc<Credentials>>,
 }
 
 /// The shared client: pooled keep-alive connections, no redirects, bounded
@@ -67,7 +70,14 @@ impl HttpLink {
             max_bytes,
             notifications: spec.notifications,
             fast,
+            credentials: None,
         })
+    }
+
+    /// Sends `credentials`' credential with every request.
+    pub fn with_credentials(mut self, credentials: Option<Arc<Credentials>>) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// POSTs the request `encode` writes (about `len_hint` bytes), with the
@@ -78,20 +88,35 @@ impl HttpLink {
         now: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
         (encode, len_hint, trace): (impl FnOnce(&mut Vec<u8>), usize, Option<&Outbound>),
+        credential: Option<&HeaderValue>,
         answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
+            let header = self.credentials.as_ref().map(|c| c.header().as_str());
+            let Some(extra) = header.zip(credential.and_then(|v| v.to_str().ok())) else {
+                return pool
+                    .post(
+                        now,
+                        deadline,
+                        (encode, len_hint, trace),
+                        self.max_bytes,
+                        answer,
+                    )
+                    .await;
+            };
             return pool
-                .post(
+                .post_until(
                     now,
                     deadline,
                     (encode, len_hint, trace),
+                    &[extra],
                     self.max_bytes,
+                    |_| false,
                     answer,
                 )
                 .await;
         }
-        let post = self.post_reqwest(encode, len_hint, trace, answer);
+        let post = self.post_reqwest(encode, len_hint, trace, credential, answer);
         match deadline {
             Some(at) => tokio::time::timeout_at(at, post)
                 .await
@@ -106,25 +131,26 @@ impl HttpLink {
         encode: impl FnOnce(&mut Vec<u8>),
         len_hint: usize,
         trace: Option<&Outbound>,
+        credential: Option<&HeaderValue>,
         answer: impl FnOnce(reqwest::StatusCode, &[u8]) -> T,
     ) -> Result<T, CallError> {
         let mut body = Vec::with_capacity(len_hint);
         encode(&mut body);
-        let mut response = self
+        let mut request = self
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .headers(trace_headers(trace))
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() {
-                    CallError::Timeout
-                } else {
-                    CallError::unavailable("connection failed")
-                }
-            })?;
+            .headers(trace_headers(trace));
+        if let (Some(c), Some(value)) = (&self.credentials, credential) {
+            request = request.header(c.header(), value);
+        }
+        let mut response = request.body(body).send().await.map_err(|e| {
+            if e.is_timeout() {
+                CallError::Timeout
+            } else {
+                CallError::unavailable("connection failed")
+            }
+        })?;
         let status = response.status();
         let mut out = BytesMut::new();
         while let Some(chunk) = response
@@ -150,6 +176,44 @@ impl HttpLink {
         started: std::time::Instant,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<JsonBuf, CallError> {
+        let Some(credentials) = &self.credentials else {
+            return self
+                .call_with(method, params, started, deadline, None)
+                .await;
+        };
+        // A credential the upstream refuses (401) is let go, and the call
+        // made once more with a new one.
+        let mut tries = 2;
+        loop {
+            let (value, _) = credentials
+                .current()
+                .await
+                .map_err(|r| CallError::Credential(Box::new(r)))?;
+            match self
+                .call_with(method, params, started, deadline, Some(&value))
+                .await
+            {
+                Err(e) if super::credentials::refused(&e) => {
+                    credentials.refused(&value);
+                    tries -= 1;
+                    if tries == 0 {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`Self::call`] with this credential.
+    async fn call_with(
+        &self,
+        method: &str,
+        params: Params<'_>,
+        started: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
+        credential: Option<&HeaderValue>,
+    ) -> Result<JsonBuf, CallError> {
         // `initialize` has id 1 (the spec requires it), also when the
         // handshake is made again after the upstream was down; each POST is
         // its own exchange, so the id cannot meet another call's answer.
@@ -167,8 +231,10 @@ impl HttpLink {
                 64 + params.len_hint(),
                 params.trace(),
             ),
+            credential,
             |status, body| match status.as_u16() {
                 200 => find_answer(body, id),
+                401 if credential.is_some() => Err(super::credentials::rejected()),
                 502..=504 => Err(CallError::unavailable(format!("HTTP {}", status.as_u16()))),
                 code => Err(CallError::protocol(format!("HTTP {code} to a request"))),
             },
@@ -237,6 +303,15 @@ impl Transport for HttpLink {
     ) -> BoxFuture<'a, Result<(), CallError>> {
         Box::pin(async move {
             let params = Params::from(params);
+            let credential = match &self.credentials {
+                Some(c) => Some(
+                    c.current()
+                        .await
+                        .map_err(|r| CallError::Credential(Box::new(r)))?
+                        .0,
+                ),
+                None => None,
+            };
             self.post(
                 std::time::Instant::now(),
                 None,
@@ -245,6 +320,7 @@ impl Transport for HttpLink {
                     64 + params.len_hint(),
                     None,
                 ),
+                credential.as_ref(),
                 |status, _| match status.as_u16() {
                     200 | 202 | 204 => Ok(()),
                     code => Err(CallError::protocol(format!(
@@ -280,6 +356,7 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
                 }
                 _ = shutdown.cancelled() => return,
             };
+            up.note_refusal(attempt.as_ref().err());
             match attempt {
                 Ok(()) => break,
                 Err(e) => {
@@ -411,10 +488,18 @@ async fn notification_session(up: &Upstream, link: &HttpLink) -> Result<(), Call
     let body = reqwest::Body::wrap_stream(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     }));
-    let mut response = link
+    let mut request = link
         .client
         .post(link.url.clone())
-        .headers(link.headers.clone())
+        .headers(link.headers.clone());
+    if let Some(c) = &link.credentials {
+        let (value, _) = c
+            .current()
+            .await
+            .map_err(|r| CallError::Credential(Box::new(r)))?;
+        request = request.header(c.header(), value);
+    }
+    let mut response = request
         .body(body)
         .send()
         .await

@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::children::{Children, Make, Sharing, StreamableMake, Template};
+use super::credentials::Credentials;
 use super::detect::NotTold;
-use super::{Dialect, Upstream};
+use super::{CallError, Dialect, Upstream};
 use crate::config::{HttpSpec, TransportSpec, UpstreamSpec};
 use crate::metrics::Metrics;
 
@@ -54,16 +55,19 @@ impl Launch {
             }
             (TransportSpec::Http(http), Some(dialect)) => {
                 let http = http.clone();
-                self.start_http(&http, dialect)
+                let credentials = self.credentials()?;
+                self.start_http(&http, dialect, credentials)
             }
             (TransportSpec::Http(http), None) => {
                 let http = http.clone();
+                let credentials = self.credentials()?;
                 let supervisors = self.supervisors.clone();
                 supervisors.spawn(async move {
-                    let Some(dialect) = self.told_over_http(&http).await else {
+                    let Some(dialect) = self.told_over_http(&http, credentials.as_deref()).await
+                    else {
                         return;
                     };
-                    if let Err(e) = self.start_http(&http, dialect) {
+                    if let Err(e) = self.start_http(&http, dialect, credentials) {
                         tracing::error!(upstream = %self.up.name, error = %e, "cannot start upstream");
                     }
                 });
@@ -74,14 +78,39 @@ impl Launch {
 
     /// Asks the upstream until it answers in one protocol or the other (or
     /// it is stopped: `None`), waiting longer between attempts each time.
-    async fn told_over_http(&self, http: &HttpSpec) -> Option<Dialect> {
+    async fn told_over_http(
+        &self,
+        http: &HttpSpec,
+        credentials: Option<&Credentials>,
+    ) -> Option<Dialect> {
         let client = self.client.clone()?;
         let mut backoff =
             super::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
         loop {
             // Bounded as a handshake over HTTP is.
             let wait = self.up.timeout().min(super::http::MAX_HANDSHAKE);
-            let asked = super::detect::over_http(&client, http, wait);
+            // The question carries the upstream's credential, as every request does.
+            let mut asking = std::borrow::Cow::Borrowed(http);
+            if let Some(c) = credentials {
+                match c.current().await {
+                    Ok((value, _)) => {
+                        let value = value.to_str().unwrap_or_default().to_owned();
+                        asking
+                            .to_mut()
+                            .headers
+                            .insert(c.header().to_string(), value);
+                    }
+                    Err(refusal) => {
+                        self.up
+                            .note_refusal(Some(&CallError::Credential(Box::new(refusal))));
+                        tokio::select! {
+                            () = tokio::time::sleep(backoff.next_delay()) => continue,
+                            () = self.stop.cancelled() => return None,
+                        }
+                    }
+                }
+            }
+            let asked = super::detect::over_http(&client, &asking, wait);
             let told = tokio::select! {
                 told = asked => told,
                 () = self.stop.cancelled() => return None,
@@ -113,7 +142,26 @@ impl Launch {
         }
     }
 
-    fn start_http(&self, http: &HttpSpec, dialect: Dialect) -> Result<(), String> {
+    /// The upstream's credential, when it has `auth`.
+    fn credentials(&self) -> Result<Option<Arc<Credentials>>, String> {
+        let (Some(auth), Some(client)) = (&self.spec.auth, &self.client) else {
+            return Ok(None);
+        };
+        let credentials = Credentials::new(
+            &self.spec.name,
+            auth.clone(),
+            client.clone(),
+            self.metrics.clone(),
+        )?;
+        Ok(Some(Arc::new(credentials)))
+    }
+
+    fn start_http(
+        &self,
+        http: &HttpSpec,
+        dialect: Dialect,
+        credentials: Option<Arc<Credentials>>,
+    ) -> Result<(), String> {
         let client = self
             .client
             .clone()
@@ -122,7 +170,8 @@ impl Launch {
         match dialect {
             Dialect::V1 => {
                 let link = super::http::HttpLink::new(client, http, self.max_frame)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| e.to_string())?
+                    .with_credentials(credentials);
                 self.supervisors
                     .spawn(super::http::run(up, Arc::new(link), stop));
             }
@@ -138,6 +187,7 @@ impl Launch {
                     spec: http.clone(),
                     max_frame: self.max_frame,
                     answers: answers.clone(),
+                    credentials: credentials.clone(),
                 }));
                 let (link, events) = super::streamable::StreamableLink::new(
                     client,
@@ -145,6 +195,7 @@ impl Launch {
                     self.max_frame,
                     answers,
                     up.progress().clone(),
+                    credentials,
                 )
                 .map_err(|e| e.to_string())?;
                 self.run_children(make);

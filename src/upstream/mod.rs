@@ -12,6 +12,7 @@ pub mod asks;
 mod backoff;
 mod call_error;
 pub mod children;
+pub mod credentials;
 mod detect;
 mod dialect;
 pub mod http;
@@ -279,6 +280,8 @@ pub struct Upstream {
     hot: std::sync::OnceLock<HotSeries>,
     /// Why it last failed to connect, until it connects (readiness's detail).
     problem: RwLock<Option<Arc<str>>>,
+    /// Its last handshake could not have a credential: why (see `note_refusal`).
+    refusal: RwLock<Option<CallError>>,
     /// Set when a reload replaced or removed this upstream.
     retired: std::sync::atomic::AtomicBool,
     /// Woken when a call found the upstream unreachable: its supervisor looks
@@ -480,6 +483,7 @@ impl Upstream {
             name: name.into(),
             dialect: dialect::Settled::new(dialect),
             problem: RwLock::new(None),
+            refusal: RwLock::new(None),
             mc: modelcontext::State::default(),
             required,
             gateway_id: gateway_id.into(),
@@ -536,6 +540,19 @@ impl Upstream {
     /// Notes why it could not connect: readiness says so until it does.
     pub fn note_problem(&self, why: &str) {
         write(&self.problem, Some(Arc::from(why)));
+    }
+
+    /// Notes how its last handshake ended: a credential that could not be
+    /// had is what a call is told while it is down (see [`Self::refusal`]).
+    pub fn note_refusal(&self, failure: Option<&CallError>) {
+        let refusal = failure.filter(|e| matches!(e, CallError::Credential(_)));
+        write(&self.refusal, refusal.cloned());
+    }
+
+    /// Why a call cannot reach it while it is down, when its last
+    /// handshake could not have a credential.
+    pub fn refusal(&self) -> Option<CallError> {
+        read(&self.refusal)
     }
 
     /// Why it last failed to connect, if it has not connected since.

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::BytesMut;
 use futures_util::future::BoxFuture;
 use reqwest::StatusCode;
@@ -24,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::credentials::Credentials;
 use super::dialect::answer_server_request;
 use super::http_pool::Pool;
 use super::sse::{EventBuffer, Resume, each_event};
@@ -51,8 +53,15 @@ pub type Event = (String, Option<JsonBuf>);
 struct Shared {
     client: reqwest::Client,
     url: reqwest::Url,
-    /// The configured headers, `Content-Type` and `Accept`.
-    headers: HeaderMap,
+    /// The configured headers, `Content-Type` and `Accept`, and the
+    /// credential in force when the upstream has `auth`.
+    headers: ArcSwap<HeaderMap>,
+    /// The same without a credential.
+    base: HeaderMap,
+    /// The credential each request carries, when the upstream has `auth`,
+    /// and the value written into the headers and pools now.
+    credentials: Option<Arc<Credentials>>,
+    installed: ArcSwapOption<HeaderValue>,
     session: RwLock<Option<HeaderValue>>,
     revision: RwLock<Option<HeaderValue>>,
     next_id: AtomicU64,
@@ -69,7 +78,7 @@ struct Shared {
     fast: RwLock<Option<Arc<Pool>>>,
     /// Plain http:// requests of the 2026-07-28 revision, which carry no
     /// session (its header already written).
-    stateless: Option<Arc<Pool>>,
+    stateless: ArcSwapOption<Pool>,
     /// How the server's own requests are answered.
     answers: ServerAnswers,
     /// The upstream's calls waiting for reports.
@@ -185,6 +194,7 @@ impl StreamableLink {
         max_bytes: usize,
         answers: ServerAnswers,
         progress: Arc<super::progress::Progress>,
+        credentials: Option<Arc<Credentials>>,
     ) -> Result<(Self, mpsc::Receiver<Event>), String> {
         let url = reqwest::Url::parse(&spec.url).map_err(|e| e.to_string())?;
         let mut headers = HeaderMap::new();
@@ -202,11 +212,14 @@ impl StreamableLink {
         // 2026-07-28 requests carry no session: one pool serves them all.
         let mut stateless_headers = headers.clone();
         stateless_headers.insert(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION));
-        let stateless = Pool::new(&url, &stateless_headers).map(Arc::new);
+        let stateless = ArcSwapOption::new(Pool::new(&url, &stateless_headers).map(Arc::new));
         let link = StreamableLink(Arc::new(Shared {
             client,
             url,
-            headers,
+            headers: ArcSwap::from_pointee(headers.clone()),
+            base: headers,
+            credentials,
+            installed: ArcSwapOption::empty(),
             session: RwLock::new(None),
             revision: RwLock::new(None),
             next_id: AtomicU64::new(2),
@@ -234,7 +247,7 @@ impl StreamableLink {
     fn rebuild_fast(&self) {
         // A server that keeps no sessions (it gave no id) is served by the
         // pool as well, its requests carrying no session header.
-        let mut headers = self.0.headers.clone();
+        let mut headers = self.headers();
         if let Some(session) = read(&self.0.session) {
             headers.insert(SESSION, session);
         }
@@ -325,7 +338,7 @@ impl StreamableLink {
                 .0
                 .client
                 .get(self.0.url.clone())
-                .headers(self.0.headers.clone())
+                .headers(self.headers())
                 .header(ACCEPT, "text/event-stream")
                 .header("last-event-id", last);
             let response = self
@@ -367,6 +380,9 @@ impl StreamableLink {
             200 => {}
             // The session is gone (a server without sessions has no such answer).
             404 if read(&self.0.session).is_some() => return Err(Failure::Expired),
+            401 if self.0.credentials.is_some() => {
+                return Err(super::credentials::rejected().into());
+            }
             code @ 502..=504 => return Err(CallError::unavailable(format!("HTTP {code}")).into()),
             code => return Err(CallError::protocol(format!("HTTP {code} to a request")).into()),
         }
@@ -589,7 +605,7 @@ impl StreamableLink {
             .0
             .client
             .post(self.0.url.clone())
-            .headers(self.0.headers.clone())
+            .headers(self.headers())
             .headers(super::http::trace_headers(trace))
             .body(body);
         self.with_session(req)
@@ -610,6 +626,9 @@ impl StreamableLink {
         match response.status() {
             StatusCode::OK => {}
             StatusCode::NOT_FOUND if had_session => return Err(Failure::Expired),
+            StatusCode::UNAUTHORIZED if self.0.credentials.is_some() => {
+                return Err(super::credentials::rejected().into());
+            }
             s if matches!(s.as_u16(), 502..=504) => {
                 return Err(CallError::unavailable(format!("HTTP {}", s.as_u16())).into());
             }
@@ -671,7 +690,8 @@ impl StreamableLink {
             .name()
             .filter(|n| !n.is_empty())
             .map(crate::modelcontext::param_headers::encode);
-        let Some(pool) = &self.0.stateless else {
+        let stateless = self.0.stateless.load_full();
+        let Some(pool) = stateless.as_deref() else {
             let exchange = self.call_stateless_slow(method_name, params, name, mirrored, id);
             return match deadline {
                 Some(at) => tokio::time::timeout_at(at, exchange)
@@ -699,6 +719,7 @@ impl StreamableLink {
         };
         let mut digits = [0; 20];
         let scan = StreamScan::new(self, super::decimal(id, &mut digits));
+        let authed = self.0.credentials.is_some();
         pool.post_until(
             started,
             deadline,
@@ -721,7 +742,7 @@ impl StreamableLink {
                         .take_answer()
                         .unwrap_or_else(|| Err(ended_without_answer()));
                 }
-                stateless_answer(status.as_u16(), body, id)
+                stateless_answer(status.as_u16(), body, id, authed)
             },
         )
         .await?
@@ -740,7 +761,7 @@ impl StreamableLink {
             .0
             .client
             .post(self.0.url.clone())
-            .headers(self.0.headers.clone())
+            .headers(self.headers())
             .headers(super::http::trace_headers(params.trace()))
             .header(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION))
             .header(MCP_METHOD, method_name);
@@ -765,7 +786,7 @@ impl StreamableLink {
             };
         }
         let body = read_body(response, self.0.max_bytes).await?;
-        stateless_answer(status, &body, id)
+        stateless_answer(status, &body, id, self.0.credentials.is_some())
     }
 
     /// Reads an SSE stream, handing each event's data to `answer` until it
@@ -861,7 +882,7 @@ impl StreamableLink {
                 .0
                 .client
                 .get(self.0.url.clone())
-                .headers(self.0.headers.clone())
+                .headers(self.headers())
                 .header(ACCEPT, "text/event-stream");
             let sent = self.with_session(req).send().await;
             self.0.answered_get.send_replace(true);
@@ -901,7 +922,7 @@ impl StreamableLink {
             .0
             .client
             .delete(self.0.url.clone())
-            .headers(self.0.headers.clone())
+            .headers(self.headers())
             .header(SESSION, session);
         let _ = tokio::time::timeout(CLOSE_TIMEOUT, req.send()).await;
         write(&self.0.session, None);
@@ -968,9 +989,10 @@ impl Drop for CancelOnDrop<'_> {
 
 /// The answer to a 2026-07-28 request `id` in a whole JSON body of this
 /// status: that revision's errors may come with a 4xx status.
-fn stateless_answer(status: u16, body: &[u8], id: u64) -> Result<JsonBuf, CallError> {
+fn stateless_answer(status: u16, body: &[u8], id: u64, authed: bool) -> Result<JsonBuf, CallError> {
     match status {
         200 => super::http::find_answer(body, id),
+        401 if authed => Err(super::credentials::rejected()),
         502..=504 => Err(CallError::unavailable(format!("HTTP {status}"))),
         _ => match super::http::find_answer(body, id) {
             Err(remote @ CallError::Remote(_)) => Err(remote),
@@ -1073,6 +1095,65 @@ impl StreamableLink {
     /// one (`CallError::Timeout` past it, and the server is told the call is
     /// cancelled). `started` is when the call started.
     pub(crate) async fn call(
+        &self,
+        method_name: &str,
+        params: Params<'_>,
+        started: std::time::Instant,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<JsonBuf, CallError> {
+        let Some(credentials) = &self.0.credentials else {
+            return self.call_once(method_name, params, started, deadline).await;
+        };
+        // A credential the upstream refuses (401) is let go, and the call
+        // made once more with a new one.
+        let mut tries = 2;
+        loop {
+            let (value, _) = credentials
+                .current()
+                .await
+                .map_err(|r| CallError::Credential(Box::new(r)))?;
+            self.install(&value);
+            match self.call_once(method_name, params, started, deadline).await {
+                Err(e) if super::credentials::refused(&e) => {
+                    credentials.refused(&value);
+                    tries -= 1;
+                    if tries == 0 {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The headers every request carries now.
+    fn headers(&self) -> HeaderMap {
+        (**self.0.headers.load()).clone()
+    }
+
+    /// Writes `credential` into the headers and the pools, unless it is
+    /// there already.
+    fn install(&self, credential: &HeaderValue) {
+        let Some(credentials) = &self.0.credentials else {
+            return;
+        };
+        if self.0.installed.load().as_deref() == Some(credential) {
+            return;
+        }
+        let mut headers = self.0.base.clone();
+        headers.insert(credentials.header().clone(), credential.clone());
+        self.0.headers.store(Arc::new(headers.clone()));
+        headers.insert(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION));
+        let stateless = Pool::new(&self.0.url, &headers).map(Arc::new);
+        self.0.stateless.store(stateless);
+        self.0.installed.store(Some(Arc::new(credential.clone())));
+        if read(&self.0.fast).is_some() {
+            self.rebuild_fast();
+        }
+    }
+
+    /// [`Self::call`] with the credential in force.
+    async fn call_once(
         &self,
         method_name: &str,
         params: Params<'_>,
@@ -1187,6 +1268,7 @@ pub async fn run(
                     return;
                 }
             };
+            up.note_refusal(attempt.as_ref().err());
             match attempt {
                 Ok(()) => break,
                 Err(e) => {
@@ -1266,7 +1348,7 @@ mod tests {
             Default::default(),
         );
         let (link, mut heard) =
-            StreamableLink::new(client, &spec, 1 << 20, answers, Arc::default()).unwrap();
+            StreamableLink::new(client, &spec, 1 << 20, answers, Arc::default(), None).unwrap();
         let scan = |id: &'static [u8]| StreamScan::new(&link, id);
         let seven = scan(b"7");
         let mut body =

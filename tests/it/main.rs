@@ -46,3 +46,4 @@ mod support;
 mod surface;
 mod tasks;
 mod traces;
+mod upstream_auth;

@@ -468,6 +468,7 @@ fn the_readme_config_is_valid() {
         fn var(&self, name: &str) -> Option<String> {
             match name {
                 "ACME_KEY" => Some("a-key".into()),
+                "SEARCH_SECRET" => Some("a-client-secret".into()),
                 "SESSION_SECRET" => Some("a-session-secret-of-at-least-32-characters".into()),
                 _ => None,
             }

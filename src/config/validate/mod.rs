@@ -19,6 +19,7 @@ mod curation;
 mod gateway;
 mod store;
 mod tenants;
+mod upstream_auth;
 mod upstreams;
 
 use gateway::*;
@@ -108,6 +109,21 @@ pub(super) fn validate(
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
     let mut raw_gateway = raw.gateway.unwrap_or_default();
     let raw_auth = raw_gateway.auth.take().unwrap_or_default();
+    let token_timeout = match raw_gateway
+        .upstream_auth
+        .take()
+        .and_then(|u| u.token_timeout_ms)
+    {
+        Some(ms @ 1..=60_000) => Duration::from_millis(ms),
+        Some(_) => {
+            p.add(
+                "gateway.upstream_auth.token_timeout_ms",
+                "must be from 1 to 60000",
+            );
+            Duration::from_secs(5)
+        }
+        None => Duration::from_secs(5),
+    };
     let gateway = gateway(raw_gateway, secrets, &mut p);
     let tenant_names: Vec<String> = raw.tenants.keys().cloned().collect();
     let auth = auth(raw_auth, &tenant_names, &mut p);
@@ -133,7 +149,7 @@ pub(super) fn validate(
     let upstreams: Vec<UpstreamSpec> = raw
         .upstreams
         .into_iter()
-        .filter_map(|(name, u)| upstream(name, u, secrets, &mut p))
+        .filter_map(|(name, u)| upstream(name, u, token_timeout, secrets, &mut p))
         .collect();
     // The stdio mode authenticates nobody: its tenants need no keys.
     let by_token = match purpose {
@@ -273,6 +289,34 @@ fn decode_hex(hex: &str) -> Option<[u8; 32]> {
         out[i] = u8::from_str_radix(s, 16).ok()?;
     }
     Some(out)
+}
+
+/// A header value given as itself, `env:VAR` or `file:PATH` (one trailing
+/// newline dropped). The problem text never contains the value.
+pub(super) fn header_value(
+    value: &str,
+    secrets: &dyn Secrets,
+    at: &str,
+    p: &mut Problems,
+) -> Option<String> {
+    let read = if let Some(var) = value.strip_prefix("env:") {
+        secrets
+            .var(var)
+            .ok_or_else(|| format!("environment variable {var} is not set"))
+    } else if let Some(path) = value.strip_prefix("file:") {
+        secrets
+            .file(Path::new(path))
+            .ok_or_else(|| format!("file {path} cannot be read"))
+    } else {
+        return Some(value.to_owned());
+    };
+    match read {
+        Ok(v) => Some(v.trim_end_matches(['\r', '\n']).to_owned()),
+        Err(why) => {
+            p.add(at, why);
+            None
+        }
+    }
 }
 
 #[cfg(test)]

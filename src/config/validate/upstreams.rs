@@ -5,7 +5,8 @@ use super::*;
 
 pub(super) fn upstream(
     name: String,
-    raw: RawUpstream,
+    mut raw: RawUpstream,
+    token_timeout: Duration,
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Option<UpstreamSpec> {
@@ -53,6 +54,18 @@ pub(super) fn upstream(
         }
     };
     let children = children(&at, &raw, p);
+    let auth = raw.auth.take().map(|a| {
+        let http = raw.http.as_ref();
+        let up = super::upstream_auth::Upstream {
+            at: &at,
+            url: http.map(|h| h.url.as_str()),
+            headers: http.map_or_else(Vec::new, |h| {
+                h.headers.keys().map(|k| k.to_ascii_lowercase()).collect()
+            }),
+            timeout: token_timeout,
+        };
+        super::upstream_auth::auth(a, &up, secrets, p)
+    });
     let transport = match (raw.stdio, raw.http) {
         (Some(s), None) => {
             if s.command.trim().is_empty() {
@@ -121,6 +134,10 @@ pub(super) fn upstream(
         per_session: raw.per_session,
         shared: raw.shared,
         children,
+        auth: match auth {
+            Some(auth) => Some(auth?),
+            None => None,
+        },
     })
     .filter(|_| is_name(&name))
 }
@@ -257,32 +274,4 @@ pub(super) fn http(
         headers: resolved,
         notifications: false,
     }))
-}
-
-/// A header value given as itself, `env:VAR` or `file:PATH` (one trailing
-/// newline dropped). The problem text never contains the value.
-pub(super) fn header_value(
-    value: &str,
-    secrets: &dyn Secrets,
-    at: &str,
-    p: &mut Problems,
-) -> Option<String> {
-    let read = if let Some(var) = value.strip_prefix("env:") {
-        secrets
-            .var(var)
-            .ok_or_else(|| format!("environment variable {var} is not set"))
-    } else if let Some(path) = value.strip_prefix("file:") {
-        secrets
-            .file(Path::new(path))
-            .ok_or_else(|| format!("file {path} cannot be read"))
-    } else {
-        return Some(value.to_owned());
-    };
-    match read {
-        Ok(v) => Some(v.trim_end_matches(['\r', '\n']).to_owned()),
-        Err(why) => {
-            p.add(at, why);
-            None
-        }
-    }
 }

@@ -458,7 +458,13 @@ impl Dispatcher {
         let mut catalog = up.catalog();
         if !catalog.loaded {
             if up.wait_started().await != Status::Ready {
-                return Err(unavailable("not running"));
+                return Err(match up.refusal() {
+                    Some(error) => GatewayError::Upstream {
+                        upstream: up.name.clone(),
+                        error,
+                    },
+                    None => unavailable("not running"),
+                });
             }
             catalog = up.catalog();
         }

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub(crate) mod jwt;
+pub(crate) mod oidc;
 mod process;
 mod redis;
 mod sdk;

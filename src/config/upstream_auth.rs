@@ -1,0 +1,69 @@
+//! Credentials the gateway obtains for an upstream (`upstreams.*.auth`),
+//! as validated: one mode, its authorization server, the client, what is
+//! asked for, and the header the credential goes in.
+
+use std::time::Duration;
+
+/// How the gateway authenticates to one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamAuth {
+    pub mode: AuthMode,
+    /// The header the credential goes in: `authorization` as
+    /// `Bearer <token>`, any other the token bare.
+    pub header: String,
+    /// Each request to an authorization server waits this long at most
+    /// (`gateway.upstream_auth.token_timeout_ms`).
+    pub timeout: Duration,
+}
+
+/// The one mode an upstream's `auth` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthMode {
+    /// One token for every caller, by the client credentials grant.
+    ClientCredentials(OAuthClient),
+}
+
+impl AuthMode {
+    /// Its name in audit lines and metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AuthMode::ClientCredentials(_) => "client_credentials",
+        }
+    }
+}
+
+/// Where the token endpoint is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenEndpoint {
+    Url(String),
+    /// Found from the issuer's metadata (RFC 8414, then OpenID discovery).
+    Issuer(String),
+}
+
+/// An OAuth client of an authorization server, and what it asks for.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OAuthClient {
+    pub endpoint: TokenEndpoint,
+    pub client_id: String,
+    pub client_secret: String,
+    /// `client_secret_basic` (true) or `client_secret_post`.
+    pub basic: bool,
+    pub scope: Option<String>,
+    /// RFC 8707: the upstream's URL unless configured.
+    pub resource: String,
+    pub audience: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthClient {
+    // The secret is never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthClient")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("basic", &self.basic)
+            .field("scope", &self.scope)
+            .field("resource", &self.resource)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,274 @@
+//! Requests to an authorization server: the client credentials grant
+//! (RFC 6749 section 4.4, with RFC 8707's `resource`), and where its token
+//! endpoint is (RFC 8414 metadata, then OpenID discovery). Every request
+//! waits `timeout` at most; no token, code or secret reaches a log line or
+//! an error.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::upstream_auth::OAuthClient;
+
+/// Why no credential could be had, as the caller is told (-32009).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `timeout`, `unreachable`, `refused`, `invalid_response` or `rejected`.
+    pub reason: &'static str,
+    /// The authorization server's OAuth error code, when it refused.
+    pub error: Option<String>,
+    /// What went wrong, for the log.
+    pub detail: String,
+}
+
+impl Refusal {
+    fn new(reason: &'static str, detail: impl Into<String>) -> Self {
+        Refusal {
+            reason,
+            error: None,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        Refusal::new("invalid_response", detail)
+    }
+
+    /// The upstream refused the credential twice.
+    pub fn rejected() -> Self {
+        Refusal::new(
+            "rejected",
+            "the upstream refused the credential (401) twice",
+        )
+    }
+
+    fn of(e: &reqwest::Error) -> Self {
+        if e.is_timeout() {
+            Refusal::new("timeout", "the authorization server did not answer in time")
+        } else {
+            Refusal::new("unreachable", "the authorization server cannot be reached")
+        }
+    }
+}
+
+/// A token and how long it lives.
+pub(super) struct Token {
+    pub token: String,
+    pub lifetime: Duration,
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: Option<String>,
+    expires_in: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: String,
+}
+
+/// The client credentials grant at `endpoint`.
+pub(super) async fn client_credentials(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &OAuthClient,
+    timeout: Duration,
+) -> Result<Token, Refusal> {
+    let mut form = vec![
+        ("grant_type", "client_credentials"),
+        ("resource", client.resource.as_str()),
+    ];
+    if let Some(scope) = &client.scope {
+        form.push(("scope", scope));
+    }
+    if let Some(audience) = &client.audience {
+        form.push(("audience", audience));
+    }
+    if !client.basic {
+        form.push(("client_id", &client.client_id));
+        form.push(("client_secret", &client.client_secret));
+    }
+    let mut request = http
+        .post(endpoint)
+        .timeout(timeout)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(encode(&form));
+    if client.basic {
+        // RFC 6749 section 2.3.1: each part form-encoded before Basic.
+        let id = encode_part(&client.client_id);
+        let secret = encode_part(&client.client_secret);
+        request = request.basic_auth(id, Some(secret));
+    }
+    let response = request.send().await.map_err(|e| Refusal::of(&e))?;
+    let status = response.status();
+    let body = tokio::time::timeout(timeout, response.bytes())
+        .await
+        .map_err(|_| Refusal::new("timeout", "the token answer did not arrive in time"))?
+        .map_err(|e| Refusal::of(&e))?;
+    if status.is_server_error() {
+        return Err(Refusal::new(
+            "unreachable",
+            format!("the authorization server answered HTTP {status}"),
+        ));
+    }
+    if !status.is_success() {
+        let error = serde_json::from_slice::<ErrorAnswer>(&body)
+            .ok()
+            .map(|e| e.error);
+        let Some(error) = error.filter(|e| is_error_code(e)) else {
+            return Err(Refusal::invalid(format!(
+                "HTTP {status} without an OAuth error"
+            )));
+        };
+        return Err(Refusal {
+            reason: "refused",
+            detail: format!("the authorization server refused: {error}"),
+            error: Some(error),
+        });
+    }
+    let answer: TokenAnswer = serde_json::from_slice(&body)
+        .map_err(|_| Refusal::invalid("the token answer is not a JSON object"))?;
+    let token = answer
+        .access_token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Refusal::invalid("the token answer has no access_token"))?;
+    let lifetime = answer
+        .expires_in
+        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
+        .map(Duration::from_secs)
+        .or_else(|| jwt_lifetime(&token))
+        .unwrap_or(Duration::from_secs(60));
+    Ok(Token { token, lifetime })
+}
+
+/// An OAuth error code: printable ASCII without `"` or `\` (RFC 6749 5.2),
+/// so it may be told to the caller as it is.
+fn is_error_code(code: &str) -> bool {
+    !code.is_empty()
+        && code.len() <= 64
+        && code
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// How long a JWT access token has left, from its `exp` (not verified: it
+/// is the upstream's to verify; this only says when to get another).
+fn jwt_lifetime(token: &str) -> Option<Duration> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let exp = serde_json::from_slice::<serde_json::Value>(&bytes).ok()?["exp"].as_u64()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(Duration::from_secs(exp.saturating_sub(now)))
+}
+
+fn encode_part(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, FORM).to_string()
+}
+
+/// `application/x-www-form-urlencoded`: everything but unreserved characters escaped.
+const FORM: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+fn encode(form: &[(&str, &str)]) -> String {
+    form.iter()
+        .map(|(k, v)| format!("{}={}", encode_part(k), encode_part(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    issuer: Option<String>,
+    token_endpoint: Option<String>,
+}
+
+/// The token endpoint of `issuer`: its RFC 8414 metadata, else its OpenID
+/// configuration; the metadata must name the same issuer.
+pub(super) async fn discover(
+    http: &reqwest::Client,
+    issuer: &str,
+    timeout: Duration,
+) -> Result<String, Refusal> {
+    let url =
+        reqwest::Url::parse(issuer).map_err(|_| Refusal::invalid("the issuer is not a URL"))?;
+    let path = url.path().trim_end_matches('/');
+    let origin = url.origin().ascii_serialization();
+    let tries = [
+        format!("{origin}/.well-known/oauth-authorization-server{path}"),
+        format!(
+            "{}/.well-known/openid-configuration",
+            issuer.trim_end_matches('/')
+        ),
+    ];
+    let mut last = Refusal::invalid("no metadata");
+    for at in tries {
+        let response = match http.get(&at).timeout(timeout).send().await {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) if r.status().is_server_error() => {
+                last = Refusal::new("unreachable", format!("metadata: HTTP {}", r.status()));
+                continue;
+            }
+            Ok(r) => {
+                last = Refusal::invalid(format!("metadata: HTTP {}", r.status()));
+                continue;
+            }
+            Err(e) => return Err(Refusal::of(&e)),
+        };
+        let body = tokio::time::timeout(timeout, response.bytes())
+            .await
+            .map_err(|_| Refusal::new("timeout", "the metadata did not arrive in time"))?
+            .map_err(|e| Refusal::of(&e))?;
+        let meta: Metadata = serde_json::from_slice(&body)
+            .map_err(|_| Refusal::invalid("the metadata is not a JSON object"))?;
+        if meta.issuer.as_deref().map(|i| i.trim_end_matches('/'))
+            != Some(issuer.trim_end_matches('/'))
+        {
+            return Err(Refusal::invalid("the metadata names another issuer"));
+        }
+        return meta
+            .token_endpoint
+            .ok_or_else(|| Refusal::invalid("the metadata names no token_endpoint"));
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_are_encoded_and_error_codes_checked() {
+        assert_eq!(
+            encode(&[("scope", "read write"), ("resource", "http://a/mcp?x=1&y")]),
+            "scope=read%20write&resource=http%3A%2F%2Fa%2Fmcp%3Fx%3D1%26y"
+        );
+        assert!(is_error_code("invalid_client"));
+        assert!(!is_error_code("bad\"code"));
+        assert!(!is_error_code(""));
+    }
+
+    #[test]
+    fn a_jwts_lifetime_comes_from_its_exp() {
+        use base64::Engine;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(format!(r#"{{"exp":{}}}"#, now + 120));
+        let left = jwt_lifetime(&format!("e30.{payload}.sig")).unwrap();
+        assert!(left <= Duration::from_secs(120) && left >= Duration::from_secs(118));
+        assert_eq!(jwt_lifetime("opaque"), None);
+    }
+}

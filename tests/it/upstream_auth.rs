@@ -1,0 +1,185 @@
+//! Credentials the gateway obtains for an upstream: the client credentials
+//! grant at a real authorization server (oidc-provider, on 127.0.0.1), for
+//! an upstream on the official Python SDK that serves only requests bearing
+//! a token that server issued for it (`tests/fixtures/protected_server.py`).
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::oidc::Provider;
+use crate::support::*;
+
+const WHOAMI: &str = "mcp://gw/p/tool/whoami";
+
+/// The protected upstream, and the authorization server that issues
+/// tokens for it; the files it reads its issuer from and logs tokens to.
+struct Parties {
+    server: Server,
+    provider: Provider,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn parties(reject_first: u32) -> Parties {
+    let dir = tempfile::tempdir().unwrap();
+    let (issuer_file, log) = (dir.path().join("issuer"), dir.path().join("tokens.jsonl"));
+    let mut cmd = Command::new(venv().join("bin/python"));
+    cmd.arg(root().join("tests/fixtures/protected_server.py"))
+        .arg(&issuer_file)
+        .arg(&log)
+        .args(["--reject-first", &reject_first.to_string()]);
+    let server = start_server(cmd, "PORT ", false);
+    let provider = Provider::start(0, &server.url);
+    std::fs::write(&issuer_file, &provider.issuer).unwrap();
+    Parties {
+        server,
+        provider,
+        log,
+        _dir: dir,
+    }
+}
+
+fn config(parties: &Parties, secret: &str) -> String {
+    let endpoint = format!("token_url: \"{}/token\"", parties.provider.issuer);
+    config_with(parties, secret, &endpoint)
+}
+
+/// With the token endpoint given as `endpoint` (`token_url: ...` or `issuer: ...`).
+fn config_with(parties: &Parties, secret: &str, endpoint: &str) -> String {
+    format!(
+        "gateway: {{id: gw, upstream_auth: {{token_timeout_ms: 3000}}}}\nupstreams:\n  p:\n    http: {{url: {:?}}}\n    protocol: modelcontextprotocol\n    auth:\n      client_credentials: {{{endpoint}, client_id: agent-a, client_secret: {secret:?}, scope: files}}\ntenants:\n  a: {}\n",
+        parties.server.url,
+        tenant("ka", &["p"]),
+    )
+}
+
+/// The claims of every token the upstream accepted, in order.
+fn accepted(parties: &Parties) -> Vec<Value> {
+    std::fs::read_to_string(&parties.log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn whoami(r: &Value) -> Value {
+    let text = r["result"]["output"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_credentials_token_reaches_the_upstream_and_is_reused() {
+    let parties = parties(0);
+    // protocol: auto (the default): the question which protocol it speaks
+    // bears the credential too.
+    let yaml = config(&parties, "secret").replace("    protocol: modelcontextprotocol\n", "");
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["p"]).await;
+    let first = whoami(&gw.execute("ka", WHOAMI, json!({})).await);
+    let second = whoami(&gw.execute("ka", WHOAMI, json!({})).await);
+    assert_eq!(first["aud"], parties.server.url.as_str());
+    assert_eq!(first["client_id"], "agent-a");
+    assert_eq!(first["scope"], "files");
+    assert_eq!(first["jti"], second["jti"], "one token, reused");
+    // Every request the upstream served bore that token: the question of
+    // its protocol, the handshake, the listing and both calls; never the
+    // agent's key.
+    let seen = accepted(&parties);
+    assert!(seen.len() >= 4, "{seen:?}");
+    assert!(seen.iter().all(|c| c["jti"] == first["jti"]), "{seen:?}");
+    let metrics = gw.metrics().await;
+    let requests = r#"mcp_gateway_upstream_token_requests_total{grant="client_credentials",outcome="ok",upstream="p"}"#;
+    assert_eq!(metric(&metrics, requests), Some(1.0));
+    let hits = r#"mcp_gateway_upstream_token_cache_total{result="hit",upstream="p"}"#;
+    assert!(metric(&metrics, hits) >= Some(3.0), "{metrics}");
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"mcp_gateway_upstream_tokens_cached{upstream="p"}"#
+        ),
+        Some(1.0)
+    );
+    gw.stop().await;
+}
+
+/// A token the upstream refuses (401) is let go and the request made once
+/// more with a new one; the caller sees only the answer. The token
+/// endpoint here is found from the issuer's metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_is_replaced_once() {
+    let parties = parties(1);
+    let issuer = format!("issuer: {:?}", parties.provider.issuer);
+    let gw = Gateway::start(&config_with(&parties, "secret", &issuer)).await;
+    gw.wait_ready(&["p"]).await;
+    let me = whoami(&gw.execute("ka", WHOAMI, json!({})).await);
+    assert_eq!(me["client_id"], "agent-a");
+    let metrics = gw.metrics().await;
+    let requests = r#"mcp_gateway_upstream_token_requests_total{grant="client_credentials",outcome="ok",upstream="p"}"#;
+    assert_eq!(
+        metric(&metrics, requests),
+        Some(2.0),
+        "the refused one, and its replacement"
+    );
+    gw.stop().await;
+}
+
+/// An authorization server that refuses the client: the upstream is never
+/// reached without a credential, and a call says why, within the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_authorization_server_fails_calls_with_the_reason() {
+    let parties = parties(0);
+    let gw = Gateway::start(&config(&parties, "not-the-secret")).await;
+    let r = within(gw.execute("ka", WHOAMI, json!({}))).await;
+    assert_eq!(r["error"]["code"], -32009, "{r}");
+    assert_eq!(r["error"]["data"]["upstream"], "p");
+    assert_eq!(r["error"]["data"]["reason"], "refused");
+    assert_eq!(r["error"]["data"]["error"], "invalid_client");
+    assert!(!r.to_string().contains("not-the-secret"));
+    assert!(
+        accepted(&parties).is_empty(),
+        "nothing reached the upstream"
+    );
+    let metrics = gw.metrics().await;
+    let refused = r#"mcp_gateway_upstream_token_requests_total{grant="client_credentials",outcome="refused",upstream="p"}"#;
+    assert!(metric(&metrics, refused) >= Some(1.0), "{metrics}");
+    gw.stop().await;
+}
+
+#[test]
+fn check_refuses_what_cannot_authenticate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    let cc =
+        |extra: &str| format!("{{client_credentials: {{client_id: c, client_secret: s{extra}}}}}");
+    let yaml = format!(
+        "gateway: {{id: gw, upstream_auth: {{token_timeout_ms: 0}}}}\nupstreams:\n  st: {{stdio: {{command: x}}, auth: {}}}\n  both: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  none: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  creds: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  method: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  twice: {{http: {{url: \"http://127.0.0.1:9/mcp\", headers: {{Authorization: x}}}}, auth: {}}}\n  empty: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{}}}}\ntenants:\n  a: {}\n",
+        cc(", token_url: \"http://127.0.0.1:9/t\""),
+        cc(", token_url: \"http://127.0.0.1:9/t\", issuer: \"http://127.0.0.1:9\""),
+        cc(""),
+        cc(", token_url: \"http://u:p@127.0.0.1:9/t\""),
+        cc(", token_url: \"http://127.0.0.1:9/t\", auth_method: private_key_jwt"),
+        cc(", token_url: \"http://127.0.0.1:9/t\""),
+        tenant("ka", &["st"]),
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let said = check_refused(&path);
+    for path in [
+        "gateway.upstream_auth.token_timeout_ms",
+        "upstreams.st.auth",
+        "upstreams.both.auth.client_credentials",
+        "upstreams.none.auth.client_credentials",
+        "upstreams.creds.auth.client_credentials.token_url",
+        "upstreams.method.auth.client_credentials.auth_method",
+        "upstreams.twice.http.headers.authorization",
+        "upstreams.empty.auth",
+    ] {
+        assert!(said.contains(path), "{path} not in: {said}");
+    }
+    assert!(
+        !said.contains("u:p@"),
+        "a URL's credentials are never echoed"
+    );
+}
