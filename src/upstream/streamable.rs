@@ -78,7 +78,9 @@ struct Shared {
     fast: RwLock<Option<Arc<Pool>>>,
     /// Plain http:// requests of the 2026-07-28 revision, which carry no
     /// session (its header already written).
-    stateless: ArcSwapOption<Pool>,
+    stateless: Option<Arc<Pool>>,
+    /// The same with the credential in force, when the upstream has `auth`.
+    stateless_authed: ArcSwapOption<Pool>,
     /// How the server's own requests are answered.
     answers: ServerAnswers,
     /// The upstream's calls waiting for reports.
@@ -212,7 +214,7 @@ impl StreamableLink {
         // 2026-07-28 requests carry no session: one pool serves them all.
         let mut stateless_headers = headers.clone();
         stateless_headers.insert(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION));
-        let stateless = ArcSwapOption::new(Pool::new(&url, &stateless_headers).map(Arc::new));
+        let stateless = Pool::new(&url, &stateless_headers).map(Arc::new);
         let link = StreamableLink(Arc::new(Shared {
             client,
             url,
@@ -230,6 +232,7 @@ impl StreamableLink {
             answered_get: tokio::sync::watch::Sender::new(false),
             fast: RwLock::new(None),
             stateless,
+            stateless_authed: ArcSwapOption::empty(),
             answers,
             progress,
             tokens: Default::default(),
@@ -690,8 +693,15 @@ impl StreamableLink {
             .name()
             .filter(|n| !n.is_empty())
             .map(crate::modelcontext::param_headers::encode);
-        let stateless = self.0.stateless.load_full();
-        let Some(pool) = stateless.as_deref() else {
+        let authed;
+        let pool = match &self.0.credentials {
+            None => self.0.stateless.as_deref(),
+            Some(_) => {
+                authed = self.0.stateless_authed.load_full();
+                authed.as_deref()
+            }
+        };
+        let Some(pool) = pool else {
             let exchange = self.call_stateless_slow(method_name, params, name, mirrored, id);
             return match deadline {
                 Some(at) => tokio::time::timeout_at(at, exchange)
@@ -1145,7 +1155,7 @@ impl StreamableLink {
         self.0.headers.store(Arc::new(headers.clone()));
         headers.insert(REVISION, HeaderValue::from_static(mc::STATELESS_REVISION));
         let stateless = Pool::new(&self.0.url, &headers).map(Arc::new);
-        self.0.stateless.store(stateless);
+        self.0.stateless_authed.store(stateless);
         self.0.installed.store(Some(Arc::new(credential.clone())));
         if read(&self.0.fast).is_some() {
             self.rebuild_fast();
