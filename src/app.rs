@@ -214,6 +214,9 @@ impl Core {
             listing_bytes: gateway.limits.max_listing_bytes,
             definition_bytes: gateway.limits.max_definition_bytes,
         });
+        if let Some(auth) = &spec.auth {
+            up.authenticate(auth.mode.as_str());
+        }
         if let (true, Some(path)) = (spec.pin, &gateway.pins_file) {
             let mut pins = upstream::pins::PinStore::new(path.clone());
             if let Some(shared) = &self.shared {

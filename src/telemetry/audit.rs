@@ -18,6 +18,10 @@ pub struct AuditLine<'a> {
     pub truncated: Option<bool>,
     /// The result came from the tenant's result cache (written only when so).
     pub cached: Option<bool>,
+    /// The mode of the upstream's `auth`, when it has one.
+    pub upstream_auth: Option<&'a str>,
+    /// How the upstream request's credential was come by (`cached`, `fetched`).
+    pub credential: Option<&'a str>,
     /// The token's subject, when the caller presented a JWT.
     pub subject: Option<&'a str>,
 }
@@ -70,6 +74,15 @@ pub(super) fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     }
     if line.cached == Some(true) {
         out.push_str(",\"cached\":true");
+    }
+    // Closed sets of plain words.
+    if let Some(mode) = line.upstream_auth {
+        out.push_str(",\"upstream_auth\":");
+        plain(out, mode);
+    }
+    if let Some(credential) = line.credential {
+        out.push_str(",\"credential\":");
+        plain(out, credential);
     }
     if let Some(subject) = line.subject {
         out.push_str(",\"subject\":");

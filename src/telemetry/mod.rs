@@ -210,6 +210,8 @@ mod tests {
             protocol: "v1",
             truncated: (tool == "nested").then_some(true),
             cached: (outcome == "ok").then_some(true),
+            upstream_auth: (tool == "nested").then_some("client_credentials"),
+            credential: (tool == "nested").then_some("cached"),
             subject: (tool == "nested").then_some("agent \"7\"\n"),
         };
         audit(&line("outside", 1.0, "ok"));
@@ -273,6 +275,8 @@ mod tests {
                     protocol = l.protocol,
                     truncated = l.truncated,
                     cached = l.cached,
+                    upstream_auth = l.upstream_auth,
+                    credential = l.credential,
                     subject = l.subject,
                     "tool call"
                 )
@@ -342,6 +346,8 @@ mod tests {
                     protocol: "v1",
                     truncated: None,
                     cached: None,
+                    upstream_auth: None,
+                    credential: None,
                     subject: None,
                 },
             );

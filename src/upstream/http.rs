@@ -185,10 +185,11 @@ impl HttpLink {
         // made once more with a new one.
         let mut tries = 2;
         loop {
-            let (value, _) = credentials
+            let (value, got) = credentials
                 .current()
                 .await
                 .map_err(|r| CallError::Credential(Box::new(r)))?;
+            super::credentials::note(got);
             match self
                 .call_with(method, params, started, deadline, Some(&value))
                 .await

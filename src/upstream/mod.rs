@@ -282,6 +282,8 @@ pub struct Upstream {
     problem: RwLock<Option<Arc<str>>>,
     /// Its last handshake could not have a credential: why (see `note_refusal`).
     refusal: RwLock<Option<CallError>>,
+    /// The mode of its `auth`, when it has one.
+    auth_mode: Option<&'static str>,
     /// Set when a reload replaced or removed this upstream.
     retired: std::sync::atomic::AtomicBool,
     /// Woken when a call found the upstream unreachable: its supervisor looks
@@ -484,6 +486,7 @@ impl Upstream {
             dialect: dialect::Settled::new(dialect),
             problem: RwLock::new(None),
             refusal: RwLock::new(None),
+            auth_mode: None,
             mc: modelcontext::State::default(),
             required,
             gateway_id: gateway_id.into(),
@@ -666,6 +669,18 @@ impl Upstream {
     /// Where its tools' pins are kept, when it is pinned.
     pub fn pins(&self) -> Option<&Arc<pins::PinStore>> {
         self.pins.as_ref()
+    }
+
+    /// The mode of its `auth`, when it has one (as audit lines name it).
+    pub fn auth_mode(&self) -> Option<&'static str> {
+        self.auth_mode
+    }
+
+    /// Notes the mode of its `auth` (before it starts).
+    pub fn authenticate(self: &mut Arc<Self>, mode: &'static str) {
+        if let Some(up) = Arc::get_mut(self) {
+            up.auth_mode = Some(mode);
+        }
     }
 
     /// Pins this upstream's tool definitions in `store` (before it starts).

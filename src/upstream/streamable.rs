@@ -1118,10 +1118,11 @@ impl StreamableLink {
         // made once more with a new one.
         let mut tries = 2;
         loop {
-            let (value, _) = credentials
+            let (value, got) = credentials
                 .current()
                 .await
                 .map_err(|r| CallError::Credential(Box::new(r)))?;
+            super::credentials::note(got);
             self.install(&value);
             match self.call_once(method_name, params, started, deadline).await {
                 Err(e) if super::credentials::refused(&e) => {

@@ -183,3 +183,52 @@ fn check_refuses_what_cannot_authenticate() {
         "a URL's credentials are never echoed"
     );
 }
+
+/// The real binary's audit lines: each request to the authorization server
+/// (`upstream credential`), and each call's mode and how its credential was
+/// come by; never a token or a secret.
+#[test]
+fn credentials_are_audited_without_a_secret() {
+    let parties = parties(0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(&path, config(&parties, "secret")).unwrap();
+    let mut p = Process::spawn(&["serve", "--config", path.to_str().unwrap()]);
+    let agent = p.addr("agent listener bound");
+    p.wait_log("ready", |v| v["message"] == "upstream ready");
+    let gw = Gateway::at(&agent);
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        gw.execute("ka", WHOAMI, json!({})).await;
+    });
+    let fetched = p.wait_log("the token request", |v| {
+        v["message"] == "upstream credential"
+    });
+    assert_eq!(
+        (
+            &fetched["upstream"],
+            &fetched["mode"],
+            &fetched["event"],
+            &fetched["outcome"]
+        ),
+        (
+            &json!("p"),
+            &json!("client_credentials"),
+            &json!("token_request"),
+            &json!("ok")
+        )
+    );
+    let call = p.wait_log("the call", |v| v["message"] == "tool call");
+    assert_eq!(call["upstream_auth"], "client_credentials", "{call}");
+    assert_eq!(
+        call["credential"], "cached",
+        "the handshake fetched it: {call}"
+    );
+    let token = accepted(&parties)[0]["jti"].as_str().unwrap().to_owned();
+    let logged = p.seen_text();
+    assert!(
+        !logged.contains("secret\""),
+        "the client's secret is never logged"
+    );
+    assert!(!logged.contains(&token), "nor anything of the token");
+    assert!(p.terminate().success());
+}

@@ -40,6 +40,9 @@ pub struct Audit {
     pub(super) truncated: bool,
     /// The result came from the tenant's result cache.
     pub(super) cached: bool,
+    /// The upstream's `auth` mode, and how the call's credential was come by.
+    upstream_auth: Option<&'static str>,
+    credential: Option<&'static str>,
 }
 
 impl Audit {
@@ -53,6 +56,8 @@ impl Audit {
             args_hmac: None,
             truncated: false,
             cached: false,
+            upstream_auth: None,
+            credential: None,
         }
     }
 
@@ -116,6 +121,8 @@ impl Audit {
                 protocol: self.protocol,
                 truncated: self.truncated.then_some(true),
                 cached: self.cached.then_some(true),
+                upstream_auth: self.upstream_auth,
+                credential: self.credential,
                 subject: tenant.subject.as_deref(),
             });
             return;
@@ -132,6 +139,8 @@ impl Audit {
             protocol = self.protocol,
             truncated = self.truncated.then_some(true),
             cached = self.cached.then_some(true),
+            upstream_auth = self.upstream_auth,
+            credential = self.credential,
             subject = tenant.subject.as_deref(),
             "tool call"
         );
@@ -281,6 +290,16 @@ impl Dispatcher {
             Some(round) if super::held::may_hold(&up, round) => {
                 Box::pin(self.call_held(tenant, &id, &up, &entry, arguments, reports, round))
                     .await?
+            }
+            _ if up.auth_mode().is_some() => {
+                let instance = up.instance(&tenant.name, session).map_err(upstream_error)?;
+                let call = instance.call_tool(&entry, arguments, reports);
+                let (answer, got) = crate::upstream::credentials::noted(call).await;
+                if audit.enabled {
+                    audit.upstream_auth = up.auth_mode();
+                    audit.credential = got.map(|g| g.as_str());
+                }
+                answer.map_err(upstream_error)?
             }
             _ => up
                 .instance(&tenant.name, session)

@@ -41,6 +41,27 @@ impl Got {
     }
 }
 
+tokio::task_local! {
+    /// How the request a call made came by its credential, for the call's
+    /// audit line (see [`noted`]).
+    static USED: std::cell::Cell<Option<Got>>;
+}
+
+/// Runs `call`, noting how the credential its requests bore was come by
+/// (the last request's): `None` when none bore one.
+pub async fn noted<F: std::future::Future>(call: F) -> (F::Output, Option<Got>) {
+    USED.scope(std::cell::Cell::new(None), async {
+        let out = call.await;
+        (out, USED.with(std::cell::Cell::get))
+    })
+    .await
+}
+
+/// Notes, for the call being run, how its request's credential was come by.
+pub(crate) fn note(got: Got) {
+    let _ = USED.try_with(|used| used.set(Some(got)));
+}
+
 /// One upstream's credential.
 pub struct Credentials {
     upstream: Arc<str>,
