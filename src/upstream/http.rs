@@ -181,29 +181,11 @@ impl HttpLink {
                 .call_with(method, params, started, deadline, None)
                 .await;
         };
-        // A credential the upstream refuses (401) is let go, and the call
-        // made once more with a new one.
-        let mut tries = 2;
-        loop {
-            let (value, got) = credentials
-                .current()
+        super::credentials::retried(credentials, |value| async move {
+            self.call_with(method, params, started, deadline, Some(&value))
                 .await
-                .map_err(|r| CallError::Credential(Box::new(r)))?;
-            super::credentials::note(got);
-            match self
-                .call_with(method, params, started, deadline, Some(&value))
-                .await
-            {
-                Err(e) if super::credentials::refused(&e) => {
-                    credentials.refused(&value);
-                    tries -= 1;
-                    if tries == 0 {
-                        return Err(e);
-                    }
-                }
-                other => return other,
-            }
-        }
+        })
+        .await
     }
 
     /// [`Self::call`] with this credential.

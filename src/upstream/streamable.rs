@@ -1114,27 +1114,11 @@ impl StreamableLink {
         let Some(credentials) = &self.0.credentials else {
             return self.call_once(method_name, params, started, deadline).await;
         };
-        // A credential the upstream refuses (401) is let go, and the call
-        // made once more with a new one.
-        let mut tries = 2;
-        loop {
-            let (value, got) = credentials
-                .current()
-                .await
-                .map_err(|r| CallError::Credential(Box::new(r)))?;
-            super::credentials::note(got);
+        super::credentials::retried(credentials, |value| async move {
             self.install(&value);
-            match self.call_once(method_name, params, started, deadline).await {
-                Err(e) if super::credentials::refused(&e) => {
-                    credentials.refused(&value);
-                    tries -= 1;
-                    if tries == 0 {
-                        return Err(e);
-                    }
-                }
-                other => return other,
-            }
-        }
+            self.call_once(method_name, params, started, deadline).await
+        })
+        .await
     }
 
     /// The headers every request carries now.

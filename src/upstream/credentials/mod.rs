@@ -235,6 +235,36 @@ impl Credentials {
     }
 }
 
+/// Runs `request` with the credential in force (noting how it was come
+/// by); when the upstream refuses it (401) it is let go and `request` runs
+/// once more with a new one.
+pub async fn retried<T, F>(
+    credentials: &Credentials,
+    mut request: impl FnMut(HeaderValue) -> F,
+) -> Result<T, crate::upstream::CallError>
+where
+    F: std::future::Future<Output = Result<T, crate::upstream::CallError>>,
+{
+    let mut tries = 2;
+    loop {
+        let (value, got) = credentials
+            .current()
+            .await
+            .map_err(|r| crate::upstream::CallError::Credential(Box::new(r)))?;
+        note(got);
+        match request(value.clone()).await {
+            Err(e) if refused(&e) => {
+                credentials.refused(&value);
+                tries -= 1;
+                if tries == 0 {
+                    return Err(e);
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The error of a request the upstream answered 401 to, with a credential.
 pub fn rejected() -> crate::upstream::CallError {
     crate::upstream::CallError::Credential(Box::new(Refusal::rejected()))
