@@ -232,3 +232,54 @@ fn credentials_are_audited_without_a_secret() {
     assert!(!logged.contains(&token), "nor anything of the token");
     assert!(p.terminate().success());
 }
+
+/// An authorization server that never answers, or is not there: calls fail
+/// with the reason within the bound, and nothing hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_absent_authorization_server_fails_calls_within_the_bound() {
+    // Takes connections and never answers them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow = format!("http://{}/token", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            kept.push(conn);
+        }
+    });
+    // A port nobody listens on any more.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/token", l.local_addr().unwrap())
+    };
+    let upstream = |name: &str, token_url: &str| {
+        format!(
+            "  {name}: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, protocol: modelcontextprotocol, auth: {{client_credentials: {{token_url: {token_url:?}, client_id: c, client_secret: s}}}}}}\n"
+        )
+    };
+    let yaml = format!(
+        "gateway: {{id: gw, upstream_auth: {{token_timeout_ms: 300}}}}\nupstreams:\n{}{}tenants:\n  a: {}\n",
+        upstream("slow", &slow),
+        upstream("gone", &gone),
+        tenant("ka", &["slow", "gone"]),
+    );
+    let gw = Gateway::start(&yaml).await;
+    for (upstream, reason) in [("slow", "timeout"), ("gone", "unreachable")] {
+        let started = std::time::Instant::now();
+        let r = within(async {
+            loop {
+                let r = gw
+                    .execute("ka", &format!("mcp://gw/{upstream}/tool/x"), json!({}))
+                    .await;
+                if r["error"]["code"] == -32009 {
+                    return r;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert_eq!(r["error"]["data"]["reason"], reason, "{r}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+    gw.stop().await;
+    held.abort();
+}
