@@ -327,3 +327,24 @@ async fn a_changed_definition_answers_anew() {
     assert!(age(&r["result"]).is_none(), "{r}");
     gw.stop().await;
 }
+
+/// `tools.cache` alone (hints, no override) is enough to cache the tools an
+/// upstream marks read-only and idempotent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_alone_cache_what_the_upstream_marks_safe() {
+    let yaml = format!(
+        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [ev]\n    tools: {{cache: {{hints: true}}}}\n",
+        everything_stdio(),
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["ev"]).await;
+    let echo = "mcp://gw/ev/tool/echo";
+    gw.execute("ka", echo, json!({"message": "m"})).await;
+    let r = gw.execute("ka", echo, json!({"message": "m"})).await;
+    assert!(age(&r["result"]).is_some(), "{r}");
+    let toggle = "mcp://gw/ev/tool/toggle-simulated-logging";
+    gw.execute("ka", toggle, json!({})).await;
+    let r = gw.execute("ka", toggle, json!({})).await;
+    assert!(age(&r["result"]).is_none(), "not marked read-only: {r}");
+    gw.stop().await;
+}

@@ -55,67 +55,15 @@ pub(super) fn curation(
     // Each name given, and the first override that gave it.
     let mut named: HashMap<String, String> = HashMap::new();
     for (id, raw) in std::mem::take(&mut policy.overrides) {
-        let oat = format!("{at}.tools.overrides.{id}");
-        if id.contains(['*', '?', '[', '{', '\\']) {
-            p.add(
-                &oat,
-                "an override names one tool by its exact namespaced id, not a glob",
-            );
-            continue;
-        }
-        if reach.gateway_id.is_some() {
-            // `mcp://{gateway}/{upstream}/` and more: a tool of an upstream it sees
-            // (an upstream's name holds no `/`, so the prefix names one).
-            let sees = |prefix: &String| id.len() > prefix.len() && id.starts_with(prefix.as_str());
-            if !reach.prefixes.iter().any(sees) {
-                let why = match reach.prefixes {
-                    [] => "the tenant sees no upstream".to_owned(),
-                    prefixes => format!("its tools' ids start with {}", prefixes.join(" or ")),
-                };
-                p.add(
-                    &oat,
-                    format!("'{id}' matches no tool of this tenant: {why}"),
-                );
-                continue;
-            }
-        }
-        if let Some(name) = &raw.name {
-            if let Some(why) = bad_name(name, reach.name_budget) {
-                p.add(format!("{oat}.name"), why);
-            } else if let Some(first) = named.get(name) {
-                p.add(
-                    format!("{oat}.name"),
-                    format!("'{name}' is given to two tools: {first} and {id}"),
-                );
-            } else {
-                named.insert(name.clone(), id.clone());
-            }
-        }
-        let over = Override {
-            output: raw
-                .output
-                .as_ref()
-                .map(|o| output(o, &format!("{oat}.output"), p)),
-            cache: raw.cache.as_ref().map(|c| match c {
-                RawCacheChoice::Switch(true) => CacheChoice::On,
-                RawCacheChoice::Switch(false) => CacheChoice::Off,
-                RawCacheChoice::For(f) => {
-                    if f.ttl_ms == 0 {
-                        p.add(format!("{oat}.cache.ttl_ms"), "must be greater than 0");
-                    }
-                    CacheChoice::For(f.ttl_ms.max(1))
-                }
-            }),
-            name: raw.name,
-            title: raw.title,
-            description: raw.description,
-        };
-        if over != Override::default() {
+        if let Some(over) = override_of(&id, raw, reach, &mut named, p) {
             out.overrides.insert(id, over);
         }
     }
-    let asks =
-        out.hide.is_some() || out.bare_names || !out.overrides.is_empty() || out.output.is_some();
+    let asks = out.hide.is_some()
+        || out.bare_names
+        || !out.overrides.is_empty()
+        || out.output.is_some()
+        || out.cache.is_some();
     out.digest = {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
@@ -126,6 +74,74 @@ pub(super) fn curation(
         h.finish()
     };
     asks.then(|| Arc::new(out))
+}
+
+/// One override, checked: an exact id of a tool the tenant sees, a name
+/// nobody else of the tenant is given; `None` when it is wrong or asks
+/// for nothing.
+fn override_of(
+    id: &str,
+    raw: crate::config::raw::RawOverride,
+    reach: &Reach<'_>,
+    named: &mut HashMap<String, String>,
+    p: &mut Problems,
+) -> Option<Override> {
+    let oat = format!("{}.tools.overrides.{id}", reach.at);
+    if id.contains(['*', '?', '[', '{', '\\']) {
+        p.add(
+            &oat,
+            "an override names one tool by its exact namespaced id, not a glob",
+        );
+        return None;
+    }
+    if reach.gateway_id.is_some() {
+        // `mcp://{gateway}/{upstream}/` and more: a tool of an upstream it sees
+        // (an upstream's name holds no `/`, so the prefix names one).
+        let sees = |prefix: &String| id.len() > prefix.len() && id.starts_with(prefix.as_str());
+        if !reach.prefixes.iter().any(sees) {
+            let why = match reach.prefixes {
+                [] => "the tenant sees no upstream".to_owned(),
+                prefixes => format!("its tools' ids start with {}", prefixes.join(" or ")),
+            };
+            p.add(
+                &oat,
+                format!("'{id}' matches no tool of this tenant: {why}"),
+            );
+            return None;
+        }
+    }
+    if let Some(name) = &raw.name {
+        if let Some(why) = bad_name(name, reach.name_budget) {
+            p.add(format!("{oat}.name"), why);
+        } else if let Some(first) = named.get(name) {
+            p.add(
+                format!("{oat}.name"),
+                format!("'{name}' is given to two tools: {first} and {id}"),
+            );
+        } else {
+            named.insert(name.clone(), id.to_owned());
+        }
+    }
+    let over = Override {
+        output: raw
+            .output
+            .as_ref()
+            .map(|o| output(o, &format!("{oat}.output"), p)),
+        cache: raw.cache.as_ref().map(|c| match c {
+            RawCacheChoice::Switch(true) => CacheChoice::On,
+            RawCacheChoice::Switch(false) => CacheChoice::Off,
+            RawCacheChoice::For(f) => {
+                if f.ttl_ms == 0 {
+                    p.add(format!("{oat}.cache.ttl_ms"), "must be greater than 0");
+                }
+                CacheChoice::For(f.ttl_ms.max(1))
+            }
+        }),
+        name: raw.name,
+        title: raw.title,
+        description: raw.description,
+    };
+    (over != Override::default()).then_some(over)
 }
 
 /// A result budget's keys, each checked: none may be 0, and a page holds
