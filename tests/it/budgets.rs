@@ -98,6 +98,22 @@ async fn results_over_budget_are_cut_and_kept_whole_in_the_tenants_pages() {
     let b = gw.execute("kb", ECHO, json!({"text": long})).await;
     assert_eq!(b["result"]["output"]["text"], long, "b has no budget");
 
+    let metrics = gw.metrics().await;
+    let truncated = r#"mcp_gateway_results_truncated_total{tenant="a"}"#;
+    assert_eq!(metric(&metrics, truncated), Some(1.0));
+    assert!(metric(&metrics, r#"mcp_gateway_spill_bytes{tenant="a"}"#).unwrap() > 3000.0);
+    gw.stop().await;
+}
+
+/// The official face, with the Python SDK's client: content blocks
+/// (server-everything's echo has no outputSchema) cut at a line break, a
+/// note, a link per page, pages of text; and a cut value the SDK checks
+/// against the listed schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_face_cuts_blocks_and_values_as_its_clients_expect() {
+    let gw = Gateway::start(&config("{max_bytes: 400, page_bytes: 1024}")).await;
+    gw.wait_ready(&["s", "ev"]).await;
+    let long = long_text(3000);
     // Content blocks (server-everything's echo has no outputSchema): the
     // text cut at a line break, a note, a link per page; pages are text.
     let listed = gw.rpc("ka", "tools/list", json!({})).await;
@@ -161,15 +177,6 @@ async fn results_over_budget_are_cut_and_kept_whole_in_the_tenants_pages() {
             .starts_with("[truncated]")
     );
 
-    let metrics = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &metrics,
-            r#"mcp_gateway_results_truncated_total{tenant="a"}"#
-        ),
-        Some(3.0)
-    );
-    assert!(metric(&metrics, r#"mcp_gateway_spill_bytes{tenant="a"}"#).unwrap() > 3000.0);
     gw.stop().await;
 }
 

@@ -148,12 +148,20 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
     );
     assert_eq!(call["error"]["code"], -32007, "{call}");
 
-    // Decisions name the definition reviewed.
-    let print = echo["pending"]["fingerprint"].as_str().unwrap();
+    let print = echo["pending"]["fingerprint"].as_str().unwrap().to_owned();
+    let add_print = decide_over_admin(&mut p, &admin, &agent, &print);
+    review_offline(&path, &admin, &add_print);
+    assert!(p.terminate().success());
+}
+
+/// Decisions over the admin listener name the definition reviewed: echo's
+/// approved, add's rejected, each audited and counted. Add's pending
+/// fingerprint.
+fn decide_over_admin(p: &mut Process, admin: &str, agent: &str, print: &str) -> String {
     let decide = |verb: &str, tool: &str, fingerprint: &str| {
         let body = json!({"upstream": "s", "tool": tool, "fingerprint": fingerprint});
         http(
-            &admin,
+            admin,
             "POST",
             &format!("/pins/{verb}"),
             Some(TOKEN),
@@ -166,7 +174,7 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
     );
     assert_eq!(decide("approve", "mcp://u/tools/nothing", print).0, 404);
     let (bad, _) = http(
-        &admin,
+        admin,
         "POST",
         "/pins/approve",
         Some(TOKEN),
@@ -181,7 +189,7 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
     );
     until("the approved tool serves", || {
         let r = rpc(
-            &agent,
+            agent,
             "mcp/executeTool",
             json!({"id": "mcp://gw/s/u/tools/echo:v1", "arguments": {"text": "x"}}),
         );
@@ -209,19 +217,19 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
     );
 
     // Rejected: it stays out, and says so.
-    let add = pins(&admin)
+    let add = pins(admin)
         .into_iter()
         .find(|q| q["tool"] == "mcp://u/tools/add:v1")
         .unwrap();
     let add_print = add["pending"]["fingerprint"].as_str().unwrap().to_owned();
     assert_eq!(decide("reject", "mcp://u/tools/add:v1", &add_print).0, 200);
-    let add = pins(&admin)
+    let add = pins(admin)
         .into_iter()
         .find(|q| q["tool"] == "mcp://u/tools/add:v1")
         .unwrap();
     assert_eq!(add["state"], "rejected");
-    assert!(!ids(&agent).contains(&"mcp://gw/s/u/tools/add:v1".to_owned()));
-    let (_, metrics) = http(&admin, "GET", "/metrics", Some(TOKEN), "");
+    assert!(!ids(agent).contains(&"mcp://gw/s/u/tools/add:v1".to_owned()));
+    let (_, metrics) = http(admin, "GET", "/metrics", Some(TOKEN), "");
     assert_eq!(
         metric(
             &metrics,
@@ -244,6 +252,12 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
         Some((TEST_TOOL_COUNT - 1) as f64)
     );
 
+    add_print
+}
+
+/// Offline, the same review: list, approve by fingerprint, and a decision
+/// on what no longer waits refused.
+fn review_offline(path: &std::path::Path, admin: &str, add_print: &str) {
     // Offline, the same review: list, reject, approve by fingerprint.
     let cli = |args: &[&str]| {
         let mut all = vec!["pins"];
@@ -269,7 +283,7 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
         "--tool",
         "mcp://u/tools/add:v1",
         "--fingerprint",
-        &add_print,
+        add_print,
     ]);
     assert!(
         approved.status.success(),
@@ -295,8 +309,7 @@ fn renames_are_recognised_changes_wait_and_reviews_decide() {
         "mcp://u/tools/add:v1",
     ]);
     assert!(!stale.status.success(), "nothing of it waits any more");
-    assert_eq!(pins(&admin).len(), TEST_TOOL_COUNT - 2);
-    assert!(p.terminate().success());
+    assert_eq!(pins(admin).len(), TEST_TOOL_COUNT - 2);
 }
 
 /// Without an admin token nobody reviews pins over the network.
