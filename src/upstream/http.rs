@@ -93,7 +93,9 @@ impl HttpLink {
     ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
             let header = self.credentials.as_ref().map(|c| c.header().as_str());
-            let Some(extra) = header.zip(credential.and_then(|v| v.to_str().ok())) else {
+            let Some(extra) =
+                header.zip(credential.and_then(|v| std::str::from_utf8(v.as_bytes()).ok()))
+            else {
                 return pool
                     .post(
                         now,
@@ -181,7 +183,7 @@ impl HttpLink {
                 .call_with(method, params, started, deadline, None)
                 .await;
         };
-        super::credentials::retried(credentials, |value| async move {
+        super::credentials::retried(credentials, started, |value| async move {
             self.call_with(method, params, started, deadline, Some(&value))
                 .await
         })

@@ -153,7 +153,9 @@ impl Launch {
             client.clone(),
             self.metrics.clone(),
         )?;
-        Ok(Some(Arc::new(credentials)))
+        let credentials = Arc::new(credentials);
+        self.up.hold_credentials(credentials.clone());
+        Ok(Some(credentials))
     }
 
     fn start_http(

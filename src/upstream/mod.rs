@@ -284,6 +284,8 @@ pub struct Upstream {
     refusal: RwLock<Option<CallError>>,
     /// The mode of its `auth`, when it has one.
     auth_mode: Option<&'static str>,
+    /// The credential its links send, once it has started.
+    credentials: std::sync::OnceLock<Arc<credentials::Credentials>>,
     /// Set when a reload replaced or removed this upstream.
     retired: std::sync::atomic::AtomicBool,
     /// Woken when a call found the upstream unreachable: its supervisor looks
@@ -487,6 +489,7 @@ impl Upstream {
             problem: RwLock::new(None),
             refusal: RwLock::new(None),
             auth_mode: None,
+            credentials: std::sync::OnceLock::new(),
             mc: modelcontext::State::default(),
             required,
             gateway_id: gateway_id.into(),
@@ -681,6 +684,17 @@ impl Upstream {
         if let Some(up) = Arc::get_mut(self) {
             up.auth_mode = Some(mode);
         }
+    }
+
+    /// Keeps the credential its links send (set once, as it starts).
+    pub(crate) fn hold_credentials(&self, credentials: Arc<credentials::Credentials>) {
+        let _ = self.credentials.set(credentials);
+    }
+
+    /// How many credentials have been obtained for it (see
+    /// `Credentials::fetches`): 0 before any, or without `auth`.
+    pub fn credential_fetches(&self) -> u64 {
+        self.credentials.get().map_or(0, |c| c.fetches())
     }
 
     /// Pins this upstream's tool definitions in `store` (before it starts).

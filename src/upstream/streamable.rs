@@ -1114,7 +1114,7 @@ impl StreamableLink {
         let Some(credentials) = &self.0.credentials else {
             return self.call_once(method_name, params, started, deadline).await;
         };
-        super::credentials::retried(credentials, |value| async move {
+        super::credentials::retried(credentials, started, |value| async move {
             self.install(&value);
             self.call_once(method_name, params, started, deadline).await
         })

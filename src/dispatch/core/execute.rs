@@ -292,12 +292,15 @@ impl Dispatcher {
                     .await?
             }
             _ if up.auth_mode().is_some() => {
+                // A credential obtained while the call ran was obtained for
+                // it (or it waited for that one).
+                let before = up.credential_fetches();
                 let instance = up.instance(&tenant.name, session).map_err(upstream_error)?;
-                let call = instance.call_tool(&entry, arguments, reports);
-                let (answer, got) = crate::upstream::credentials::noted(call).await;
+                let answer = instance.call_tool(&entry, arguments, reports).await;
                 if audit.enabled {
                     audit.upstream_auth = up.auth_mode();
-                    audit.credential = got.map(|g| g.as_str());
+                    let fetched = up.credential_fetches() != before;
+                    audit.credential = Some(if fetched { "fetched" } else { "cached" });
                 }
                 answer.map_err(upstream_error)?
             }

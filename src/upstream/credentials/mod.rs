@@ -41,27 +41,6 @@ impl Got {
     }
 }
 
-tokio::task_local! {
-    /// How the request a call made came by its credential, for the call's
-    /// audit line (see [`noted`]).
-    static USED: std::cell::Cell<Option<Got>>;
-}
-
-/// Runs `call`, noting how the credential its requests bore was come by
-/// (the last request's): `None` when none bore one.
-pub async fn noted<F: std::future::Future>(call: F) -> (F::Output, Option<Got>) {
-    USED.scope(std::cell::Cell::new(None), async {
-        let out = call.await;
-        (out, USED.with(std::cell::Cell::get))
-    })
-    .await
-}
-
-/// Notes, for the call being run, how its request's credential was come by.
-pub(crate) fn note(got: Got) {
-    let _ = USED.try_with(|used| used.set(Some(got)));
-}
-
 /// One upstream's credential.
 pub struct Credentials {
     upstream: Arc<str>,
@@ -74,6 +53,13 @@ pub struct Credentials {
     /// The token endpoint, once found from the issuer's metadata.
     endpoint: tokio::sync::OnceCell<String>,
     metrics: Metrics,
+    /// Its series of `upstream_token_cache_total`, looked up once: a hit
+    /// is counted on every request.
+    hits: prometheus::IntCounter,
+    misses: prometheus::IntCounter,
+    /// Credentials obtained so far: a call that sees it move obtained one
+    /// (or waited for the one obtained), see [`Self::fetches`].
+    fetched: std::sync::atomic::AtomicU64,
 }
 
 impl Credentials {
@@ -96,11 +82,12 @@ impl Credentials {
                 .upstream_token_requests
                 .with_label_values(&[upstream, grant, outcome]);
         }
-        for result in ["hit", "miss"] {
+        let cache = |result: &str| {
             metrics
                 .upstream_token_cache
-                .with_label_values(&[upstream, result]);
-        }
+                .with_label_values(&[upstream, result])
+        };
+        let (hits, misses) = (cache("hit"), cache("miss"));
         metrics
             .upstream_token_seconds
             .with_label_values(&[upstream, grant]);
@@ -117,6 +104,9 @@ impl Credentials {
             fetching: tokio::sync::Mutex::new(()),
             endpoint: tokio::sync::OnceCell::new(),
             metrics,
+            hits,
+            misses,
+            fetched: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -130,32 +120,38 @@ impl Credentials {
         self.auth.mode.as_str()
     }
 
-    /// The credential in force when there is one that is still good.
-    fn in_force(&self) -> Option<HeaderValue> {
+    /// How many credentials have been obtained: a call that reads it
+    /// before and after sees whether one was obtained for it.
+    pub fn fetches(&self) -> u64 {
+        self.fetched.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The credential in force at `now` when there is one that is still good.
+    fn in_force(&self, now: Instant) -> Option<HeaderValue> {
         let fresh = self.fresh.load();
         let fresh = fresh.as_deref()?;
-        (fresh.until > Instant::now()).then(|| fresh.value.clone())
+        (fresh.until > now).then(|| fresh.value.clone())
     }
 
     /// The header's value for the next request, and how it was come by.
     pub async fn current(&self) -> Result<(HeaderValue, Got), Refusal> {
-        let cache = |result: &str| {
-            self.metrics
-                .upstream_token_cache
-                .with_label_values(&[&self.upstream, result])
-                .inc();
-        };
-        if let Some(value) = self.in_force() {
-            cache("hit");
+        self.current_at(Instant::now()).await
+    }
+
+    /// [`Self::current`] for a request made at `now` (a caller that has
+    /// read the clock already).
+    pub async fn current_at(&self, now: Instant) -> Result<(HeaderValue, Got), Refusal> {
+        if let Some(value) = self.in_force(now) {
+            self.hits.inc();
             return Ok((value, Got::Cached));
         }
         let _one = self.fetching.lock().await;
         // Another call may have obtained one while this one waited.
-        if let Some(value) = self.in_force() {
-            cache("hit");
+        if let Some(value) = self.in_force(Instant::now()) {
+            self.hits.inc();
             return Ok((value, Got::Cached));
         }
-        cache("miss");
+        self.misses.inc();
         let fetched = self.fetch().await?;
         let value = if self.header == reqwest::header::AUTHORIZATION {
             HeaderValue::from_str(&format!("Bearer {}", fetched.token))
@@ -173,6 +169,8 @@ impl Credentials {
             .upstream_tokens_cached
             .with_label_values(&[&self.upstream])
             .set(1);
+        self.fetched
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         Ok((value, Got::Fetched))
     }
 
@@ -235,11 +233,12 @@ impl Credentials {
     }
 }
 
-/// Runs `request` with the credential in force (noting how it was come
-/// by); when the upstream refuses it (401) it is let go and `request` runs
-/// once more with a new one.
+/// Runs `request` with the credential in force at `now`; when the
+/// upstream refuses it (401) it is let go and `request` runs once more
+/// with a new one.
 pub async fn retried<T, F>(
     credentials: &Credentials,
+    now: Instant,
     mut request: impl FnMut(HeaderValue) -> F,
 ) -> Result<T, crate::upstream::CallError>
 where
@@ -247,11 +246,10 @@ where
 {
     let mut tries = 2;
     loop {
-        let (value, got) = credentials
-            .current()
+        let (value, _) = credentials
+            .current_at(now)
             .await
             .map_err(|r| crate::upstream::CallError::Credential(Box::new(r)))?;
-        note(got);
         match request(value.clone()).await {
             Err(e) if refused(&e) => {
                 credentials.refused(&value);
