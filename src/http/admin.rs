@@ -118,14 +118,7 @@ async fn readyz(State(s): State<AdminState>, headers: HeaderMap) -> Response {
 
 async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
     if !s.may_see(&headers) {
-        let mut r = (
-            StatusCode::UNAUTHORIZED,
-            "send Authorization: Bearer <admin token>\n",
-        )
-            .into_response();
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+        return super::admin_state::unauthorized();
     }
     let mut r = s.dispatcher.metrics().render().into_response();
     r.headers_mut().insert(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -27,17 +27,7 @@ fn refused(s: &AdminState, headers: &HeaderMap) -> Option<Response> {
         let why = "pins are reviewed with gateway.admin_token, and none is configured\n";
         return Some((StatusCode::FORBIDDEN, why).into_response());
     }
-    if s.may_see(headers) {
-        return None;
-    }
-    let mut r = (
-        StatusCode::UNAUTHORIZED,
-        "send Authorization: Bearer <admin token>\n",
-    )
-        .into_response();
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    Some(r)
+    (!s.may_see(headers)).then(super::admin_state::unauthorized)
 }
 
 fn pinned(s: &AdminState) -> Vec<Arc<Upstream>> {

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 
 use crate::config::KeyDigest;
 use crate::dispatch::Dispatcher;
@@ -33,4 +34,16 @@ impl AdminState {
             .and_then(bearer_token)
             .is_some_and(|t| KeyDigest::of(t.as_bytes()) == *want)
     }
+}
+
+/// The answer to a request without the admin token (or with another).
+pub(super) fn unauthorized() -> Response {
+    let mut r = (
+        StatusCode::UNAUTHORIZED,
+        "send Authorization: Bearer <admin token>\n",
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
 }
