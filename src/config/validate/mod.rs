@@ -21,6 +21,9 @@ mod store;
 mod tenants;
 mod upstream_auth;
 mod upstreams;
+mod values;
+
+use values::header_value;
 
 use gateway::*;
 use tenants::*;
@@ -289,34 +292,6 @@ fn decode_hex(hex: &str) -> Option<[u8; 32]> {
         out[i] = u8::from_str_radix(s, 16).ok()?;
     }
     Some(out)
-}
-
-/// A header value given as itself, `env:VAR` or `file:PATH` (one trailing
-/// newline dropped). The problem text never contains the value.
-pub(super) fn header_value(
-    value: &str,
-    secrets: &dyn Secrets,
-    at: &str,
-    p: &mut Problems,
-) -> Option<String> {
-    let read = if let Some(var) = value.strip_prefix("env:") {
-        secrets
-            .var(var)
-            .ok_or_else(|| format!("environment variable {var} is not set"))
-    } else if let Some(path) = value.strip_prefix("file:") {
-        secrets
-            .file(Path::new(path))
-            .ok_or_else(|| format!("file {path} cannot be read"))
-    } else {
-        return Some(value.to_owned());
-    };
-    match read {
-        Ok(v) => Some(v.trim_end_matches(['\r', '\n']).to_owned()),
-        Err(why) => {
-            p.add(at, why);
-            None
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::Dispatcher;
-use super::execute::Audit;
+use super::audit::Audit;
 use crate::config::curation::Budget;
 use crate::error::GatewayError;
 use crate::jsonrpc::JsonBuf;

@@ -6,6 +6,7 @@
 //! hear. Its state is its own: the faces (`v1`, `mcp`) hold a handle and
 //! ask these operations.
 
+mod audit;
 mod budget;
 mod cached;
 mod curate;
@@ -38,9 +39,9 @@ use crate::tenant::subscriptions::SubscriptionBudget;
 use crate::tenant::{Admission, Refusal, Tenant};
 use crate::upstream::{Status, Upstream};
 
+pub use audit::Audit;
 pub use cached::{CACHED, with_meta};
 pub(in crate::dispatch) use curate::budget_schema;
-pub use execute::Audit;
 pub use place::{Place, continues_round};
 pub use rounds::RoundIn;
 pub use tasks::RELATED_TASK_META;

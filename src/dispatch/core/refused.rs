@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::Dispatcher;
-use super::execute::Audit;
+use super::audit::Audit;
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, scan};
 use crate::tenant::Tenant;

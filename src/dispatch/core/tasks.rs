@@ -32,7 +32,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::Dispatcher;
-use super::execute::Audit;
+use super::audit::Audit;
 use crate::error::GatewayError;
 use crate::jsonrpc::{Json, JsonBuf};
 use crate::protocol::mcpid;
