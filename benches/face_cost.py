@@ -29,6 +29,12 @@ AUTH=1 (http and modelcontext-http) gives the upstream
 the tests run it; the demo ignores the token): what a call with a cached
 credential costs.
 
+AUTH=jwt makes the bench's calls bear a JWT of a real identity provider
+(oidc-provider) instead of an API key; AUTH=assertion does too, and gives the
+upstream `auth.assertion`: each user's calls on a link of their own, with an
+identity assertion the gateway signs, reused until shortly before it
+expires. Compared with AUTH=jwt, what a cached per-user credential costs.
+
 TOOLS=<yaml> gives the tenant a `tools:` section, e.g. a result cache for the
 echo tool, so that every measured call is a hit:
 
@@ -61,9 +67,13 @@ ECHO, ARGS = (("mcp://gw/up/tool/echo", {"message": "hello"}) if TRANSPORT == "e
 STATELESS = "2026-07-28"
 
 
+# What the bench's calls bear: the tenant's API key, or a user's JWT (AUTH=jwt, assertion).
+BEARER = {"token": "bench-key"}
+
+
 def post(port, body, headers=None):
     request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps(body).encode(), headers={
-        "Authorization": "Bearer bench-key", "Content-Type": "application/json", **(headers or {})})
+        "Authorization": f"Bearer {BEARER['token']}", "Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(request, timeout=30) as r:
         return json.loads(r.read())
 
@@ -86,7 +96,7 @@ def arms(port):
     init = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
-    }).encode(), headers={"Authorization": "Bearer bench-key", "Content-Type": "application/json"})
+    }).encode(), headers={"Authorization": f"Bearer {BEARER['token']}", "Content-Type": "application/json"})
     with urllib.request.urlopen(init, timeout=30) as r:
         session = r.headers["Mcp-Session-Id"]
     return {
@@ -99,6 +109,32 @@ def arms(port):
                                     "params": {**call, "_meta": meta}},
                                    {"MCP-Protocol-Version": STATELESS, "Mcp-Method": "tools/call", "Mcp-Name": name}),
     }
+
+
+def user_token(issuer, resource):
+    """A JWT of the identity provider for the user `alice` (tenant a), for `resource`."""
+    request = urllib.request.Request(f"{issuer}/token", data=(
+        f"grant_type=client_credentials&scope=files&resource={resource}").encode(), headers={
+        "Authorization": "Basic " + __import__("base64").b64encode(b"alice:secret").decode(),
+        "Content-Type": "application/x-www-form-urlencoded"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        return json.loads(r.read())["access_token"]
+
+
+def user_auth(tmp, procs):
+    """The gateway's `auth` (JWTs of a real IdP, tenant `bench`) and, for
+    AUTH=assertion, its signing key: the YAML of both."""
+    resource = "http://gateway.bench/mcp"
+    issuer = start_provider(resource, procs)
+    BEARER["token"] = user_token(issuer, resource)
+    gateway = (f", auth: {{resource: '{resource}', jwt: [{{issuer: '{issuer}', jwks_url: '{issuer}/jwks', "
+               "tenant: bench}]}")
+    if os.environ.get("AUTH") == "assertion":
+        key = os.path.join(tmp, "sign.pem")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-out", key], check=True, capture_output=True)
+        gateway += f", upstream_auth: {{issuer: 'https://gw.bench', signing_keys: ['file:{key}']}}"
+    return gateway
 
 
 def start_provider(resource, procs):
@@ -129,6 +165,8 @@ def main():
                 issuer = start_provider(url, procs)
                 auth = (f", auth: {{client_credentials: {{token_url: '{issuer}/token', client_id: agent-a, "
                         "client_secret: secret, scope: files}}")
+            elif os.environ.get("AUTH") == "assertion":
+                auth = ", auth: {assertion: {ttl_s: 300}}"
             upstream = f"{{http: {{url: '{url}'}}{', protocol: modelcontextprotocol' if mc else ''}{auth}}}"
         elif TRANSPORT == "everything":
             if not os.path.exists(EVERYTHING):
@@ -140,9 +178,10 @@ def main():
         else:
             upstream = f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}"
         port = free_port()
+        users = user_auth(tmp, procs) if os.environ.get("AUTH") in ("jwt", "assertion") else ""
         cfg = os.path.join(tmp, "gw.yaml")
         with open(cfg, "w") as f:
-            f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}}}\n"
+            f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}{users}}}\n"
                     f"upstreams:\n  up: {upstream}\n"
                     "tenants:\n  bench: {api_keys: [bench-key], upstreams: [up]"
                     + (f", tools: {os.environ['TOOLS']}" if os.environ.get("TOOLS") else "") + "}\n")
@@ -162,7 +201,7 @@ def main():
             for name, (body, headers) in bodies.items():
                 # A fresh connection each round: the gateway closes one left idle
                 # for header_read_timeout_ms (10 s).
-                client = KeepAlive(("127.0.0.1", port), "bench-key", json.dumps(body).encode(), headers)
+                client = KeepAlive(("127.0.0.1", port), BEARER["token"], json.dumps(body).encode(), headers)
                 for _ in range(200 if INSTRUCTIONS else 1):
                     client.call()
                 if INSTRUCTIONS:

@@ -181,7 +181,9 @@ impl Core {
             .and_then(|r| ProtectedResource::new(r, &names, &scopes))
             .map(Arc::new);
         let list = next.into_iter().map(|(i, _)| i).collect();
-        Ok(KeyStore::new(&config.tenants).with_issuers(Arc::new(Issuers { list }), resource))
+        Ok(KeyStore::new(&config.tenants)
+            .with_issuers(Arc::new(Issuers { list }), resource)
+            .with_jwks(config.auth.signing.as_ref()))
     }
 
     /// The current tenants and keys (swapped on reload).

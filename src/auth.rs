@@ -99,6 +99,8 @@ pub struct Verified {
     pub subject: Option<String>,
     /// `scope` (space-separated) or `scp` (a list).
     pub scopes: HashSet<String>,
+    /// The same, as the token wrote them, space-separated.
+    pub scope: String,
     /// `exp`, seconds since the epoch.
     pub expires: u64,
     /// The issuer (`iss`) that signed it.
@@ -440,8 +442,12 @@ fn claims(issuer: &Arc<Issuer>, key: u64, claims: Map<String, Value>) -> Result<
             _ => {}
         }
     }
+    let mut scope: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    scope.sort_unstable();
+    let scope = scope.join(" ");
     Ok(Verified {
         tenant,
+        scope,
         subject: claims.get("sub").and_then(Value::as_str).map(str::to_owned),
         scopes,
         expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),

@@ -5,6 +5,7 @@ pub mod curation;
 pub mod raw;
 pub mod restart;
 mod shape;
+pub mod signing;
 pub mod upstream_auth;
 mod validate;
 
@@ -405,6 +406,9 @@ pub struct AuthSettings {
     /// This gateway's resource identifier (RFC 8707, RFC 9728).
     pub resource: Option<String>,
     pub issuers: Vec<crate::auth::IssuerSpec>,
+    /// The gateway's own signing keys (`gateway.upstream_auth.signing_keys`),
+    /// published at `/.well-known/jwks.json`.
+    pub signing: Option<signing::SigningKeys>,
 }
 
 /// Where secrets referenced by the config (`env:`, `file:`) are read from; tests fake it.

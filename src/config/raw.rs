@@ -245,6 +245,12 @@ pub struct RawUpstreamAuth {
     /// OAuth 2.0 client credentials (RFC 6749 section 4.4): one token for
     /// every caller.
     pub client_credentials: Option<RawClientCredentials>,
+    /// OAuth 2.0 token exchange (RFC 8693): the caller's JWT exchanged for
+    /// a token for this upstream, per user.
+    pub token_exchange: Option<RawTokenExchange>,
+    /// A short-lived JWT the gateway signs for the caller, for upstreams
+    /// that trust the gateway (its keys at /.well-known/jwks.json).
+    pub assertion: Option<RawAssertion>,
     /// The header it is sent in (default authorization, as "Bearer <token>";
     /// any other header carries the token bare).
     pub header: Option<String>,
@@ -273,6 +279,64 @@ pub struct RawClientCredentials {
     pub audience: Option<String>,
 }
 
+/// An OAuth client of an authorization server, for the token exchange grant.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTokenExchange {
+    /// The token endpoint; or `issuer`, found by RFC 8414 (then OpenID) discovery.
+    pub token_url: Option<String>,
+    /// The authorization server's issuer, when token_url is not given.
+    pub issuer: Option<String>,
+    #[schemars(length(min = 1))]
+    pub client_id: String,
+    /// The secret, env:VAR or file:PATH.
+    pub client_secret: String,
+    /// client_secret_basic (default) or client_secret_post.
+    #[schemars(extend("enum" = ["client_secret_basic", "client_secret_post", null]))]
+    pub auth_method: Option<String>,
+    /// The scope asked for.
+    pub scope: Option<String>,
+    /// RFC 8707 resource (default: the upstream's http.url).
+    pub resource: Option<String>,
+    /// An audience, for servers that take one.
+    pub audience: Option<String>,
+    /// What the caller's token is (default
+    /// urn:ietf:params:oauth:token-type:access_token).
+    #[schemars(extend("enum" = ["urn:ietf:params:oauth:token-type:access_token", "urn:ietf:params:oauth:token-type:jwt", null]))]
+    pub subject_token_type: Option<String>,
+    /// Send the gateway's own signed JWT as actor_token (delegation).
+    #[serde(default)]
+    pub actor_token: bool,
+}
+
+impl RawTokenExchange {
+    /// Its client, as the client credentials grant's is written.
+    pub fn client(self) -> (RawClientCredentials, Option<String>, bool) {
+        let client = RawClientCredentials {
+            token_url: self.token_url,
+            issuer: self.issuer,
+            client_id: self.client_id,
+            client_secret: self.client_secret,
+            auth_method: self.auth_method,
+            scope: self.scope,
+            resource: self.resource,
+            audience: self.audience,
+        };
+        (client, self.subject_token_type, self.actor_token)
+    }
+}
+
+/// An identity assertion the gateway signs for each user.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAssertion {
+    /// Its `aud` (default: the upstream's http.url).
+    pub audience: Option<String>,
+    /// How long it is valid, in seconds (default 60, 1..300).
+    #[schemars(range(min = 1, max = 300))]
+    pub ttl_s: Option<u64>,
+}
+
 /// The gateway's own bounds on obtaining upstream credentials.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -280,6 +344,14 @@ pub struct RawUpstreamAuthSettings {
     /// Each request to an authorization server (default 5000, 1..60000).
     #[schemars(range(min = 1, max = 60000))]
     pub token_timeout_ms: Option<u64>,
+    /// The agent listener as browsers and upstreams reach it (https://...).
+    pub public_url: Option<String>,
+    /// The `iss` of the JWTs the gateway signs (default: public_url).
+    pub issuer: Option<String>,
+    /// PKCS#8 PEM keys (P-256, RSA of 2048 bits or more, Ed25519), each
+    /// itself, env:VAR or file:PATH: the first signs, all are published.
+    #[serde(default)]
+    pub signing_keys: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

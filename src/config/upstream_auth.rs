@@ -14,13 +14,47 @@ pub struct UpstreamAuth {
     /// Each request to an authorization server waits this long at most
     /// (`gateway.upstream_auth.token_timeout_ms`).
     pub timeout: Duration,
+    /// The gateway's signing keys and the `iss` of what it signs, where
+    /// the mode signs (assertions, actor tokens).
+    pub signer: Option<Signer>,
 }
+
+/// What the gateway signs JWTs with, and as whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signer {
+    pub keys: super::signing::SigningKeys,
+    pub issuer: String,
+}
+
+/// The token type of a caller's token, as RFC 8693 names it.
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 
 /// The one mode an upstream's `auth` holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthMode {
     /// One token for every caller, by the client credentials grant.
     ClientCredentials(OAuthClient),
+    /// The caller's JWT exchanged for one of the upstream's (RFC 8693).
+    TokenExchange(Exchange),
+    /// A JWT the gateway signs for the caller.
+    Assertion(Assertion),
+}
+
+/// The token exchange grant: a client, the caller's token's type, and
+/// whether the gateway's own JWT goes along as the actor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    pub client: OAuthClient,
+    pub subject_token_type: &'static str,
+    pub actor_token: bool,
+}
+
+/// An identity assertion: for whom, and for how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assertion {
+    pub audience: String,
+    pub ttl: Duration,
 }
 
 impl AuthMode {
@@ -28,7 +62,15 @@ impl AuthMode {
     pub fn as_str(&self) -> &'static str {
         match self {
             AuthMode::ClientCredentials(_) => "client_credentials",
+            AuthMode::TokenExchange(_) => "token_exchange",
+            AuthMode::Assertion(_) => "assertion",
         }
+    }
+
+    /// Whether its credential is the caller's own (a user's), not one for
+    /// every caller.
+    pub fn per_user(&self) -> bool {
+        !matches!(self, AuthMode::ClientCredentials(_))
     }
 }
 

@@ -92,6 +92,8 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 Refusal::ForeignOrigin.reply().into_response()
             } else if let Some(document) = edge.resource_metadata(&request) {
                 document
+            } else if request.uri().path() == JWKS_PATH {
+                edge.jwks(request.method())
             } else if request.uri().path() != "/mcp" {
                 Refusal::NotFound.reply().into_response()
             } else if request.method() == axum::http::Method::POST {
@@ -140,7 +142,26 @@ impl tower::Service<hyper::Request<hyper::body::Incoming>> for AgentService {
     }
 }
 
+/// Where the gateway publishes the public keys of what it signs.
+const JWKS_PATH: &str = "/.well-known/jwks.json";
+
 impl Edge {
+    /// `GET /.well-known/jwks.json`: the public keys of the JWTs the gateway
+    /// signs (identity assertions, actor tokens), unauthenticated, for the
+    /// upstreams and authorization servers that verify them; 404 when it
+    /// signs nothing.
+    fn jwks(&self, method: &axum::http::Method) -> Response {
+        let keys = self.keys.load();
+        let Some(document) = keys.jwks() else {
+            return Refusal::NotFound.reply().into_response();
+        };
+        if method != axum::http::Method::GET {
+            return Refusal::MetadataByGet.reply().into_response();
+        }
+        self.count(StatusCode::OK);
+        public_document(document.clone())
+    }
+
     /// `GET` of this gateway's protected resource metadata (RFC 9728), when
     /// `gateway.auth.resource` is set; `None` for any other request.
     fn resource_metadata<B>(&self, request: &hyper::Request<B>) -> Option<Response> {
@@ -152,17 +173,8 @@ impl Edge {
         if request.method() != axum::http::Method::GET {
             return Some(Refusal::MetadataByGet.reply().into_response());
         }
-        let mut response = Response::new(Body::from(resource.document.clone()));
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        response.headers_mut().insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("max-age=300"),
-        );
         self.count(StatusCode::OK);
-        Some(response)
+        Some(public_document(resource.document.clone()))
     }
 
     /// A request without `Origin` is served; one with an `Origin` only when it
@@ -179,6 +191,20 @@ impl Edge {
             (Some(_), Some(_)) => false,
         }
     }
+}
+
+/// A JSON document anyone may read, which a reader may keep five minutes.
+fn public_document(document: impl Into<Body>) -> Response {
+    let mut response = Response::new(document.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=300"),
+    );
+    response
 }
 
 /// An HTTP/1.1 request names exactly one Host; none or several is 400

@@ -25,6 +25,8 @@ pub struct KeyStore {
     tenants: Vec<Arc<Tenant>>,
     issuers: Arc<Issuers>,
     resource: Option<Arc<crate::auth::ProtectedResource>>,
+    /// The gateway's own public keys, as `/.well-known/jwks.json` serves them.
+    jwks: Option<bytes::Bytes>,
     verified: dashmap::DashMap<KeyDigest, Kept>,
     /// Tenants an issuer is bound to (named as its fixed `tenant` or in its
     /// `tenants`), with those issuers: another issuer's token cannot name them.
@@ -96,6 +98,7 @@ impl KeyStore {
                 called: Arc::default(),
                 scoped: spec.tools.scoped.clone(),
                 subject: None,
+                user: None,
                 reports: Arc::default(),
                 refusals: Arc::default(),
                 curation: spec.curation.clone().map(|c| Arc::new(Curated::new(c))),
@@ -147,6 +150,17 @@ impl KeyStore {
             .is_none_or(|issuers| issuers.contains(&issuer.issuer))
     }
 
+    /// The same, publishing the gateway's signing keys' public halves.
+    pub fn with_jwks(mut self, keys: Option<&crate::config::signing::SigningKeys>) -> Self {
+        self.jwks = keys.map(|k| k.jwks().to_string().into());
+        self
+    }
+
+    /// The JWKS document of the gateway's signing keys, when it has any.
+    pub fn jwks(&self) -> Option<&bytes::Bytes> {
+        self.jwks.as_ref()
+    }
+
     /// This gateway as an OAuth protected resource, when `gateway.auth.resource` is set.
     pub fn resource(&self) -> Option<&crate::auth::ProtectedResource> {
         self.resource.as_deref()
@@ -180,7 +194,7 @@ impl KeyStore {
             return Err(Denied::Unknown);
         }
         let verified = self.issuers.verify(token).await;
-        self.admit_verified(digest, verified)
+        self.admit_verified(digest, token, verified)
     }
 
     /// [`Self::authenticate_token`] with the keys already fetched (a
@@ -194,12 +208,13 @@ impl KeyStore {
             return Err(Denied::Unknown);
         }
         let verified = self.issuers.verify_cached(token);
-        self.admit_verified(digest, verified)
+        self.admit_verified(digest, token, verified)
     }
 
     fn admit_verified(
         &self,
         digest: KeyDigest,
+        token: &str,
         verified: Result<crate::auth::Verified, crate::auth::Refused>,
     ) -> Result<Arc<Tenant>, Denied> {
         let verified = verified.map_err(|why| {
@@ -214,7 +229,15 @@ impl KeyStore {
             tracing::debug!(tenant = %verified.tenant, issuer = %verified.issuer.spec.issuer, "bearer token refused: its issuer may not name that tenant");
             return Err(Denied::InvalidToken);
         }
-        let tenant = Arc::new(tenant.for_token(verified.subject.as_deref(), &verified.scopes));
+        let user = verified.subject.as_ref().map(|subject| {
+            Arc::new(super::User {
+                issuer: verified.issuer.spec.issuer.as_str().into(),
+                subject: subject.as_str().into(),
+                token: token.into(),
+                scope: verified.scope.as_str().into(),
+            })
+        });
+        let tenant = Arc::new(tenant.for_token(user, &verified.scopes));
         if self.verified.len() >= MAX_VERIFIED {
             self.verified.clear();
         }

@@ -50,6 +50,9 @@ pub struct Tenant {
     /// The subject (`sub`) of the token this view of the tenant is for;
     /// `None` for an API key.
     pub subject: Option<Arc<str>>,
+    /// The user a JWT with a subject names (upstreams that act for the
+    /// user need it); `None` for an API key.
+    pub user: Option<Arc<User>>,
     /// What its calls hold of reports for clients that have not read them.
     pub reports: Arc<reports::ReportBudget>,
     /// How many audit lines of its refused calls it may still have written.
@@ -58,6 +61,39 @@ pub struct Tenant {
     pub curation: Option<Arc<Curated>>,
     /// A digest of its settings (see `TenantSpec::digest`).
     pub digest: u64,
+}
+
+/// A user: the issuer and subject of the JWT a caller bore, with the
+/// token itself (what a token exchange exchanges) and its scopes. Never
+/// printed: the token is a credential.
+pub struct User {
+    pub issuer: Arc<str>,
+    pub subject: Arc<str>,
+    pub token: Box<str>,
+    /// Its scopes, space-separated, sorted.
+    pub scope: Box<str>,
+}
+
+impl User {
+    /// A key naming the user apart from every other, of any tenant.
+    pub fn key(&self, tenant: &str) -> Arc<str> {
+        format!(
+            "{tenant}\u{0}{}:{}\u{0}{}",
+            self.issuer.len(),
+            self.issuer,
+            self.subject
+        )
+        .into()
+    }
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("issuer", &self.issuer)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The audit lines of a tenant's refused calls: 10 a second, bursts of 20.
@@ -233,7 +269,7 @@ impl Tenant {
     /// Limits, counters and everything else are the tenant's own, shared.
     pub fn for_token(
         &self,
-        subject: Option<&str>,
+        user: Option<Arc<User>>,
         scopes: &std::collections::HashSet<String>,
     ) -> Tenant {
         let hidden: Vec<(globset::GlobMatcher, Arc<str>)> = self
@@ -266,7 +302,8 @@ impl Tenant {
             executed: self.executed.clone(),
             called: self.called.clone(),
             scoped: Vec::new(),
-            subject: subject.map(Arc::from),
+            subject: user.as_ref().map(|u| u.subject.clone()),
+            user,
             reports: self.reports.clone(),
             refusals: self.refusals.clone(),
             curation: self.curation.clone(),
@@ -351,7 +388,13 @@ mod tests {
         );
         assert!(base.subject.is_none());
         let granted: std::collections::HashSet<String> = ["files".to_owned()].into();
-        let token = base.for_token(Some("agent-7"), &granted);
+        let user = Arc::new(User {
+            issuer: "https://idp".into(),
+            subject: "agent-7".into(),
+            token: "t".into(),
+            scope: "files".into(),
+        });
+        let token = base.for_token(Some(user), &granted);
         assert_eq!(token.subject.as_deref(), Some("agent-7"));
         assert!(token.may_use("mcp://g/files/f/tools/read"));
         assert!(

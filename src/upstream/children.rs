@@ -29,14 +29,30 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::credentials::{Credentials, Refusal};
 use super::{CallError, Upstream};
 use crate::config::{ChildBounds, HttpSpec, StdioSpec};
 use crate::metrics::Metrics;
+use crate::tenant::User;
 
 /// How a child of the upstream is made.
 pub enum Make {
-    Stdio { spec: StdioSpec, max_frame: usize },
+    Stdio {
+        spec: StdioSpec,
+        max_frame: usize,
+    },
     Streamable(Box<StreamableMake>),
+    /// An MCP v1.0 server over HTTP: a user's own link, for upstreams that
+    /// act for the user (its requests carry nothing else of a session).
+    Http(Box<HttpMake>),
+}
+
+/// How an MCP v1.0 HTTP child (a user's link) is made.
+pub struct HttpMake {
+    pub client: reqwest::Client,
+    pub spec: HttpSpec,
+    pub max_frame: usize,
+    pub credentials: Arc<super::credentials::Credentials>,
 }
 
 /// How a Streamable HTTP child (a session of the tenant's) is made.
@@ -179,16 +195,23 @@ impl Children {
         &self,
         up: &'a Upstream,
         tenant: &Arc<str>,
+        user: Option<&Arc<User>>,
         session: Option<&[u8]>,
     ) -> Result<Instance<'a>, CallError> {
         let scope = session.filter(|_| self.per_session);
-        if scope.is_none() && self.own_serves(up, tenant) {
+        let acting = match (self.acting(), user) {
+            (false, _) => None,
+            (true, Some(user)) => Some((user.key(tenant), user)),
+            (true, None) => return Err(CallError::Credential(Box::new(Refusal::no_user()))),
+        };
+        if acting.is_none() && scope.is_none() && self.own_serves(up, tenant) {
             return Ok(Instance::Own(up));
         }
+        let key = acting.as_ref().map_or(tenant, |(key, _)| key);
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = match tenants.get_mut(tenant) {
+        let held = match tenants.get_mut(key) {
             Some(held) => held,
-            None => tenants.entry(tenant.clone()).or_default(),
+            None => tenants.entry(key.clone()).or_default(),
         };
         let found = match scope {
             Some(scope) => held.sessions.get_mut(scope),
@@ -196,6 +219,9 @@ impl Children {
         };
         if let Some(child) = found {
             child.used = Instant::now();
+            if let Some((_, user)) = &acting {
+                child.up.act_for(tenant, user);
+            }
             return Ok(Instance::Child(child.up.clone()));
         }
         if held.count() >= self.bounds.max_children && !held.end_idlest() {
@@ -203,7 +229,7 @@ impl Children {
                 "every child this tenant may run of this upstream is busy (max_children)",
             ));
         }
-        let child = self.start(up, tenant, scope.is_some());
+        let child = self.start(up, tenant, acting.map(|(_, u)| u), scope.is_some());
         let running = Instance::Child(child.up.clone());
         match scope {
             Some(scope) => {
@@ -215,6 +241,16 @@ impl Children {
         self.count(&tenants);
         tracing::info!(upstream = %up.name, tenant = %tenant, for_session = scope.is_some(), children = count, "a child started for a tenant");
         Ok(running)
+    }
+
+    /// Whether each user has children of their own (the upstream acts
+    /// for the user: every credential is a user's).
+    fn acting(&self) -> bool {
+        match &self.make {
+            Make::Stdio { .. } => false,
+            Make::Streamable(m) => m.credentials.as_ref().is_some_and(|c| c.per_user()),
+            Make::Http(_) => true,
+        }
     }
 
     /// Whether the upstream's own process serves `tenant`'s calls that are
@@ -229,12 +265,27 @@ impl Children {
         }
     }
 
-    fn start(&self, up: &Upstream, tenant: &Arc<str>, one_session: bool) -> Child {
+    fn start(
+        &self,
+        up: &Upstream,
+        tenant: &Arc<str>,
+        user: Option<&Arc<User>>,
+        one_session: bool,
+    ) -> Child {
         let child = up.child(tenant);
         if one_session {
             child.serve_one_session(self.wait, up.metrics().clone());
         }
         let stop = self.stop.child_token();
+        // A user's child carries that user's credential, and no other.
+        let own = |shared: &Arc<Credentials>| match user {
+            Some(user) => {
+                let credentials = shared.for_user(tenant, user);
+                child.hold_credentials(credentials.clone());
+                credentials
+            }
+            None => shared.clone(),
+        };
         match &self.make {
             Make::Stdio { spec, max_frame } => {
                 tokio::spawn(super::stdio::run(
@@ -251,7 +302,7 @@ impl Children {
                     make.max_frame,
                     make.answers.clone(),
                     child.progress().clone(),
-                    make.credentials.clone(),
+                    make.credentials.as_ref().map(own),
                 ) {
                     Ok((link, events)) => {
                         tokio::spawn(super::streamable::run(
@@ -266,6 +317,22 @@ impl Children {
                     // and its calls fail as an unreachable upstream's.
                     Err(e) => {
                         tracing::error!(upstream = %up.name, error = %e, "cannot make a tenant's link");
+                        child.disconnect();
+                    }
+                }
+            }
+            Make::Http(make) => {
+                match super::http::HttpLink::new(make.client.clone(), &make.spec, make.max_frame) {
+                    Ok(link) => {
+                        let link = link.with_credentials(Some(own(&make.credentials)));
+                        tokio::spawn(super::http::run(
+                            child.clone(),
+                            Arc::new(link),
+                            stop.clone(),
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::error!(upstream = %up.name, error = %e, "cannot make a user's link");
                         child.disconnect();
                     }
                 }
@@ -285,11 +352,17 @@ impl Children {
         self.tenants_running.set(own as i64);
     }
 
-    /// Ends `tenant`'s child of the session `scope` (the session ended).
+    /// Ends `tenant`'s child of the session `scope` (the session ended),
+    /// whichever of its users' it is.
     pub fn end(&self, tenant: &str, scope: &[u8]) {
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = tenants.get_mut(tenant) {
-            held.sessions.remove(scope);
+        for (key, held) in tenants.iter_mut() {
+            let users = key
+                .strip_prefix(tenant)
+                .is_some_and(|k| k.starts_with('\0'));
+            if **key == *tenant || users {
+                held.sessions.remove(scope);
+            }
         }
         self.count(&tenants);
     }

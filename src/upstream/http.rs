@@ -349,6 +349,8 @@ pub async fn run(up: Arc<Upstream>, link: Arc<HttpLink>, shutdown: CancellationT
                     up.disconnect();
                     tokio::select! {
                         _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        // A caller brought the credential it lacked.
+                        () = up.user_came() => backoff.reset(),
                         _ = shutdown.cancelled() => return,
                     }
                 }

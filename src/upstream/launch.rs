@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::children::{Children, Make, Sharing, StreamableMake, Template};
+use super::children::{Children, HttpMake, Make, Sharing, StreamableMake, Template};
 use super::credentials::Credentials;
 use super::detect::NotTold;
 use super::{CallError, Dialect, Upstream};
@@ -103,8 +103,11 @@ impl Launch {
                     Err(refusal) => {
                         self.up
                             .note_refusal(Some(&CallError::Credential(Box::new(refusal))));
+                        // Down, not starting: listings do not wait for it.
+                        self.up.disconnect();
                         tokio::select! {
                             () = tokio::time::sleep(backoff.next_delay()) => continue,
+                            () = self.up.user_came() => continue,
                             () = self.stop.cancelled() => return None,
                         }
                     }
@@ -171,6 +174,14 @@ impl Launch {
         let (up, stop) = (self.up.clone(), self.stop.clone());
         match dialect {
             Dialect::V1 => {
+                if let Some(credentials) = credentials.clone().filter(|c| c.per_user()) {
+                    self.run_children(Make::Http(Box::new(HttpMake {
+                        client: client.clone(),
+                        spec: http.clone(),
+                        max_frame: self.max_frame,
+                        credentials,
+                    })));
+                }
                 let link = super::http::HttpLink::new(client, http, self.max_frame)
                     .map_err(|e| e.to_string())?
                     .with_credentials(credentials);
@@ -211,7 +222,8 @@ impl Launch {
     /// Runs the children of the upstream that serve tenants or client
     /// sessions its own process does not, where any may.
     fn run_children(&self, make: Make) {
-        if !self.spec.per_session && self.sharing == Sharing::Everyone {
+        let acting = self.spec.auth.as_ref().is_some_and(|a| a.mode.per_user());
+        if !acting && !self.spec.per_session && self.sharing == Sharing::Everyone {
             return;
         }
         let template = Template {

@@ -8,6 +8,7 @@
 //! pins are one state behind one set of locks; the parts that need none of it
 //! (links, dialects, wire text, pending calls, slots) are files of their own.
 
+mod acting;
 pub mod asks;
 mod backoff;
 mod call_error;
@@ -291,6 +292,9 @@ pub struct Upstream {
     /// Woken when a call found the upstream unreachable: its supervisor looks
     /// at once whether it is still there.
     suspect: tokio::sync::Notify,
+    /// A caller asked for a listing of an upstream that acts for the user
+    /// (see `acting`).
+    user_came: tokio::sync::Notify,
     /// Relistings the upstream's notifications asked for (see
     /// [`Self::relister`]), shared with its children: a listing that changed
     /// in a child is listed again from the upstream's own process.
@@ -509,6 +513,7 @@ impl Upstream {
             hot,
             retired: std::sync::atomic::AtomicBool::new(false),
             suspect: tokio::sync::Notify::new(),
+            user_came: tokio::sync::Notify::new(),
             relist: Arc::default(),
             relay: std::sync::OnceLock::new(),
             progress: Arc::new(progress::Progress::counting(
@@ -617,11 +622,12 @@ impl Upstream {
     pub fn instance(
         &self,
         tenant: &Arc<str>,
+        user: Option<&Arc<crate::tenant::User>>,
         session: Option<&[u8]>,
     ) -> Result<Instance<'_>, CallError> {
         match self.children.get() {
             None => Ok(Instance::Own(self)),
-            Some(children) => children.pick(self, tenant, session),
+            Some(children) => children.pick(self, tenant, user, session),
         }
     }
 
@@ -809,7 +815,10 @@ impl Upstream {
     async fn ready_link(&self) -> Result<Arc<dyn Transport>, CallError> {
         match self.wait_started().await {
             Status::Ready => read(&self.link).ok_or_else(|| CallError::unavailable("not running")),
-            Status::Down => Err(CallError::unavailable("not running")),
+            // A credential that could not be had says why.
+            Status::Down => Err(self
+                .refusal()
+                .unwrap_or_else(|| CallError::unavailable("not running"))),
             Status::Starting => Err(CallError::unavailable("still starting")),
         }
     }

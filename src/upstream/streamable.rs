@@ -1271,6 +1271,8 @@ pub async fn run(
                     up.disconnect();
                     tokio::select! {
                         _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        // A caller brought the credential it lacked.
+                        () = up.user_came() => backoff.reset(),
                         _ = shutdown.cancelled() => return,
                     }
                 }

@@ -5,6 +5,7 @@
     reason = "tests and their helpers fail loudly by design"
 )]
 
+mod acting;
 mod architecture;
 mod asks;
 mod audit;

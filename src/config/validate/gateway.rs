@@ -228,7 +228,11 @@ pub(super) fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSe
             });
         }
     }
-    AuthSettings { resource, issuers }
+    AuthSettings {
+        resource,
+        issuers,
+        signing: None,
+    }
 }
 
 pub(super) fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {

@@ -112,24 +112,13 @@ pub(super) fn validate(
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
     let mut raw_gateway = raw.gateway.unwrap_or_default();
     let raw_auth = raw_gateway.auth.take().unwrap_or_default();
-    let token_timeout = match raw_gateway
-        .upstream_auth
-        .take()
-        .and_then(|u| u.token_timeout_ms)
-    {
-        Some(ms @ 1..=60_000) => Duration::from_millis(ms),
-        Some(_) => {
-            p.add(
-                "gateway.upstream_auth.token_timeout_ms",
-                "must be from 1 to 60000",
-            );
-            Duration::from_secs(5)
-        }
-        None => Duration::from_secs(5),
-    };
+    let raw_upstream_auth = raw_gateway.upstream_auth.take().unwrap_or_default();
     let gateway = gateway(raw_gateway, secrets, &mut p);
     let tenant_names: Vec<String> = raw.tenants.keys().cloned().collect();
-    let auth = auth(raw_auth, &tenant_names, &mut p);
+    let mut auth = auth(raw_auth, &tenant_names, &mut p);
+    let upstream_auth =
+        upstream_auth::settings(raw_upstream_auth, !auth.issuers.is_empty(), secrets, &mut p);
+    auth.signing = upstream_auth.signer.as_ref().map(|s| s.keys.clone());
     let by_token: Vec<&str> = if auth
         .issuers
         .iter()
@@ -152,7 +141,7 @@ pub(super) fn validate(
     let upstreams: Vec<UpstreamSpec> = raw
         .upstreams
         .into_iter()
-        .filter_map(|(name, u)| upstream(name, u, token_timeout, secrets, &mut p))
+        .filter_map(|(name, u)| upstream(name, u, &upstream_auth, secrets, &mut p))
         .collect();
     // The stdio mode authenticates nobody: its tenants need no keys.
     let by_token = match purpose {

@@ -4,8 +4,12 @@
 //! a header the configured `http.headers` does not also set.
 
 use super::*;
-use crate::config::raw::{RawClientCredentials, RawUpstreamAuth};
-use crate::config::upstream_auth::{AuthMode, OAuthClient, TokenEndpoint, UpstreamAuth};
+use crate::config::raw::{RawClientCredentials, RawUpstreamAuth, RawUpstreamAuthSettings};
+use crate::config::signing::{SigningKey, SigningKeys};
+use crate::config::upstream_auth::{
+    ACCESS_TOKEN_TYPE, Assertion, AuthMode, Exchange, JWT_TOKEN_TYPE, OAuthClient, Signer,
+    TokenEndpoint, UpstreamAuth,
+};
 
 /// What an upstream's `auth` needs to know of the upstream.
 pub(super) struct Upstream<'a> {
@@ -14,12 +18,83 @@ pub(super) struct Upstream<'a> {
     pub url: Option<&'a str>,
     /// The headers `http.headers` sets, lower-cased.
     pub headers: Vec<String>,
-    pub timeout: std::time::Duration,
+}
+
+/// `gateway.upstream_auth`, as every upstream's `auth` needs it.
+pub(super) struct Settings {
+    timeout: std::time::Duration,
+    /// The signing keys and the `iss` of what they sign, when any is given.
+    pub signer: Option<Signer>,
+    /// Whether callers may bear JWTs (`gateway.auth.jwt`): a per-user mode
+    /// needs them.
+    jwt_issuers: bool,
+}
+
+const AT: &str = "gateway.upstream_auth";
+
+pub(super) fn settings(
+    raw: RawUpstreamAuthSettings,
+    jwt_issuers: bool,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Settings {
+    let timeout = match raw.token_timeout_ms {
+        Some(ms @ 1..=60_000) => Duration::from_millis(ms),
+        Some(_) => {
+            p.add(format!("{AT}.token_timeout_ms"), "must be from 1 to 60000");
+            Duration::from_secs(5)
+        }
+        None => Duration::from_secs(5),
+    };
+    let public_url = raw
+        .public_url
+        .and_then(|u| checked_url(u, &format!("{AT}.public_url"), p));
+    let mut keys: Vec<SigningKey> = Vec::new();
+    for (i, key) in raw.signing_keys.iter().enumerate() {
+        let at = format!("{AT}.signing_keys[{i}]");
+        let Some(pem) = super::header_value(key, secrets, &at, p) else {
+            continue;
+        };
+        let read = if secrets.stands_in() && key != &pem {
+            // A stand-in says nothing of the key: one of its own is checked.
+            SigningKey::generated()
+        } else {
+            SigningKey::from_pem(&pem)
+        };
+        match read {
+            Ok(k) if keys.iter().any(|o| o.kid == k.kid) => {
+                p.add(at, "is the same key as one before it")
+            }
+            Ok(k) => keys.push(k),
+            Err(why) => p.add(at, why),
+        }
+    }
+    let issuer = raw.issuer.or(public_url);
+    let signer = match (keys.is_empty(), issuer) {
+        (true, _) => None,
+        (false, Some(issuer)) => Some(Signer {
+            keys: SigningKeys(keys.into()),
+            issuer,
+        }),
+        (false, None) => {
+            p.add(
+                AT,
+                "signing_keys need issuer (or public_url): the iss of what they sign",
+            );
+            None
+        }
+    };
+    Settings {
+        timeout,
+        signer,
+        jwt_issuers,
+    }
 }
 
 pub(super) fn auth(
     raw: RawUpstreamAuth,
     up: &Upstream<'_>,
+    settings: &Settings,
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Option<UpstreamAuth> {
@@ -31,12 +106,9 @@ pub(super) fn auth(
         );
         return None;
     };
-    let Some(cc) = raw.client_credentials else {
-        p.add(&at, "needs exactly one mode: client_credentials");
-        return None;
-    };
     let header = raw
         .header
+        .clone()
         .unwrap_or_else(|| "authorization".into())
         .to_ascii_lowercase();
     if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
@@ -50,12 +122,94 @@ pub(super) fn auth(
         );
         return None;
     }
-    let client = client(cc, url, &format!("{at}.client_credentials"), secrets, p)?;
+    let mode = mode(raw, url, &at, settings, secrets, p)?;
+    let signs = matches!(&mode, AuthMode::Assertion(_))
+        || matches!(&mode, AuthMode::TokenExchange(e) if e.actor_token);
     Some(UpstreamAuth {
-        mode: AuthMode::ClientCredentials(client),
+        mode,
         header,
-        timeout: up.timeout,
+        timeout: settings.timeout,
+        signer: settings.signer.clone().filter(|_| signs),
     })
+}
+
+/// The one mode `raw` holds.
+fn mode(
+    raw: RawUpstreamAuth,
+    url: &str,
+    at: &str,
+    settings: &Settings,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Option<AuthMode> {
+    const MODES: &str = "client_credentials, token_exchange or assertion";
+    let given = [
+        raw.client_credentials.is_some(),
+        raw.token_exchange.is_some(),
+        raw.assertion.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        p.add(at, format!("needs exactly one mode: {MODES}"));
+        return None;
+    }
+    let per_user = raw.client_credentials.is_none();
+    if per_user && !settings.jwt_issuers {
+        p.add(
+            at,
+            "acts for the caller, who is known only by a JWT: it needs gateway.auth.jwt",
+        );
+    }
+    if let Some(cc) = raw.client_credentials {
+        let at = format!("{at}.client_credentials");
+        return client(cc, url, &at, secrets, p).map(AuthMode::ClientCredentials);
+    }
+    if let Some(te) = raw.token_exchange {
+        let at = format!("{at}.token_exchange");
+        let (cc, subject_token_type, actor_token) = te.client();
+        let subject_token_type = match subject_token_type.as_deref() {
+            None | Some(ACCESS_TOKEN_TYPE) => ACCESS_TOKEN_TYPE,
+            Some(JWT_TOKEN_TYPE) => JWT_TOKEN_TYPE,
+            Some(_) => {
+                p.add(
+                    format!("{at}.subject_token_type"),
+                    format!("is not {ACCESS_TOKEN_TYPE} or {JWT_TOKEN_TYPE}"),
+                );
+                return None;
+            }
+        };
+        if actor_token && settings.signer.is_none() {
+            p.add(
+                format!("{at}.actor_token"),
+                "needs gateway.upstream_auth.signing_keys to sign the actor token",
+            );
+        }
+        let client = client(cc, url, &at, secrets, p)?;
+        return Some(AuthMode::TokenExchange(Exchange {
+            client,
+            subject_token_type,
+            actor_token,
+        }));
+    }
+    let a = raw.assertion.unwrap_or_default();
+    let at = format!("{at}.assertion");
+    if settings.signer.is_none() {
+        p.add(
+            &at,
+            "needs gateway.upstream_auth.signing_keys to sign the assertion",
+        );
+    }
+    let ttl = match a.ttl_s {
+        None => 60,
+        Some(s @ 1..=300) => s,
+        Some(_) => {
+            p.add(format!("{at}.ttl_s"), "must be from 1 to 300");
+            return None;
+        }
+    };
+    Some(AuthMode::Assertion(Assertion {
+        audience: a.audience.unwrap_or_else(|| url.to_owned()),
+        ttl: Duration::from_secs(ttl),
+    }))
 }
 
 fn client(

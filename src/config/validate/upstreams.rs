@@ -6,7 +6,7 @@ use super::*;
 pub(super) fn upstream(
     name: String,
     mut raw: RawUpstream,
-    token_timeout: Duration,
+    settings: &super::upstream_auth::Settings,
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Option<UpstreamSpec> {
@@ -62,9 +62,8 @@ pub(super) fn upstream(
             headers: http.map_or_else(Vec::new, |h| {
                 h.headers.keys().map(|k| k.to_ascii_lowercase()).collect()
             }),
-            timeout: token_timeout,
         };
-        super::upstream_auth::auth(a, &up, secrets, p)
+        super::upstream_auth::auth(a, &up, settings, secrets, p)
     });
     let transport = match (raw.stdio, raw.http) {
         (Some(s), None) => {

@@ -118,18 +118,20 @@ impl Dispatcher {
             _ if up.auth_mode().is_some() => {
                 // A credential obtained while the call ran was obtained for
                 // it (or it waited for that one).
-                let before = up.credential_fetches();
-                let instance = up.instance(&tenant.name, session).map_err(upstream_error)?;
+                let instance = up
+                    .instance(&tenant.name, tenant.user.as_ref(), session)
+                    .map_err(upstream_error)?;
+                let before = instance.credential_fetches();
                 let answer = instance.call_tool(&entry, arguments, reports).await;
                 if audit.enabled {
                     audit.upstream_auth = up.auth_mode();
-                    let fetched = up.credential_fetches() != before;
+                    let fetched = instance.credential_fetches() != before;
                     audit.credential = Some(if fetched { "fetched" } else { "cached" });
                 }
                 answer.map_err(upstream_error)?
             }
             _ => up
-                .instance(&tenant.name, session)
+                .instance(&tenant.name, tenant.user.as_ref(), session)
                 .map_err(upstream_error)?
                 .call_tool(&entry, arguments, reports)
                 .await
@@ -200,7 +202,7 @@ impl Dispatcher {
             error,
         };
         match up
-            .instance(&tenant.name, None)
+            .instance(&tenant.name, tenant.user.as_ref(), None)
             .map_err(upstream_error)?
             .call_stateless(entry, &call, reports)
             .await
@@ -247,7 +249,7 @@ impl Dispatcher {
             audit.upstream = Some(up.name.clone());
         }
         crate::telemetry::traces::record("mcp_gateway.upstream", &up.name);
-        let entry = self.tool_entry(&up, id).await?;
+        let entry = self.tool_entry(tenant, &up, id).await?;
         if !tenant.may_use(id) {
             if let Some(scope) = tenant.missing_scope(id) {
                 return Err(GatewayError::ScopeMissing {
@@ -295,7 +297,12 @@ impl Dispatcher {
     /// as sent. A freshly started gateway may not have the catalog yet: wait for
     /// the handshake (within the call timeout). A tool the upstream added since
     /// the last listing triggers one refresh; a malformed id does not.
-    async fn tool_entry(&self, up: &Upstream, id: &str) -> Result<Arc<ToolEntry>, GatewayError> {
+    async fn tool_entry(
+        &self,
+        tenant: &Tenant,
+        up: &Upstream,
+        id: &str,
+    ) -> Result<Arc<ToolEntry>, GatewayError> {
         let unavailable = |why: &'static str| GatewayError::Upstream {
             upstream: up.name.clone(),
             error: CallError::unavailable(why),
@@ -303,6 +310,17 @@ impl Dispatcher {
         let quarantined = || GatewayError::Quarantined(id.to_owned());
         let mut catalog = up.catalog();
         if !catalog.loaded {
+            // One that acts for the user lists with this caller's credential.
+            up.list_for(&tenant.name, tenant.user.as_ref());
+            if let Some(error) = up
+                .unlisted_error(tenant.user.as_ref())
+                .filter(|_| up.status() == Status::Down)
+            {
+                return Err(GatewayError::Upstream {
+                    upstream: up.name.clone(),
+                    error,
+                });
+            }
             if up.wait_started().await != Status::Ready {
                 return Err(match up.refusal() {
                     Some(error) => GatewayError::Upstream {

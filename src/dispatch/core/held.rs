@@ -111,7 +111,7 @@ impl HeldCall {
         up: Arc<Upstream>,
         entry: Arc<ToolEntry>,
         arguments: JsonBuf,
-        tenant: Arc<str>,
+        (tenant, user): (Arc<str>, Option<Arc<crate::tenant::User>>),
         tool: &str,
         budget: (Arc<ReportBudget>, prometheus::IntCounter),
     ) -> HeldCall {
@@ -133,7 +133,7 @@ impl HeldCall {
                 let _ = crate::upstream::progress::queue(&heard, report);
             };
             let scope = chain.as_ref().map(|c| &*c.scope);
-            let answer = match up.instance(&caller, scope) {
+            let answer = match up.instance(&caller, user.as_ref(), scope) {
                 Ok(instance) => {
                     instance
                         .call_tool(&entry, arguments.as_json(), Some(&heard))
@@ -338,7 +338,7 @@ impl Dispatcher {
                     up.clone(),
                     entry.clone(),
                     arguments.to_buf(),
-                    tenant.name.clone(),
+                    (tenant.name.clone(), tenant.user.clone()),
                     id,
                     (
                         tenant.reports.clone(),

@@ -95,7 +95,7 @@ impl Dispatcher {
             error,
         };
         let answer = upstream
-            .instance(&tenant.name, None)
+            .instance(&tenant.name, tenant.user.as_ref(), None)
             .map_err(upstream_error)?
             .read_resource(own)
             .await

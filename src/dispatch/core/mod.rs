@@ -454,6 +454,29 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Why a tool name this tenant does not find may be one it cannot see
+    /// yet: its upstream acts for the user and could not be listed with
+    /// this caller's credential (`{upstream}__{tool}` or an mcpId names
+    /// it). The reason is the answer, never an unknown tool.
+    pub(in crate::dispatch) fn unlisted(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+    ) -> Option<GatewayError> {
+        let owner = crate::protocol::mcpid::upstream_of(&self.inner.gateway_id, name)
+            .map(str::to_owned)
+            .or_else(|| name.split_once("__").map(|(u, _)| u.to_owned()))?;
+        if !tenant.sees(&owner) {
+            return None;
+        }
+        let up = self.upstream(&owner)?;
+        let error = up.unlisted_error(tenant.user.as_ref())?;
+        Some(GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error,
+        })
+    }
+
     /// Runs `f` over the upstreams a tenant sees, in its configured order,
     /// without gathering them (a face's hot path walks them once).
     pub(in crate::dispatch) fn visit_upstreams_of<R>(
@@ -478,10 +501,12 @@ impl Dispatcher {
         let any = {
             let state = self.inner.state.load();
             tenant.upstreams.iter().any(|n| {
-                state
-                    .upstreams
-                    .get(n)
-                    .is_some_and(|u| u.status() == Status::Starting)
+                state.upstreams.get(n).is_some_and(|u| {
+                    // One that acts for the user lists with this caller's
+                    // credential when it has no listing.
+                    u.list_for(&tenant.name, tenant.user.as_ref());
+                    u.status() == Status::Starting
+                })
             })
         };
         if !any {

@@ -256,7 +256,9 @@ impl Dispatcher {
             upstream: up.name.clone(),
             error,
         };
-        let instance = up.instance(&tenant.name, None).map_err(upstream_error)?;
+        let instance = up
+            .instance(&tenant.name, tenant.user.as_ref(), None)
+            .map_err(upstream_error)?;
         // Taken once it runs (a tenant's child may be starting) and before
         // the call, and the call's task refused when another incarnation
         // answered it: an id is never bound to an incarnation that did not
@@ -351,7 +353,7 @@ impl Dispatcher {
     ) -> Result<(Value, TaskRef), GatewayError> {
         let (up, task) = self.task_of(tenant, sealed)?;
         let instance = up
-            .instance(&tenant.name, None)
+            .instance(&tenant.name, tenant.user.as_ref(), None)
             .map_err(|error| GatewayError::Upstream {
                 upstream: up.name.clone(),
                 error,
@@ -424,7 +426,7 @@ impl Dispatcher {
             else {
                 continue;
             };
-            let Ok(instance) = up.instance(&tenant.name, None) else {
+            let Ok(instance) = up.instance(&tenant.name, tenant.user.as_ref(), None) else {
                 continue;
             };
             let incarnation = instance.incarnation();

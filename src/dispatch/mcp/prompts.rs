@@ -77,7 +77,7 @@ impl ModelContext<'_> {
             upstream: upstream.name.clone(),
             error,
         };
-        let instance = match upstream.instance(&tenant.name, None) {
+        let instance = match upstream.instance(&tenant.name, tenant.user.as_ref(), None) {
             Ok(instance) => instance,
             Err(e) => return Some(Err(upstream_error(e))),
         };

@@ -90,7 +90,7 @@ impl ModelContext<'_> {
             error,
         };
         let answer = upstream
-            .instance(&tenant.name, None)
+            .instance(&tenant.name, tenant.user.as_ref(), None)
             .map_err(upstream_error)?
             .complete(Json::from(raw))
             .await

@@ -382,7 +382,10 @@ impl ModelContext<'_> {
             })?;
         audit.named(&name);
         let Some(tool) = self.tool_named(tenant, &name).await else {
-            return Err(GatewayError::UnknownTool(name.into_owned()));
+            return Err(self
+                .core
+                .unlisted(tenant, &name)
+                .unwrap_or_else(|| GatewayError::UnknownTool(name.into_owned())));
         };
         let arguments = object_arguments(call.arguments)?;
         if era == Era::Stateless

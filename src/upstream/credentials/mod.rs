@@ -6,9 +6,11 @@
 //! failure falls back to sending it or nothing: a call that cannot have a
 //! credential fails with the reason (-32009).
 
+mod assertion;
 mod token;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -16,6 +18,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 
 use crate::config::upstream_auth::{AuthMode, UpstreamAuth};
 use crate::metrics::Metrics;
+use crate::tenant::User;
 
 pub use token::Refusal;
 
@@ -41,15 +44,19 @@ impl Got {
     }
 }
 
-/// One upstream's credential.
-pub struct Credentials {
+/// A user, of a tenant.
+struct Acting {
+    tenant: Arc<str>,
+    user: Arc<User>,
+}
+
+/// What every credential of one upstream shares: its mode, the client its
+/// requests go by, where its token endpoint is, its series.
+struct Grant {
     upstream: Arc<str>,
     auth: UpstreamAuth,
     header: HeaderName,
     client: reqwest::Client,
-    fresh: ArcSwapOption<Fresh>,
-    /// Held while a credential is being obtained: one request at a time.
-    fetching: tokio::sync::Mutex<()>,
     /// The token endpoint, once found from the issuer's metadata.
     endpoint: tokio::sync::OnceCell<String>,
     metrics: Metrics,
@@ -57,9 +64,23 @@ pub struct Credentials {
     /// is counted on every request.
     hits: prometheus::IntCounter,
     misses: prometheus::IntCounter,
+    /// `upstream_tokens_cached`: credentials of this upstream held now.
+    cached: prometheus::IntGauge,
+}
+
+/// One credential of an upstream: the one every caller's requests carry,
+/// or one user's (per-user modes, see [`Credentials::for_user`]).
+pub struct Credentials {
+    grant: Arc<Grant>,
+    /// The user it acts for, as of their latest request (their newest
+    /// token): `None` for a credential of every caller.
+    acting: ArcSwapOption<Acting>,
+    fresh: ArcSwapOption<Fresh>,
+    /// Held while a credential is being obtained: one request at a time.
+    fetching: tokio::sync::Mutex<()>,
     /// Credentials obtained so far: a call that sees it move obtained one
     /// (or waited for the one obtained), see [`Self::fetches`].
-    fetched: std::sync::atomic::AtomicU64,
+    fetched: AtomicU64,
 }
 
 impl Credentials {
@@ -91,39 +112,74 @@ impl Credentials {
         metrics
             .upstream_token_seconds
             .with_label_values(&[upstream, grant]);
-        metrics
+        let cached = metrics
             .upstream_tokens_cached
-            .with_label_values(&[upstream])
-            .set(0);
-        Ok(Credentials {
+            .with_label_values(&[upstream]);
+        cached.set(0);
+        Ok(Self::of(Arc::new(Grant {
             upstream: upstream.into(),
             auth,
             header,
             client,
-            fresh: ArcSwapOption::empty(),
-            fetching: tokio::sync::Mutex::new(()),
             endpoint: tokio::sync::OnceCell::new(),
             metrics,
             hits,
             misses,
-            fetched: std::sync::atomic::AtomicU64::new(0),
-        })
+            cached,
+        })))
+    }
+
+    fn of(grant: Arc<Grant>) -> Self {
+        Credentials {
+            grant,
+            acting: ArcSwapOption::empty(),
+            fresh: ArcSwapOption::empty(),
+            fetching: tokio::sync::Mutex::new(()),
+            fetched: AtomicU64::new(0),
+        }
+    }
+
+    /// A credential of the same upstream for `user` (of `tenant`) alone,
+    /// with a cache of its own.
+    pub fn for_user(&self, tenant: &Arc<str>, user: &Arc<User>) -> Arc<Credentials> {
+        let credentials = Self::of(self.grant.clone());
+        credentials.offer(tenant, user);
+        Arc::new(credentials)
+    }
+
+    /// Whether each user needs a credential of their own.
+    pub fn per_user(&self) -> bool {
+        self.grant.auth.mode.per_user()
+    }
+
+    /// Acts for `user` (of `tenant`) from now on: their newest token, for
+    /// what is obtained from now on. A user's credential is only ever
+    /// offered its own user (see `Children::pick`); the upstream's own (its
+    /// listings') the latest caller's who needed a listing.
+    pub fn offer(&self, tenant: &Arc<str>, user: &Arc<User>) {
+        let held = self.acting.load();
+        if !held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.user, user)) {
+            self.acting.store(Some(Arc::new(Acting {
+                tenant: tenant.clone(),
+                user: user.clone(),
+            })));
+        }
     }
 
     /// The header the credential goes in.
     pub fn header(&self) -> &HeaderName {
-        &self.header
+        &self.grant.header
     }
 
     /// The mode, as audit lines and metrics name it.
     pub fn mode(&self) -> &'static str {
-        self.auth.mode.as_str()
+        self.grant.auth.mode.as_str()
     }
 
     /// How many credentials have been obtained: a call that reads it
     /// before and after sees whether one was obtained for it.
     pub fn fetches(&self) -> u64 {
-        self.fetched.load(std::sync::atomic::Ordering::Acquire)
+        self.fetched.load(Ordering::Acquire)
     }
 
     /// The credential in force at `now` when there is one that is still good.
@@ -142,18 +198,18 @@ impl Credentials {
     /// read the clock already).
     pub async fn current_at(&self, now: Instant) -> Result<(HeaderValue, Got), Refusal> {
         if let Some(value) = self.in_force(now) {
-            self.hits.inc();
+            self.grant.hits.inc();
             return Ok((value, Got::Cached));
         }
         let _one = self.fetching.lock().await;
         // Another call may have obtained one while this one waited.
         if let Some(value) = self.in_force(Instant::now()) {
-            self.hits.inc();
+            self.grant.hits.inc();
             return Ok((value, Got::Cached));
         }
-        self.misses.inc();
+        self.grant.misses.inc();
         let fetched = self.fetch().await?;
-        let value = if self.header == reqwest::header::AUTHORIZATION {
+        let value = if self.grant.header == reqwest::header::AUTHORIZATION {
             HeaderValue::from_str(&format!("Bearer {}", fetched.token))
         } else {
             HeaderValue::from_str(&fetched.token)
@@ -161,16 +217,14 @@ impl Credentials {
         .map_err(|_| Refusal::invalid("the access token is not a valid header value"))?;
         let mut value = value;
         value.set_sensitive(true);
-        self.fresh.store(Some(Arc::new(Fresh {
+        let held = self.fresh.swap(Some(Arc::new(Fresh {
             value: value.clone(),
             until: Instant::now() + reuse_for(fetched.lifetime),
         })));
-        self.metrics
-            .upstream_tokens_cached
-            .with_label_values(&[&self.upstream])
-            .set(1);
-        self.fetched
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        if held.is_none() {
+            self.grant.cached.inc();
+        }
+        self.fetched.fetch_add(1, Ordering::Release);
         Ok((value, Got::Fetched))
     }
 
@@ -179,40 +233,81 @@ impl Credentials {
         let held = self.fresh.load();
         if held.as_deref().is_some_and(|f| f.value == *sent) {
             self.fresh.store(None);
-            self.metrics
-                .upstream_tokens_cached
-                .with_label_values(&[&self.upstream])
-                .set(0);
+            self.grant.cached.dec();
         }
     }
 
     async fn fetch(&self) -> Result<token::Token, Refusal> {
-        let AuthMode::ClientCredentials(client) = &self.auth.mode;
-        let started = Instant::now();
-        let result = async {
-            let endpoint = self.token_endpoint(client).await?;
-            token::client_credentials(&self.client, &endpoint, client, self.auth.timeout).await
+        let grant = &self.grant;
+        let acting = self.acting.load_full();
+        if grant.auth.mode.per_user() && acting.is_none() {
+            return Err(Refusal::no_user());
         }
-        .await;
+        if let AuthMode::Assertion(a) = &grant.auth.mode {
+            let signer = grant.auth.signer.as_ref().ok_or_else(no_signer)?;
+            let acting = acting.as_deref().ok_or_else(Refusal::no_user)?;
+            return assertion::signed(signer, &acting.tenant, &acting.user, a);
+        }
+        let started = Instant::now();
+        let result = self.request(acting.as_deref().map(|a| &*a.user)).await;
         let outcome = result.as_ref().map_or_else(|r| r.reason, |_| "ok");
-        let grant = self.auth.mode.as_str();
-        self.metrics
+        let mode = grant.auth.mode.as_str();
+        grant
+            .metrics
             .upstream_token_requests
-            .with_label_values(&[&self.upstream, grant, outcome])
+            .with_label_values(&[&grant.upstream, mode, outcome])
             .inc();
-        self.metrics
+        grant
+            .metrics
             .upstream_token_seconds
-            .with_label_values(&[&self.upstream, grant])
+            .with_label_values(&[&grant.upstream, mode])
             .observe(started.elapsed().as_secs_f64());
         tracing::info!(
             target: crate::telemetry::AUDIT,
-            upstream = &*self.upstream,
-            mode = grant,
+            upstream = &*grant.upstream,
+            tenant = acting.as_ref().map(|a| &*a.tenant),
+            subject = acting.as_ref().map(|a| &*a.user.subject),
+            mode,
             event = "token_request",
             outcome,
             "upstream credential"
         );
         result
+    }
+
+    /// The request of the authorization server the mode makes.
+    async fn request(&self, user: Option<&User>) -> Result<token::Token, Refusal> {
+        let grant = &self.grant;
+        let timeout = grant.auth.timeout;
+        match &grant.auth.mode {
+            AuthMode::ClientCredentials(client) => {
+                let endpoint = self.token_endpoint(client).await?;
+                token::client_credentials(&grant.client, &endpoint, client, timeout).await
+            }
+            AuthMode::TokenExchange(exchange) => {
+                let user = user.ok_or_else(Refusal::no_user)?;
+                let client = &exchange.client;
+                let endpoint = self.token_endpoint(client).await?;
+                let actor = match exchange.actor_token {
+                    false => None,
+                    true => {
+                        let signer = grant.auth.signer.as_ref().ok_or_else(no_signer)?;
+                        Some(assertion::actor(signer, &client.client_id, &endpoint)?)
+                    }
+                };
+                let subject = (&*user.token, exchange.subject_token_type);
+                token::exchange(
+                    &grant.client,
+                    &endpoint,
+                    client,
+                    subject,
+                    actor.as_deref(),
+                    timeout,
+                )
+                .await
+            }
+            AuthMode::Assertion(_) => Err(no_signer()),
+        }
     }
 
     /// The token endpoint: as configured, or from the issuer's metadata
@@ -222,15 +317,30 @@ impl Credentials {
         client: &crate::config::upstream_auth::OAuthClient,
     ) -> Result<String, Refusal> {
         use crate::config::upstream_auth::TokenEndpoint;
+        let grant = &self.grant;
         match &client.endpoint {
             TokenEndpoint::Url(url) => Ok(url.clone()),
-            TokenEndpoint::Issuer(issuer) => self
+            TokenEndpoint::Issuer(issuer) => grant
                 .endpoint
-                .get_or_try_init(|| token::discover(&self.client, issuer, self.auth.timeout))
+                .get_or_try_init(|| token::discover(&grant.client, issuer, grant.auth.timeout))
                 .await
                 .cloned(),
         }
     }
+}
+
+impl Drop for Credentials {
+    fn drop(&mut self) {
+        if self.fresh.load().is_some() {
+            self.grant.cached.dec();
+        }
+    }
+}
+
+/// A mode that signs was configured without keys: `check` refuses that,
+/// so this is never told unless the configuration was built elsewhere.
+fn no_signer() -> Refusal {
+    Refusal::invalid("no signing key is configured")
 }
 
 /// Runs `request` with the credential in force at `now`; when the

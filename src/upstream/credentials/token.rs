@@ -1,5 +1,6 @@
 //! Requests to an authorization server: the client credentials grant
-//! (RFC 6749 section 4.4, with RFC 8707's `resource`), and where its token
+//! (RFC 6749 section 4.4, with RFC 8707's `resource`), the token exchange
+//! grant (RFC 8693), and where its token
 //! endpoint is (RFC 8414 metadata, then OpenID discovery). Every request
 //! waits `timeout` at most; no token, code or secret reaches a log line or
 //! an error.
@@ -13,7 +14,8 @@ use crate::config::upstream_auth::OAuthClient;
 /// Why no credential could be had, as the caller is told (-32009).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// `timeout`, `unreachable`, `refused`, `invalid_response` or `rejected`.
+    /// `timeout`, `unreachable`, `refused`, `invalid_response`, `no_user`
+    /// or `rejected`.
     pub reason: &'static str,
     /// The authorization server's OAuth error code, when it refused.
     pub error: Option<String>,
@@ -32,6 +34,15 @@ impl Refusal {
 
     pub fn invalid(detail: impl Into<String>) -> Self {
         Refusal::new("invalid_response", detail)
+    }
+
+    /// A per-user mode's call by a caller who is no user (an API key, or a
+    /// JWT without a subject).
+    pub fn no_user() -> Self {
+        Refusal::new(
+            "no_user",
+            "the upstream acts for the caller's user, and the caller bears no user's token",
+        )
     }
 
     /// The upstream refused the credential twice.
@@ -75,10 +86,56 @@ pub(super) async fn client_credentials(
     client: &OAuthClient,
     timeout: Duration,
 ) -> Result<Token, Refusal> {
+    grant(
+        http,
+        endpoint,
+        client,
+        vec![("grant_type", "client_credentials")],
+        timeout,
+    )
+    .await
+}
+
+/// The token exchange grant at `endpoint` (RFC 8693): `subject` (of type
+/// `subject_type`) exchanged for an access token for the client's
+/// resource, with `actor` (a JWT) as the actor when given.
+pub(super) async fn exchange(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &OAuthClient,
+    (subject, subject_type): (&str, &str),
+    actor: Option<&str>,
+    timeout: Duration,
+) -> Result<Token, Refusal> {
     let mut form = vec![
-        ("grant_type", "client_credentials"),
-        ("resource", client.resource.as_str()),
+        (
+            "grant_type",
+            "urn:ietf:params:oauth:grant-type:token-exchange",
+        ),
+        ("subject_token", subject),
+        ("subject_token_type", subject_type),
+        (
+            "requested_token_type",
+            "urn:ietf:params:oauth:token-type:access_token",
+        ),
     ];
+    if let Some(actor) = actor {
+        form.push(("actor_token", actor));
+        form.push(("actor_token_type", "urn:ietf:params:oauth:token-type:jwt"));
+    }
+    grant(http, endpoint, client, form, timeout).await
+}
+
+/// A request of the token endpoint: `form` with the client's resource,
+/// scope and audience, the client authenticated as configured.
+async fn grant<'a>(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &'a OAuthClient,
+    mut form: Vec<(&'a str, &'a str)>,
+    timeout: Duration,
+) -> Result<Token, Refusal> {
+    form.push(("resource", client.resource.as_str()));
     if let Some(scope) = &client.scope {
         form.push(("scope", scope));
     }

@@ -21,6 +21,18 @@ pub(crate) struct Provider {
 impl Provider {
     /// Starts it on `port` (0: any); each start signs with a new key.
     pub(crate) fn start(port: u16, resource: &str) -> Provider {
+        Self::start_with(port, resource, &[])
+    }
+
+    /// An upstream's own authorization server, exchanging tokens of `idp`
+    /// for tokens of `resource` (RFC 8693) for its client `gw`; actor
+    /// tokens are verified with the keys at the URL `actor_jwks` holds.
+    pub(crate) fn exchanging(resource: &str, idp: &str, actor_jwks: &std::path::Path) -> Provider {
+        let file = actor_jwks.to_str().unwrap();
+        Self::start_with(0, resource, &["--exchange", idp, file])
+    }
+
+    fn start_with(port: u16, resource: &str, extra: &[&str]) -> Provider {
         crate::support::servers();
         let script = root().join("target/mcp-node/oidc_provider.mjs");
         std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
@@ -34,6 +46,7 @@ impl Provider {
         let mut child = Command::new(node)
             .arg(&script)
             .args([&port.to_string(), resource])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
