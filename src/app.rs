@@ -226,9 +226,10 @@ impl Core {
             }
             up.pin(Arc::new(pins));
         }
+        // A stdio upstream with `auth` asks an authorization server too.
         let client = match spec.transport {
-            TransportSpec::Http(_) => Some(self.http_client()?),
-            TransportSpec::Stdio(_) => None,
+            TransportSpec::Stdio(_) if spec.auth.is_none() => None,
+            _ => Some(self.http_client()?),
         };
         upstream::launch::Launch {
             up: up.clone(),

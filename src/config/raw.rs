@@ -251,9 +251,12 @@ pub struct RawUpstreamAuth {
     /// A short-lived JWT the gateway signs for the caller, for upstreams
     /// that trust the gateway (its keys at /.well-known/jwks.json).
     pub assertion: Option<RawAssertion>,
-    /// The header it is sent in (default authorization, as "Bearer <token>";
-    /// any other header carries the token bare).
+    /// The header it is sent in (HTTP upstreams; default authorization, as
+    /// "Bearer <token>"; any other header carries the token bare).
     pub header: Option<String>,
+    /// The environment variable of the child it is given in, bare (stdio
+    /// upstreams, required there).
+    pub env: Option<String>,
 }
 
 /// An OAuth client of an authorization server, for the client credentials grant.

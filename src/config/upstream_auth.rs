@@ -9,8 +9,12 @@ use std::time::Duration;
 pub struct UpstreamAuth {
     pub mode: AuthMode,
     /// The header the credential goes in: `authorization` as
-    /// `Bearer <token>`, any other the token bare.
+    /// `Bearer <token>`, any other the token bare. A stdio upstream's is
+    /// [`ENV_CARRIER`]: bare, never sent as a header.
     pub header: String,
+    /// A stdio upstream's: the environment variable of its child that
+    /// holds the credential.
+    pub env: Option<String>,
     /// Each request to an authorization server waits this long at most
     /// (`gateway.upstream_auth.token_timeout_ms`).
     pub timeout: Duration,
@@ -18,6 +22,11 @@ pub struct UpstreamAuth {
     /// the mode signs (assertions, actor tokens).
     pub signer: Option<Signer>,
 }
+
+/// The header name a stdio upstream's credential is kept under: not
+/// `authorization`, so the token stays bare; it is put in the child's
+/// environment, never in a request.
+pub const ENV_CARRIER: &str = "x-credential";
 
 /// What the gateway signs JWTs with, and as whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +100,9 @@ pub struct OAuthClient {
     /// `client_secret_basic` (true) or `client_secret_post`.
     pub basic: bool,
     pub scope: Option<String>,
-    /// RFC 8707: the upstream's URL unless configured.
-    pub resource: String,
+    /// RFC 8707: the upstream's URL unless configured (a stdio
+    /// upstream's: none unless configured).
+    pub resource: Option<String>,
     pub audience: Option<String>,
 }
 

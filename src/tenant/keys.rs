@@ -230,12 +230,9 @@ impl KeyStore {
             return Err(Denied::InvalidToken);
         }
         let user = verified.subject.as_ref().map(|subject| {
-            Arc::new(super::User {
-                issuer: verified.issuer.spec.issuer.as_str().into(),
-                subject: subject.as_str().into(),
-                token: token.into(),
-                scope: verified.scope.as_str().into(),
-            })
+            let issuer = &verified.issuer.spec.issuer;
+            let user = super::User::new(&tenant.name, issuer, subject, token, &verified.scope);
+            Arc::new(user)
         });
         let tenant = Arc::new(tenant.for_token(user, &verified.scopes));
         if self.verified.len() >= MAX_VERIFIED {

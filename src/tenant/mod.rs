@@ -72,18 +72,22 @@ pub struct User {
     pub token: Box<str>,
     /// Its scopes, space-separated, sorted.
     pub scope: Box<str>,
+    /// Names the user apart from every other, of any tenant (see [`User::new`]).
+    pub key: Arc<str>,
 }
 
 impl User {
-    /// A key naming the user apart from every other, of any tenant.
-    pub fn key(&self, tenant: &str) -> Arc<str> {
-        format!(
-            "{tenant}\u{0}{}:{}\u{0}{}",
-            self.issuer.len(),
-            self.issuer,
-            self.subject
-        )
-        .into()
+    /// The user `subject` of `issuer` in `tenant`, calling with `token`.
+    pub fn new(tenant: &str, issuer: &str, subject: &str, token: &str, scope: &str) -> Self {
+        // The issuer's length first: no two (issuer, subject) pairs meet.
+        let key = format!("{tenant}\u{0}{}:{issuer}\u{0}{subject}", issuer.len());
+        User {
+            issuer: issuer.into(),
+            subject: subject.into(),
+            token: token.into(),
+            scope: scope.into(),
+            key: key.into(),
+        }
     }
 }
 
@@ -388,12 +392,7 @@ mod tests {
         );
         assert!(base.subject.is_none());
         let granted: std::collections::HashSet<String> = ["files".to_owned()].into();
-        let user = Arc::new(User {
-            issuer: "https://idp".into(),
-            subject: "agent-7".into(),
-            token: "t".into(),
-            scope: "files".into(),
-        });
+        let user = Arc::new(User::new("acme", "https://idp", "agent-7", "t", "files"));
         let token = base.for_token(Some(user), &granted);
         assert_eq!(token.subject.as_deref(), Some("agent-7"));
         assert!(token.may_use("mcp://g/files/f/tools/read"));

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::credentials::{Credentials, Refusal};
+use super::env_credential::EnvCredential;
 use super::{CallError, Upstream};
 use crate::config::{ChildBounds, HttpSpec, StdioSpec};
 use crate::metrics::Metrics;
@@ -40,6 +41,8 @@ pub enum Make {
     Stdio {
         spec: StdioSpec,
         max_frame: usize,
+        /// The upstream's credential and the variable it goes in (`auth.env`).
+        credential: Option<super::env_credential::EnvCredential>,
     },
     Streamable(Box<StreamableMake>),
     /// An MCP v1.0 server over HTTP: a user's own link, for upstreams that
@@ -201,13 +204,13 @@ impl Children {
         let scope = session.filter(|_| self.per_session);
         let acting = match (self.acting(), user) {
             (false, _) => None,
-            (true, Some(user)) => Some((user.key(tenant), user)),
+            (true, Some(user)) => Some(user),
             (true, None) => return Err(CallError::Credential(Box::new(Refusal::no_user()))),
         };
         if acting.is_none() && scope.is_none() && self.own_serves(up, tenant) {
             return Ok(Instance::Own(up));
         }
-        let key = acting.as_ref().map_or(tenant, |(key, _)| key);
+        let key = acting.map_or(tenant, |user| &user.key);
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
         let held = match tenants.get_mut(key) {
             Some(held) => held,
@@ -219,7 +222,7 @@ impl Children {
         };
         if let Some(child) = found {
             child.used = Instant::now();
-            if let Some((_, user)) = &acting {
+            if let Some(user) = acting {
                 child.up.act_for(tenant, user);
             }
             return Ok(Instance::Child(child.up.clone()));
@@ -229,7 +232,7 @@ impl Children {
                 "every child this tenant may run of this upstream is busy (max_children)",
             ));
         }
-        let child = self.start(up, tenant, acting.map(|(_, u)| u), scope.is_some());
+        let child = self.start(up, tenant, acting, scope.is_some());
         let running = Instance::Child(child.up.clone());
         match scope {
             Some(scope) => {
@@ -247,7 +250,9 @@ impl Children {
     /// for the user: every credential is a user's).
     fn acting(&self) -> bool {
         match &self.make {
-            Make::Stdio { .. } => false,
+            Make::Stdio { credential, .. } => credential
+                .as_ref()
+                .is_some_and(|c| c.credentials.per_user()),
             Make::Streamable(m) => m.credentials.as_ref().is_some_and(|c| c.per_user()),
             Make::Http(_) => true,
         }
@@ -287,12 +292,21 @@ impl Children {
             None => shared.clone(),
         };
         match &self.make {
-            Make::Stdio { spec, max_frame } => {
-                tokio::spawn(super::stdio::run(
+            Make::Stdio {
+                spec,
+                max_frame,
+                credential,
+            } => {
+                let credential = credential.as_ref().map(|c| EnvCredential {
+                    credentials: own(&c.credentials),
+                    var: c.var.clone(),
+                });
+                tokio::spawn(super::stdio::run_with(
                     child.clone(),
                     spec.clone(),
                     *max_frame,
                     stop.clone(),
+                    credential,
                 ));
             }
             Make::Streamable(make) => {

@@ -93,9 +93,9 @@ impl HttpLink {
     ) -> Result<T, CallError> {
         if let Some(pool) = &self.fast {
             let header = self.credentials.as_ref().map(|c| c.header().as_str());
-            let Some(extra) =
-                header.zip(credential.and_then(|v| std::str::from_utf8(v.as_bytes()).ok()))
-            else {
+            // Written as the header's bytes: a HeaderValue holds none that
+            // may not go in a request head.
+            let Some(extra) = header.zip(credential.map(HeaderValue::as_bytes)) else {
                 return pool
                     .post(
                         now,

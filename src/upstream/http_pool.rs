@@ -158,7 +158,7 @@ impl Pool {
         now: Instant,
         deadline: Option<tokio::time::Instant>,
         (encode, len_hint, trace): (impl FnOnce(&mut Vec<u8>), usize, Option<&Outbound>),
-        extra: &[(&str, &str)],
+        extra: &[(&str, &[u8])],
         max_bytes: usize,
         enough: impl Fn(&[u8]) -> bool,
         answer: impl FnOnce(StatusCode, &[u8]) -> T,
@@ -204,7 +204,7 @@ impl Pool {
         for (name, value) in extra {
             put(name.as_bytes());
             put(b": ");
-            put(value.as_bytes());
+            put(value);
             put(b"\r\n");
         }
         put(length_line);

@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::children::{Children, HttpMake, Make, Sharing, StreamableMake, Template};
 use super::credentials::Credentials;
 use super::detect::NotTold;
+use super::env_credential::EnvCredential;
 use super::{CallError, Dialect, Upstream};
 use crate::config::{HttpSpec, TransportSpec, UpstreamSpec};
 use crate::metrics::Metrics;
@@ -40,15 +41,21 @@ impl Launch {
     pub fn start(self) -> Result<(), String> {
         match (&self.spec.transport, Dialect::of(self.spec.protocol)) {
             (TransportSpec::Stdio(stdio), _) => {
-                self.supervisors.spawn(super::stdio::run(
+                let credential = self.env_credential()?;
+                // The listing process of an upstream that acts for each
+                // user gets no credential: it is nobody's.
+                let own = credential.clone().filter(|c| !c.credentials.per_user());
+                self.supervisors.spawn(super::stdio::run_with(
                     self.up.clone(),
                     stdio.clone(),
                     self.max_frame,
                     self.stop.clone(),
+                    own,
                 ));
                 let make = Make::Stdio {
                     spec: stdio.clone(),
                     max_frame: self.max_frame,
+                    credential,
                 };
                 self.run_children(make);
                 Ok(())
@@ -143,6 +150,30 @@ impl Launch {
                 () = self.stop.cancelled() => return None,
             }
         }
+    }
+
+    /// A stdio upstream's credential and the variable it goes in, when it
+    /// has `auth`.
+    fn env_credential(&self) -> Result<Option<EnvCredential>, String> {
+        let Some(var) = self.spec.auth.as_ref().and_then(|a| a.env.clone()) else {
+            return Ok(None);
+        };
+        let (Some(auth), Some(client)) = (&self.spec.auth, &self.client) else {
+            return Err("no HTTP client for a stdio upstream's credential".into());
+        };
+        let credentials = Credentials::new(
+            &self.spec.name,
+            auth.clone(),
+            client.clone(),
+            self.metrics.clone(),
+        )?;
+        let credentials = Arc::new(credentials);
+        // Its own process holds a credential only when it is everyone's;
+        // a per-user upstream's is listed by a process that holds none.
+        if !credentials.per_user() {
+            self.up.hold_credentials(credentials.clone());
+        }
+        Ok(Some(EnvCredential { credentials, var }))
     }
 
     /// The upstream's credential, when it has `auth`.

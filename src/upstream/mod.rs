@@ -16,6 +16,7 @@ pub mod children;
 pub mod credentials;
 mod detect;
 mod dialect;
+pub mod env_credential;
 pub mod http;
 pub(crate) mod http_pool;
 mod input_rounds;

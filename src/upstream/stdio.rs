@@ -199,6 +199,17 @@ pub async fn run(
     max_frame: usize,
     shutdown: CancellationToken,
 ) {
+    run_with(up, spec, max_frame, shutdown, None).await;
+}
+
+/// [`run`], each process started with `credential` in its environment.
+pub async fn run_with(
+    up: Arc<Upstream>,
+    spec: StdioSpec,
+    max_frame: usize,
+    shutdown: CancellationToken,
+    credential: Option<super::env_credential::EnvCredential>,
+) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
     let mut first = true;
     loop {
@@ -213,14 +224,30 @@ pub async fn run(
             told = told(&up, &spec) => told,
             () = shutdown.cancelled() => return,
         };
+        let with_credential = match &credential {
+            Some(c) => c.spec_for(&up, &spec).await,
+            None => Ok(std::borrow::Cow::Borrowed(&spec)),
+        };
         match told.and_then(|dialect| {
-            spawn(&spec)
+            spawn(&*with_credential?)
                 .map(|c| (c, dialect))
                 .map_err(|e| e.to_string())
         }) {
             Ok((child, dialect)) => {
-                if serve_child(&up, child, max_frame, dialect, &shutdown).await == Ended::Shutdown {
-                    return;
+                let served = serve_child(&up, child, max_frame, dialect, &shutdown);
+                let reused = async {
+                    match &credential {
+                        Some(c) => c.past_reuse(&up).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    ended = served => if ended == Ended::Shutdown {
+                        return;
+                    },
+                    // The process ends with its credential: the next one
+                    // starts with a fresh one.
+                    () = reused => up.disconnect(),
                 }
             }
             Err(e) => {

@@ -710,20 +710,20 @@ impl StreamableLink {
                 None => exchange.await,
             };
         };
-        let named = [
-            ("mcp-method", method_name),
-            ("mcp-name", name.as_deref().unwrap_or("")),
+        let named: [(&str, &[u8]); 2] = [
+            ("mcp-method", method_name.as_bytes()),
+            ("mcp-name", name.as_deref().unwrap_or("").as_bytes()),
         ];
         let named = &named[..if name.is_some() { 2 } else { 1 }];
         // The mirrored arguments' headers, for the few tools that have some.
-        let all: Vec<(&str, &str)>;
+        let all: Vec<(&str, &[u8])>;
         let extra = if mirrored.is_empty() {
             named
         } else {
             all = named
                 .iter()
                 .copied()
-                .chain(mirrored.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+                .chain(mirrored.iter().map(|(n, v)| (n.as_str(), v.as_bytes())))
                 .collect();
             &all
         };

@@ -268,7 +268,7 @@ fn check_refuses_per_user_modes_it_cannot_run() {
     .unwrap();
     let te = "{token_exchange: {token_url: \"http://127.0.0.1:9/t\", client_id: c, client_secret: s, actor_token: true}}";
     let yaml = format!(
-        "gateway: {{id: gw, upstream_auth: {{issuer: \"https://gw.test\", signing_keys: [\"file:{bad}\"]}}}}\nupstreams:\n  te: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {te}}}\n  as: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{ttl_s: 301}}}}}}\n  two: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{}}, token_exchange: {{token_url: \"http://127.0.0.1:9/t\", client_id: c, client_secret: s}}}}}}\ntenants:\n  a: {}\n",
+        "gateway: {{id: gw, upstream_auth: {{issuer: \"https://gw.test\", signing_keys: [\"file:{bad}\"]}}}}\nupstreams:\n  te: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {te}}}\n  as: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{ttl_s: 301}}}}}}\n  two: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{}}, token_exchange: {{token_url: \"http://127.0.0.1:9/t\", client_id: c, client_secret: s}}}}}}\n  st: {{stdio: {{command: x}}, auth: {{assertion: {{}}, env: GH_TOKEN}}}}\n  noenv: {{stdio: {{command: x}}, per_session: true, auth: {{assertion: {{}}}}}}\n  hdr: {{stdio: {{command: x}}, per_session: true, auth: {{assertion: {{}}, env: T, header: x-t}}}}\n  httpenv: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{}}, env: T}}}}\ntenants:\n  a: {}\n",
         tenant("ka", &["te"]),
         bad = dir.path().join("bad.pem").display(),
     );
@@ -284,9 +284,56 @@ fn check_refuses_per_user_modes_it_cannot_run() {
         ("upstreams.as.auth.assertion", "signing_keys"),
         ("upstreams.as.auth.assertion.ttl_s", "1 to 300"),
         ("upstreams.two.auth", "exactly one mode"),
+        ("upstreams.st.auth", "per_session"),
+        ("upstreams.noenv.auth", "needs env"),
+        ("upstreams.hdr.auth.header", "stdio upstream"),
+        ("upstreams.httpenv.auth.env", "HTTP upstream"),
     ] {
         assert!(said.contains(path), "{path} not in: {said}");
         assert!(said.contains(why), "{why} not in: {said}");
     }
     assert!(!said.contains("c2VjcmV0"), "a key is never echoed");
+}
+
+/// A stdio upstream that acts for the user: each user's calls run on a
+/// process of their own, their credential in its environment; the
+/// listing process holds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_users_process_holds_their_credential_alone() {
+    let parties = Parties::start(false);
+    let python = venv().join("bin/python");
+    let server = root().join("tests/fixtures/env_server.py");
+    let stdio = format!(
+        "stdio: {{command: {python:?}, args: [{server:?}]}}\n    per_session: true\n    protocol: modelcontextprotocol\n    auth: {{assertion: {{audience: github}}, env: GH_TOKEN}}"
+    );
+    let yaml = parties.config("{}").replace(
+        &format!(
+            "http: {{url: {:?}}}\n    protocol: modelcontextprotocol\n    auth: {{}}",
+            parties.server.url
+        ),
+        &stdio,
+    );
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["p"]).await;
+    let id = "mcp://gw/p/tool/whoami";
+    let said = |r: &Value| -> Value {
+        let text = r["result"]["output"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"));
+        serde_json::from_str(text).unwrap()
+    };
+    let alice = parties.idp.token_for("alice", "files").await;
+    let bob = parties.idp.token_for("bob", "files").await;
+    let first = said(&within(gw.execute(&alice, id, json!({}))).await);
+    let again = said(&gw.execute(&alice, id, json!({})).await);
+    let theirs = said(&within(gw.execute(&bob, id, json!({}))).await);
+    assert_eq!(first["claims"]["sub"], "alice", "{first}");
+    assert_eq!(first["claims"]["aud"], "github");
+    assert_eq!(first["claims"]["iss"], "https://gw.test");
+    assert_eq!(first["pid"], again["pid"], "one process per user");
+    assert_eq!(theirs["claims"]["sub"], "bob");
+    assert_ne!(first["pid"], theirs["pid"], "users' processes apart");
+    let keyed = gw.execute("ka", id, json!({})).await;
+    assert_eq!(keyed["error"]["data"]["reason"], "no_user", "{keyed}");
+    gw.stop().await;
 }

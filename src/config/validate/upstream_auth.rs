@@ -7,8 +7,8 @@ use super::*;
 use crate::config::raw::{RawClientCredentials, RawUpstreamAuth, RawUpstreamAuthSettings};
 use crate::config::signing::{SigningKey, SigningKeys};
 use crate::config::upstream_auth::{
-    ACCESS_TOKEN_TYPE, Assertion, AuthMode, Exchange, JWT_TOKEN_TYPE, OAuthClient, Signer,
-    TokenEndpoint, UpstreamAuth,
+    ACCESS_TOKEN_TYPE, Assertion, AuthMode, ENV_CARRIER, Exchange, JWT_TOKEN_TYPE, OAuthClient,
+    Signer, TokenEndpoint, UpstreamAuth,
 };
 
 /// What an upstream's `auth` needs to know of the upstream.
@@ -18,6 +18,8 @@ pub(super) struct Upstream<'a> {
     pub url: Option<&'a str>,
     /// The headers `http.headers` sets, lower-cased.
     pub headers: Vec<String>,
+    /// Whether it runs a child per client session (`per_session`).
+    pub per_session: bool,
 }
 
 /// `gateway.upstream_auth`, as every upstream's `auth` needs it.
@@ -99,13 +101,44 @@ pub(super) fn auth(
     p: &mut Problems,
 ) -> Option<UpstreamAuth> {
     let at = format!("{}.auth", up.at);
-    let Some(url) = up.url else {
+    let (header, env) = match up.url {
+        Some(_) => (http_header(&raw, up, &at, p)?, None),
+        None => (ENV_CARRIER.to_owned(), Some(stdio_env(&raw, up, &at, p)?)),
+    };
+    let mode = mode(raw, up, &at, settings, secrets, p)?;
+    if env.is_some() && mode.per_user() && !up.per_session {
         p.add(
             &at,
-            "is for HTTP upstreams: a stdio upstream's credential (env) is not supported yet",
+            "acts for each user: a stdio upstream needs per_session: true, so that a child never serves another user",
         );
         return None;
-    };
+    }
+    let signs = matches!(&mode, AuthMode::Assertion(_))
+        || matches!(&mode, AuthMode::TokenExchange(e) if e.actor_token);
+    Some(UpstreamAuth {
+        mode,
+        header,
+        env,
+        timeout: settings.timeout,
+        signer: settings.signer.clone().filter(|_| signs),
+    })
+}
+
+/// The header an HTTP upstream's credential goes in: a valid name, which
+/// `http.headers` does not also set, and no `env`.
+fn http_header(
+    raw: &RawUpstreamAuth,
+    up: &Upstream<'_>,
+    at: &str,
+    p: &mut Problems,
+) -> Option<String> {
+    if raw.env.is_some() {
+        p.add(
+            format!("{at}.env"),
+            "is for stdio upstreams: an HTTP upstream's credential goes in a header",
+        );
+        return None;
+    }
     let header = raw
         .header
         .clone()
@@ -122,21 +155,49 @@ pub(super) fn auth(
         );
         return None;
     }
-    let mode = mode(raw, url, &at, settings, secrets, p)?;
-    let signs = matches!(&mode, AuthMode::Assertion(_))
-        || matches!(&mode, AuthMode::TokenExchange(e) if e.actor_token);
-    Some(UpstreamAuth {
-        mode,
-        header,
-        timeout: settings.timeout,
-        signer: settings.signer.clone().filter(|_| signs),
-    })
+    Some(header)
+}
+
+/// The environment variable a stdio upstream's credential goes in: given,
+/// a name a shell could set, and no `header`.
+fn stdio_env(
+    raw: &RawUpstreamAuth,
+    up: &Upstream<'_>,
+    at: &str,
+    p: &mut Problems,
+) -> Option<String> {
+    if raw.header.is_some() {
+        p.add(
+            format!("{at}.header"),
+            "is for HTTP upstreams: a stdio upstream's credential goes in env",
+        );
+        return None;
+    }
+    let Some(env) = raw.env.clone() else {
+        p.add(
+            at,
+            "needs env: the environment variable of the child that holds the credential",
+        );
+        return None;
+    };
+    let valid = !env.is_empty()
+        && !env.starts_with(|c: char| c.is_ascii_digit())
+        && env.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid || env == "PATH" {
+        p.add(
+            format!("{at}.env"),
+            "is not an environment variable name (letters, digits, _; not PATH)",
+        );
+        return None;
+    }
+    let _ = up;
+    Some(env)
 }
 
 /// The one mode `raw` holds.
 fn mode(
     raw: RawUpstreamAuth,
-    url: &str,
+    up: &Upstream<'_>,
     at: &str,
     settings: &Settings,
     secrets: &dyn Secrets,
@@ -161,7 +222,7 @@ fn mode(
     }
     if let Some(cc) = raw.client_credentials {
         let at = format!("{at}.client_credentials");
-        return client(cc, url, &at, secrets, p).map(AuthMode::ClientCredentials);
+        return client(cc, up.url, &at, secrets, p).map(AuthMode::ClientCredentials);
     }
     if let Some(te) = raw.token_exchange {
         let at = format!("{at}.token_exchange");
@@ -183,7 +244,7 @@ fn mode(
                 "needs gateway.upstream_auth.signing_keys to sign the actor token",
             );
         }
-        let client = client(cc, url, &at, secrets, p)?;
+        let client = client(cc, up.url, &at, secrets, p)?;
         return Some(AuthMode::TokenExchange(Exchange {
             client,
             subject_token_type,
@@ -207,14 +268,18 @@ fn mode(
         }
     };
     Some(AuthMode::Assertion(Assertion {
-        audience: a.audience.unwrap_or_else(|| url.to_owned()),
+        // A stdio upstream has no URL: its name stands in.
+        audience: a.audience.unwrap_or_else(|| {
+            let name = up.at.strip_prefix("upstreams.").unwrap_or(up.at);
+            up.url.unwrap_or(name).to_owned()
+        }),
         ttl: Duration::from_secs(ttl),
     }))
 }
 
 fn client(
     raw: RawClientCredentials,
-    upstream_url: &str,
+    upstream_url: Option<&str>,
     at: &str,
     secrets: &dyn Secrets,
     p: &mut Problems,
@@ -249,8 +314,9 @@ fn client(
         p,
     )?;
     let resource = match raw.resource {
-        Some(r) => checked_url(r, &format!("{at}.resource"), p)?,
-        None => upstream_url.to_owned(),
+        Some(r) => Some(checked_url(r, &format!("{at}.resource"), p)?),
+        // A stdio upstream has no URL: no resource unless configured.
+        None => upstream_url.map(str::to_owned),
     };
     Some(OAuthClient {
         endpoint,

@@ -62,6 +62,7 @@ pub(super) fn upstream(
             headers: http.map_or_else(Vec::new, |h| {
                 h.headers.keys().map(|k| k.to_ascii_lowercase()).collect()
             }),
+            per_session: raw.per_session,
         };
         super::upstream_auth::auth(a, &up, settings, secrets, p)
     });

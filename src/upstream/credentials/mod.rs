@@ -182,6 +182,11 @@ impl Credentials {
         self.fetched.load(Ordering::Acquire)
     }
 
+    /// Until when the credential held now is used, when one is held.
+    pub fn reused_until(&self) -> Option<Instant> {
+        self.fresh.load().as_ref().map(|f| f.until)
+    }
+
     /// The credential in force at `now` when there is one that is still good.
     fn in_force(&self, now: Instant) -> Option<HeaderValue> {
         let fresh = self.fresh.load();

@@ -135,7 +135,9 @@ async fn grant<'a>(
     mut form: Vec<(&'a str, &'a str)>,
     timeout: Duration,
 ) -> Result<Token, Refusal> {
-    form.push(("resource", client.resource.as_str()));
+    if let Some(resource) = &client.resource {
+        form.push(("resource", resource));
+    }
     if let Some(scope) = &client.scope {
         form.push(("scope", scope));
     }
