@@ -103,6 +103,61 @@ pub struct Metrics {
     pub store_borrowed: IntGaugeVec,
     /// Follows the log writer's count (`telemetry::writer::dropped`).
     log_lines_dropped: IntCounterVec,
+    /// Progressive discovery's (`tools.discovery`).
+    pub discovery: DiscoveryMetrics,
+}
+
+/// What progressive discovery counts.
+#[derive(Clone)]
+pub struct DiscoveryMetrics {
+    /// `search_tools` calls, by tenant and outcome (`hits`, `empty`).
+    pub searches: IntCounterVec,
+    pub search_seconds: prometheus::Histogram,
+    /// `call_tool` calls, by tenant and outcome (as requests').
+    pub calls: IntCounterVec,
+    /// Tools loaded into sessions (`load_tools`), by tenant.
+    pub loaded: IntCounterVec,
+    /// Tools in a tenant's search index.
+    pub indexed: IntGaugeVec,
+}
+
+impl DiscoveryMetrics {
+    fn new(r: &Registry) -> Self {
+        let search_seconds = histogram(
+            r,
+            "discovery_search_duration_seconds",
+            "How long search_tools took to answer (tools.discovery).",
+            &[],
+        )
+        .with_label_values(&[] as &[&str]);
+        DiscoveryMetrics {
+            searches: counter(
+                r,
+                "discovery_searches_total",
+                "search_tools calls, by outcome (hits, empty).",
+                &["tenant", "outcome"],
+            ),
+            search_seconds,
+            calls: counter(
+                r,
+                "discovery_calls_total",
+                "call_tool calls, by outcome (as requests').",
+                &["tenant", "outcome"],
+            ),
+            loaded: counter(
+                r,
+                "discovery_loaded_total",
+                "Tools loaded into sessions' listings (load_tools).",
+                &["tenant"],
+            ),
+            indexed: gauge(
+                r,
+                "discovery_indexed_tools",
+                "Tools in the tenant's search index.",
+                &["tenant"],
+            ),
+        }
+    }
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -314,6 +369,7 @@ impl Metrics {
                 "Upstream credentials looked up: hit (one in force was used), miss (one was obtained).",
                 &["upstream", "result"],
             ),
+            discovery: DiscoveryMetrics::new(&r),
             upstream_tokens_cached: gauge(
                 &r,
                 "upstream_tokens_cached",

@@ -24,9 +24,53 @@ pub struct Curation {
     pub output: Option<OutputSettings>,
     /// The tenant's result cache (`tools.cache`).
     pub cache: Option<CacheSettings>,
+    /// Progressive discovery (`tools.discovery`).
+    pub discovery: Option<Discovery>,
     /// A digest of the settings as written: equal for equal settings, so a
     /// reload that changes them tells the tenant's sessions its listing changed.
     pub digest: u64,
+}
+
+/// The meta-tools' names (`tools.discovery`), which no tool of a tenant
+/// whose discovery searches is listed under.
+pub const META_TOOLS: [&str; 3] = ["search_tools", "call_tool", "load_tools"];
+
+/// How a tenant's tools are listed (`tools.discovery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiscoveryMode {
+    /// Every visible tool (as without discovery).
+    Direct,
+    /// The meta-tools, the `always` tools and a session's loaded ones.
+    Search,
+    /// Search when the caller sees more than `threshold` tools.
+    Auto { threshold: usize },
+}
+
+/// A tenant's progressive discovery, compiled.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    pub mode: DiscoveryMode,
+    /// Tools still listed in search mode.
+    pub always: Option<globset::GlobSet>,
+    pub limit: usize,
+    pub max_limit: usize,
+    pub max_loaded: usize,
+}
+
+impl Discovery {
+    /// Whether the meta-tools exist (they answer in search and auto).
+    pub fn searches(&self) -> bool {
+        self.mode != DiscoveryMode::Direct
+    }
+
+    /// Whether a caller that sees `visible` tools gets a search listing.
+    pub fn lists_search(&self, visible: usize) -> bool {
+        match self.mode {
+            DiscoveryMode::Direct => false,
+            DiscoveryMode::Search => true,
+            DiscoveryMode::Auto { threshold } => visible > threshold,
+        }
+    }
 }
 
 /// What the tenant's agents see of one tool in place of the upstream's.

@@ -446,6 +446,34 @@ pub struct RawToolPolicy {
     /// override asks it for, or (with hints) that their upstream marks
     /// read-only and idempotent.
     pub cache: Option<RawCache>,
+    /// Progressive discovery: a listing of meta-tools that search, call and
+    /// load the tenant's tools, for large catalogs.
+    pub discovery: Option<RawDiscovery>,
+}
+
+/// A tenant's progressive discovery.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiscovery {
+    /// direct (default: every tool listed), search (the meta-tools and the
+    /// `always` tools) or auto (search past `threshold` visible tools).
+    #[schemars(extend("enum" = ["direct", "search", "auto", null]))]
+    pub mode: Option<String>,
+    /// auto only: search when the caller sees more tools than this (default 40).
+    #[schemars(range(min = 1))]
+    pub threshold: Option<u64>,
+    /// Globs on namespaced ids of tools still listed in search mode.
+    #[serde(default)]
+    pub always: Vec<String>,
+    /// search_tools' default limit (default 5).
+    #[schemars(range(min = 1))]
+    pub limit: Option<u64>,
+    /// The most one search returns (default 50, at most 200).
+    #[schemars(range(min = 1, max = 200))]
+    pub max_limit: Option<u64>,
+    /// Tools one session may load (default 32, at most 256).
+    #[schemars(range(min = 1, max = 256))]
+    pub max_loaded: Option<u64>,
 }
 
 /// A tenant's result cache.

@@ -7,10 +7,12 @@
 //! (`respond`) for every transport toward agents, picking the face.
 
 mod core;
+pub mod discovery;
 pub mod mcp;
 mod rpc;
 pub mod session;
 mod v1;
+mod v1_discovery;
 pub mod watch;
 
 use bytes::Bytes;

@@ -105,9 +105,19 @@ impl<'a> V1<'a> {
             Method::ListTools | Method::ListResources | Method::ListPrompts => {
                 let kind = Kind::of_list_method(m).unwrap_or(Kind::Tool);
                 match list_params_ok(params) {
-                    Ok(()) => Ok(Payload::Parts(array(
-                        self.core.listing_when_started(tenant, kind).await,
-                    ))),
+                    Ok(()) => {
+                        let searched = match kind {
+                            Kind::Tool if tenant.curation.is_some() => {
+                                super::v1_discovery::listing(self.core, tenant).await
+                            }
+                            _ => None,
+                        };
+                        let parts = match searched {
+                            Some(parts) => parts,
+                            None => self.core.listing_when_started(tenant, kind).await,
+                        };
+                        Ok(Payload::Parts(array(parts)))
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -115,9 +125,24 @@ impl<'a> V1<'a> {
                 let mut audit = Audit::new(super::PROTOCOL_V1);
                 let result = match v1_params(params) {
                     Ok((id, arguments)) => {
-                        self.core
-                            .call_tool(tenant, id, arguments, &mut audit, None, None, None)
-                            .await
+                        // A meta-tool answers only where curation asks for discovery.
+                        let meta = match tenant.curation.is_some() {
+                            true => {
+                                super::v1_discovery::execute(
+                                    self.core, tenant, &id, arguments, &mut audit,
+                                )
+                                .await
+                            }
+                            false => None,
+                        };
+                        match meta {
+                            Some(result) => result,
+                            None => {
+                                self.core
+                                    .call_tool(tenant, id, arguments, &mut audit, None, None, None)
+                                    .await
+                            }
+                        }
                     }
                     Err(e) => Err(e),
                 };

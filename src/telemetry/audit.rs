@@ -24,6 +24,8 @@ pub struct AuditLine<'a> {
     pub credential: Option<&'a str>,
     /// The token's subject, when the caller presented a JWT.
     pub subject: Option<&'a str>,
+    /// The meta-tool the call came through (`call_tool`), if any.
+    pub via: Option<&'a str>,
 }
 
 /// Writes the audit line of a tool call to the log writer, as
@@ -87,6 +89,10 @@ pub(super) fn audit_line(out: &mut String, line: &AuditLine<'_>) {
     if let Some(subject) = line.subject {
         out.push_str(",\"subject\":");
         string(out, subject);
+    }
+    if let Some(via) = line.via {
+        out.push_str(",\"via\":");
+        plain(out, via);
     }
     if let Some((trace, span)) = super::traces::ids() {
         super::traces::add_ids(out, &trace, &span);

@@ -213,6 +213,7 @@ mod tests {
             upstream_auth: (tool == "nested").then_some("client_credentials"),
             credential: (tool == "nested").then_some("cached"),
             subject: (tool == "nested").then_some("agent \"7\"\n"),
+            via: None,
         };
         audit(&line("outside", 1.0, "ok"));
         let span = tracing::info_span!(
@@ -349,6 +350,7 @@ mod tests {
                     upstream_auth: None,
                     credential: None,
                     subject: None,
+                    via: None,
                 },
             );
             out

@@ -12,15 +12,31 @@ use crate::config::curation::Curation;
 pub struct Curated {
     pub spec: Arc<Curation>,
     /// A face's names for the tenant, as that face made them last.
-    face: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+    face: Slot,
+    /// Its tools' search index (`tools.discovery`), as last made.
+    search: Slot,
 }
+
+/// Something made from the tenant's catalogs, kept until they change.
+type Slot = Mutex<Option<Arc<dyn Any + Send + Sync>>>;
 
 impl Curated {
     pub fn new(spec: Arc<Curation>) -> Self {
         Curated {
             spec,
             face: Mutex::new(None),
+            search: Mutex::new(None),
         }
+    }
+
+    /// The search index kept here when `current` says it still holds,
+    /// otherwise made again by `make` and kept (see [`Self::face`]).
+    pub fn search<T: Any + Send + Sync>(
+        &self,
+        current: impl Fn(&T) -> bool,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        kept(&self.search, current, make)
     }
 
     /// The face's names kept here when `current` says they still hold,
@@ -30,18 +46,26 @@ impl Curated {
         current: impl Fn(&T) -> bool,
         make: impl FnOnce() -> T,
     ) -> Arc<T> {
-        let kept = self.face.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(kept) = kept.and_then(|k| k.downcast::<T>().ok())
-            && current(&kept)
-        {
-            return kept;
-        }
-        // Made outside the lock: two callers may both make them, and the
-        // last one kept wins; both are the same names.
-        let made = Arc::new(make());
-        *self.face.lock().unwrap_or_else(|e| e.into_inner()) = Some(made.clone());
-        made
+        kept(&self.face, current, make)
     }
+}
+
+fn kept<T: Any + Send + Sync>(
+    slot: &Slot,
+    current: impl Fn(&T) -> bool,
+    make: impl FnOnce() -> T,
+) -> Arc<T> {
+    let kept = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(kept) = kept.and_then(|k| k.downcast::<T>().ok())
+        && current(&kept)
+    {
+        return kept;
+    }
+    // Made outside the lock: two callers may both make it, and the last
+    // one kept wins; both are the same.
+    let made = Arc::new(make());
+    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(made.clone());
+    made
 }
 
 impl std::ops::Deref for Curated {

@@ -18,6 +18,7 @@ mod conformance;
 mod curation;
 mod deploy;
 mod detect;
+mod discovery;
 mod edge;
 mod fuzz_corpus;
 mod hardening;

@@ -9,15 +9,6 @@ use super::*;
 use crate::config::curation::{CacheChoice, CacheSettings, Curation, OutputSettings, Override};
 use crate::config::raw::{RawCache, RawCacheChoice, RawOutput, RawToolPolicy};
 
-/// Where a tenant's tools are, for the checks: its tools' id prefixes (one
-/// per upstream it sees), the gateway's id and its tool-name budget.
-pub(super) struct Reach<'a> {
-    pub at: &'a str,
-    pub prefixes: &'a [String],
-    pub gateway_id: Option<&'a str>,
-    pub name_budget: usize,
-}
-
 pub(super) fn curation(
     policy: &mut RawToolPolicy,
     reach: &Reach<'_>,
@@ -34,6 +25,10 @@ pub(super) fn curation(
             .cache
             .as_ref()
             .map(|c| cache(c, &format!("{at}.tools.cache"), p)),
+        discovery: policy
+            .discovery
+            .as_ref()
+            .and_then(|d| super::discovery::discovery(d, policy, reach, p)),
         ..Curation::default()
     };
     let mut hide = globset::GlobSetBuilder::new();
@@ -63,11 +58,16 @@ pub(super) fn curation(
         || out.bare_names
         || !out.overrides.is_empty()
         || out.output.is_some()
-        || out.cache.is_some();
+        || out.cache.is_some()
+        || out.discovery.is_some();
     out.digest = {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
         (&policy.hide, out.bare_names, out.output, out.cache).hash(&mut h);
+        if let Some(d) = &out.discovery {
+            let always = policy.discovery.as_ref().map(|r| &r.always);
+            (d.mode, always, d.limit, d.max_limit, d.max_loaded).hash(&mut h);
+        }
         let mut overrides: Vec<_> = out.overrides.iter().collect();
         overrides.sort();
         overrides.hash(&mut h);

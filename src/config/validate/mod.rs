@@ -16,6 +16,7 @@ use crate::auth::{IssuerSpec, KeySource, TenantFrom};
 
 use super::raw::{RawAuth, RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
 mod curation;
+mod discovery;
 mod gateway;
 mod store;
 mod tenants;
@@ -27,6 +28,16 @@ use values::header_value;
 
 use gateway::*;
 use tenants::*;
+
+/// Where a tenant's tools are, for the checks: its tools' id prefixes (one
+/// per upstream it sees), the gateway's id and its tool-name budget.
+pub(super) struct Reach<'a> {
+    pub at: &'a str,
+    pub prefixes: &'a [String],
+    pub gateway_id: Option<&'a str>,
+    pub name_budget: usize,
+}
+
 use upstreams::*;
 
 use super::{

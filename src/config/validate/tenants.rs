@@ -158,7 +158,7 @@ pub(super) fn tenants(
                 Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
             }
         }
-        let reach = super::curation::Reach {
+        let reach = Reach {
             at: &at,
             prefixes: &prefixes,
             gateway_id,

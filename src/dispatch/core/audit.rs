@@ -31,6 +31,8 @@ pub struct Audit {
     /// The upstream's `auth` mode, and how the call's credential was come by.
     pub(super) upstream_auth: Option<&'static str>,
     pub(super) credential: Option<&'static str>,
+    /// The meta-tool the call came through (`call_tool`), if any.
+    pub via: Option<&'static str>,
 }
 
 impl Audit {
@@ -46,6 +48,7 @@ impl Audit {
             cached: false,
             upstream_auth: None,
             credential: None,
+            via: None,
         }
     }
 
@@ -112,6 +115,7 @@ impl Audit {
                 upstream_auth: self.upstream_auth,
                 credential: self.credential,
                 subject: tenant.subject.as_deref(),
+                via: self.via,
             });
             return;
         }
@@ -130,6 +134,7 @@ impl Audit {
             upstream_auth = self.upstream_auth,
             credential = self.credential,
             subject = tenant.subject.as_deref(),
+            via = self.via,
             "tool call"
         );
     }

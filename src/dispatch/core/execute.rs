@@ -281,6 +281,29 @@ impl Dispatcher {
         Ok((up, entry))
     }
 
+    /// Why a tool name this tenant does not find may be one it cannot see
+    /// yet: its upstream acts for the user and could not be listed with
+    /// this caller's credential (`{upstream}__{tool}` or an mcpId names
+    /// it). The reason is the answer, never an unknown tool.
+    pub(in crate::dispatch) fn unlisted(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+    ) -> Option<GatewayError> {
+        let owner = crate::protocol::mcpid::upstream_of(&self.inner.gateway_id, name)
+            .map(str::to_owned)
+            .or_else(|| name.split_once("__").map(|(u, _)| u.to_owned()))?;
+        if !tenant.sees(&owner) {
+            return None;
+        }
+        let up = self.upstream(&owner)?;
+        let error = up.unlisted_error(tenant.user.as_ref())?;
+        Some(GatewayError::Upstream {
+            upstream: up.name.clone(),
+            error,
+        })
+    }
+
     /// The upstream a namespaced id names, if this tenant sees it. Anything
     /// else (another gateway's, another tenant's) is one and the same error.
     fn resolve(&self, tenant: &Tenant, id: &str) -> Result<Arc<Upstream>, GatewayError> {

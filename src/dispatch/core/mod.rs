@@ -454,29 +454,6 @@ impl Dispatcher {
             .collect()
     }
 
-    /// Why a tool name this tenant does not find may be one it cannot see
-    /// yet: its upstream acts for the user and could not be listed with
-    /// this caller's credential (`{upstream}__{tool}` or an mcpId names
-    /// it). The reason is the answer, never an unknown tool.
-    pub(in crate::dispatch) fn unlisted(
-        &self,
-        tenant: &Tenant,
-        name: &str,
-    ) -> Option<GatewayError> {
-        let owner = crate::protocol::mcpid::upstream_of(&self.inner.gateway_id, name)
-            .map(str::to_owned)
-            .or_else(|| name.split_once("__").map(|(u, _)| u.to_owned()))?;
-        if !tenant.sees(&owner) {
-            return None;
-        }
-        let up = self.upstream(&owner)?;
-        let error = up.unlisted_error(tenant.user.as_ref())?;
-        Some(GatewayError::Upstream {
-            upstream: up.name.clone(),
-            error,
-        })
-    }
-
     /// Runs `f` over the upstreams a tenant sees, in its configured order,
     /// without gathering them (a face's hot path walks them once).
     pub(in crate::dispatch) fn visit_upstreams_of<R>(
@@ -548,6 +525,17 @@ impl Dispatcher {
     /// The parts share the catalogs' buffers: a listing costs what writing its
     /// bytes costs, and nothing is copied to build it.
     pub fn listing(&self, tenant: &Tenant, kind: Kind) -> Vec<Bytes> {
+        self.listing_where(tenant, kind, None)
+    }
+
+    /// [`Self::listing`] of the tools `keep` matches alone (a search
+    /// listing's `always`), when given.
+    pub fn listing_where(
+        &self,
+        tenant: &Tenant,
+        kind: Kind,
+        keep: Option<&dyn Fn(&str) -> bool>,
+    ) -> Vec<Bytes> {
         let catalogs: Vec<_> = self
             .upstreams_of(tenant)
             .into_iter()
@@ -579,12 +567,12 @@ impl Dispatcher {
                 continue;
             }
             let bytes = catalog.listing_bytes(kind);
-            if policy.is_none() && curation.is_none() {
+            if policy.is_none() && curation.is_none() && keep.is_none() {
                 push(&mut parts, bytes);
                 continue;
             }
             for (id, range) in &listing.items {
-                if !policy.is_none_or(|p| p.allows(id)) {
+                if !policy.is_none_or(|p| p.allows(id)) || !keep.is_none_or(|k| k(id)) {
                     continue;
                 }
                 match curation.filter(|c| c.renders_v1(id)) {

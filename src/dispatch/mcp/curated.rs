@@ -32,6 +32,11 @@ impl Names {
         self.by_name.get(name).cloned()
     }
 
+    /// The name `tool` is listed under, where it is not its default.
+    pub fn name_of(&self, tool: &FaceTool) -> Option<&str> {
+        self.renamed.get(&tool.id).map(|n| &**n)
+    }
+
     /// `text`, the tool's listing entry, as the tenant sees it.
     pub fn write(&self, out: &mut String, curation: &Curation, tool: &FaceTool, text: &str) {
         let name = self.renamed.get(&tool.id);
@@ -116,8 +121,15 @@ impl ModelContext<'_> {
         let rest = tools.iter().filter(|t| overridden(t).is_none());
         // A bare name is a tool's when no other tool of the tenant has it.
         let mut bare: HashMap<&str, usize> = HashMap::new();
+        // A meta-tool's name keeps its prefix while the meta-tools exist.
+        let searches = curation.discovery.as_ref().is_some_and(|d| d.searches());
+        let meta = |own: &&str| searches && crate::config::curation::META_TOOLS.contains(own);
         if curation.bare_names {
-            for own in rest.clone().filter_map(|t| t.own.as_deref()) {
+            for own in rest
+                .clone()
+                .filter_map(|t| t.own.as_deref())
+                .filter(|o| !meta(o))
+            {
                 *bare.entry(own).or_default() += 1;
             }
         }

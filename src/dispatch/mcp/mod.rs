@@ -45,6 +45,7 @@ macro_rules! holds {
 mod answer;
 mod asking;
 mod curated;
+mod discovery;
 mod face_index;
 mod listen;
 mod prompts;

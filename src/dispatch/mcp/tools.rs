@@ -166,7 +166,10 @@ impl ModelContext<'_> {
         })
     }
 
-    /// `tools/list`: each tool the tenant sees, as its catalog's index wrote it.
+    /// `tools/list`: each tool the tenant sees, as its catalog's index wrote
+    /// it; with discovery, a search listing (the meta-tools and the tools
+    /// `always` names) where the mode asks for one, and what was listed in
+    /// `_meta`.
     pub(super) async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
         let mut out = String::from(r#"{"tools":["#);
         let mut first = true;
@@ -177,12 +180,33 @@ impl ModelContext<'_> {
             }
             None => None,
         };
+        let discovery = match curated.as_ref().and_then(|(c, _)| c.discovery.as_ref()) {
+            Some(d) => {
+                let visible = self.visible_tools(tenant).await;
+                Some((d, visible, d.lists_search(visible)))
+            }
+            None => None,
+        };
+        // A search listing: the meta-tools, then only the tools `always` names.
+        let always = match discovery {
+            Some((d, _, true)) => {
+                out.push_str(&self.meta_entries(d));
+                first = false;
+                Some(d.always.as_ref())
+            }
+            _ => None,
+        };
         self.each_index(tenant, Kind::Tool, |_, index| {
             for listed in &index.listed {
                 if !tenant
                     .policy
                     .as_ref()
                     .is_none_or(|p| p.allows(&listed.tool.id))
+                {
+                    continue;
+                }
+                if let Some(always) = always
+                    && !always.is_some_and(|a| a.is_match(&*listed.tool.id))
                 {
                     continue;
                 }
@@ -201,7 +225,15 @@ impl ModelContext<'_> {
             }
         })
         .await;
-        out.push_str("]}");
+        out.push(']');
+        if let Some((_, visible, search)) = discovery {
+            let mode = if search { "search" } else { "direct" };
+            out.push_str(&format!(
+                r#","_meta":{{"{}":{{"mode":"{mode}","visible":{visible}}}}}"#,
+                crate::dispatch::discovery::DISCOVERY_META
+            ));
+        }
+        out.push('}');
         Out::Written(out)
     }
 
@@ -261,7 +293,26 @@ impl ModelContext<'_> {
         via: Via<'_>,
         started: std::time::Instant,
     ) -> Built {
+        if let Some(meta) = self.meta_call(tenant, call, era, via, started).await {
+            return meta;
+        }
+        self.call_named_through(tenant, call, era, via, started, None)
+            .await
+    }
+
+    /// [`Self::call_named`] of a tool, not a meta-tool; `through`: the
+    /// meta-tool it came through (`call_tool`), for the audit line.
+    pub(super) async fn call_named_through(
+        &self,
+        tenant: &Tenant,
+        call: Call<'_>,
+        era: Era,
+        via: Via<'_>,
+        started: std::time::Instant,
+        through: Option<&'static str>,
+    ) -> Built {
         let mut audit = Audit::new(crate::dispatch::PROTOCOL_MCP);
+        audit.via = through;
         let (tool, result) = match self.run_named(tenant, call, era, via, &mut audit).await {
             Ok(Ran::Called(tool, result)) => (tool, result),
             Ok(Ran::Task(created)) => {
