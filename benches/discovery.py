@@ -65,8 +65,11 @@ def main():
         bodies = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "search_tools", "arguments": {"query": q}}}).encode() for q in ASKED]
         first = time.perf_counter()
-        post(port, "ks", json.loads(bodies[0]))
+        answer = json.loads(post(port, "ks", json.loads(bodies[0])))
         print(f"first search (builds the index): {(time.perf_counter() - first) * 1000:.1f} ms")
+        found = answer["result"]["structuredContent"]["tools"]
+        assert found, answer
+        print(f"{ASKED[0]!r}: {', '.join(t['name'] for t in found)}")
         clients = [KeepAlive(("127.0.0.1", port), "ks", b, HEADERS) for b in bodies]
         took = []
         for i in range(QUERIES):

@@ -127,10 +127,11 @@ impl<'a> V1<'a> {
                     Ok((id, arguments)) => {
                         // A meta-tool answers only where curation asks for discovery.
                         let meta = match tenant.curation.is_some() {
+                            // Boxed: other calls carry none of its state.
                             true => {
-                                super::v1_discovery::execute(
+                                Box::pin(super::v1_discovery::execute(
                                     self.core, tenant, &id, arguments, &mut audit,
-                                )
+                                ))
                                 .await
                             }
                             false => None,

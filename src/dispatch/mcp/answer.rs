@@ -138,7 +138,7 @@ impl ModelContext<'_> {
         started: std::time::Instant,
     ) -> Built {
         match method {
-            "tools/call" => return self.call_named(tenant, call, era, via, started).await,
+            "tools/call" => return self.call_named(tenant, call, era, via, started, None).await,
             "tools/list" => return Ok(self.list_tools(tenant, era).await),
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
                 return self

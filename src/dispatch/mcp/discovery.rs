@@ -299,15 +299,9 @@ impl ModelContext<'_> {
         params.insert("arguments".into(), inner_args);
         let raw = serde_json::value::to_raw_value(&params).ok()?;
         let scanned = Scanned::of("tools/call", Some(Json::from(&*raw)));
-        let built = Box::pin(self.call_named_through(
-            tenant,
-            scanned.call,
-            era,
-            via,
-            started,
-            Some("call_tool"),
-        ))
-        .await;
+        let built =
+            Box::pin(self.call_named(tenant, scanned.call, era, via, started, Some("call_tool")))
+                .await;
         let outcome = match &built {
             Ok(Out::ToolError(_)) => "tool_error",
             Ok(_) => "ok",

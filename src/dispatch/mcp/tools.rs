@@ -285,24 +285,9 @@ impl ModelContext<'_> {
 
     /// `tools/call`: the tool the tenant's listing names, run as
     /// `mcp/executeTool` runs it; audited whether it ran or was refused.
+    /// `through`: the meta-tool the call came through (`call_tool`), for
+    /// the audit line; `None` for a client's own call.
     pub(super) async fn call_named(
-        &self,
-        tenant: &Tenant,
-        call: Call<'_>,
-        era: Era,
-        via: Via<'_>,
-        started: std::time::Instant,
-    ) -> Built {
-        if let Some(meta) = self.meta_call(tenant, call, era, via, started).await {
-            return meta;
-        }
-        self.call_named_through(tenant, call, era, via, started, None)
-            .await
-    }
-
-    /// [`Self::call_named`] of a tool, not a meta-tool; `through`: the
-    /// meta-tool it came through (`call_tool`), for the audit line.
-    pub(super) async fn call_named_through(
         &self,
         tenant: &Tenant,
         call: Call<'_>,
@@ -311,6 +296,14 @@ impl ModelContext<'_> {
         started: std::time::Instant,
         through: Option<&'static str>,
     ) -> Built {
+        // Boxed, and only for a tenant whose meta-tools exist: every other
+        // call's future carries none of its state.
+        if through.is_none()
+            && self.searches(tenant).is_some()
+            && let Some(meta) = Box::pin(self.meta_call(tenant, call, era, via, started)).await
+        {
+            return meta;
+        }
         let mut audit = Audit::new(crate::dispatch::PROTOCOL_MCP);
         audit.via = through;
         let (tool, result) = match self.run_named(tenant, call, era, via, &mut audit).await {
