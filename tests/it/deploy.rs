@@ -82,7 +82,7 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
     // series exist too; and an upstream with a child per session.
     let redis = crate::support::Redis::start();
     let yaml = format!(
-        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\n  cred: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{client_credentials: {{token_url: \"http://127.0.0.1:9/token\", client_id: c, client_secret: s}}}}}}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1, tools: {{discovery: {{mode: auto, threshold: 1000}}}}}}\n",
+        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\n  cred: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{client_credentials: {{token_url: \"http://127.0.0.1:9/token\", client_id: c, client_secret: s}}}}}}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n  b: {{api_keys: [kb], upstreams: [s], tools: {{discovery: {{mode: auto, threshold: 1000}}}}}}\n",
         redis.url(),
         stdio_upstream("s", &[]),
         crate::support::sdk_stdio().replace("timeout_ms: 1000}", "per_session: true}"),
@@ -107,14 +107,15 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
         ),
     )
     .await;
-    // Discovery's series: a search that finds, one that does not, a call.
+    // Discovery's series (tenant b: a's one call at a time is another
+    // test's): a search that finds, one that does not, a call.
     for query in ["echo", "zebra"] {
         let search = "mcp://gw/~discovery/tool/search_tools";
-        gw.execute("ka", search, json!({"query": query})).await;
+        gw.execute("kb", search, json!({"query": query})).await;
     }
     let call = "mcp://gw/~discovery/tool/call_tool";
     gw.execute(
-        "ka",
+        "kb",
         call,
         json!({"name": "mcp://gw/s/s/tools/echo:v1", "arguments": {"text": "x"}}),
     )
