@@ -76,19 +76,6 @@ impl Parties {
     }
 }
 
-/// A new P-256 key, PKCS#8 PEM.
-fn p256_pem() -> String {
-    use base64::Engine;
-    let rng = ring::rand::SystemRandom::new();
-    let der = ring::signature::EcdsaKeyPair::generate_pkcs8(
-        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-        &rng,
-    )
-    .unwrap();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
-    format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n")
-}
-
 fn whoami(r: &Value) -> Value {
     let text = r["result"]["output"]["content"][0]["text"]
         .as_str()
@@ -96,23 +83,10 @@ fn whoami(r: &Value) -> Value {
     serde_json::from_str(text).unwrap()
 }
 
-/// `tools/call` of the Model Context Protocol's face (stateless, the
-/// handshake era) with this bearer token.
+/// `tools/call` of the Model Context Protocol's face with this bearer token.
 async fn mcp_call(gw: &Gateway, token: &str, name: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": name, "arguments": {}}});
-    let resp = gw
-        .client
-        .post(&gw.url)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    serde_json::from_str(&resp.text().await.unwrap()).unwrap()
+    let params = json!({"name": name, "arguments": {}});
+    mcp_request(gw, token, "tools/call", params).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

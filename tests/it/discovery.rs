@@ -22,22 +22,8 @@ fn config(threshold: usize) -> String {
     )
 }
 
-/// A request of the Model Context Protocol's face (handshake era, served
-/// statelessly), its answer whole.
 async fn mcp(gw: &Gateway, key: &str, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let resp = gw
-        .client
-        .post(&gw.url)
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    serde_json::from_str(&resp.text().await.unwrap()).unwrap()
+    mcp_request(gw, key, method, params).await
 }
 
 async fn search(gw: &Gateway, key: &str, query: &str) -> Value {

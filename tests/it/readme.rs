@@ -461,20 +461,6 @@ fn the_host_configs_reach_the_gateway_both_ways() {
     assert!(p.terminate().success());
 }
 
-/// A new P-256 key, PKCS#8 PEM (what `openssl genpkey -algorithm EC
-/// -pkeyopt ec_paramgen_curve:P-256` writes).
-fn signing_key() -> String {
-    use base64::Engine;
-    let rng = ring::rand::SystemRandom::new();
-    let der = ring::signature::EcdsaKeyPair::generate_pkcs8(
-        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-        &rng,
-    )
-    .unwrap();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
-    format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n")
-}
-
 #[test]
 fn the_readme_config_is_valid() {
     struct Env;
@@ -483,7 +469,7 @@ fn the_readme_config_is_valid() {
             match name {
                 "ACME_KEY" => Some("a-key".into()),
                 "SEARCH_SECRET" | "TICKETS_SECRET" => Some("a-client-secret".into()),
-                "SIGNING_KEY" => Some(signing_key()),
+                "SIGNING_KEY" => Some(crate::support::p256_pem()),
                 "SESSION_SECRET" => Some("a-session-secret-of-at-least-32-characters".into()),
                 _ => None,
             }

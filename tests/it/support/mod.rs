@@ -556,3 +556,35 @@ pub async fn heard(stream: &mut reqwest::Response, until: &str) -> Vec<String> {
     })
     .await
 }
+
+/// A request of the Model Context Protocol's face (handshake era, served
+/// statelessly) with this bearer token: its answer whole.
+pub async fn mcp_request(gw: &Gateway, key: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let resp = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    serde_json::from_str(&resp.text().await.unwrap()).unwrap()
+}
+
+/// A new P-256 key, PKCS#8 PEM (what `openssl genpkey -algorithm EC
+/// -pkeyopt ec_paramgen_curve:P-256` writes).
+pub fn p256_pem() -> String {
+    use base64::Engine;
+    let rng = ring::rand::SystemRandom::new();
+    let der = ring::signature::EcdsaKeyPair::generate_pkcs8(
+        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &rng,
+    )
+    .unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+    format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n")
+}
