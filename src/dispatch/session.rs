@@ -188,6 +188,8 @@ pub struct Session {
     /// Resources the handshake era's `resources/subscribe` asked for (and
     /// the tenant can read), within its subscription budget.
     subscribed: Arc<Mutex<Subscribed>>,
+    /// The tools a client of the Model Context Protocol loaded (`load_tools`).
+    loaded: Arc<crate::dispatch::discovery::loaded::LoadedHere>,
     /// The level a handshake-era client set with `logging/setLevel`: its
     /// calls' log lines reach it at that level and above.
     log_level: Option<mcp::LogLevel>,
@@ -260,6 +262,7 @@ impl Session {
             calls: HashMap::new(),
             subscribed: Arc::default(),
             can: mcp::ClientCan::default(),
+            loaded: Arc::default(),
             scope: session_scope(),
         }
     }
@@ -400,6 +403,7 @@ impl Session {
         let owned = raw.to_owned();
         let reports = self.face == Face::ModelContext;
         let asking = asked.then(|| (self.scope.clone(), self.can));
+        let loaded = reports.then(|| self.loaded.clone());
         let handle = self.inflight.spawn(
             async move {
                 // The tenant's concurrency slot is held until the answer is
@@ -413,6 +417,9 @@ impl Session {
                     progress: reports.then_some(mcp::Outlet::Session(&out)),
                     asks: asking.as_ref(),
                     place: Some(&place),
+                    tools: loaded
+                        .as_deref()
+                        .map(|l| l as &dyn crate::dispatch::discovery::loaded::SessionTools),
                     ..via
                 };
                 let (reply, line) = respond_traced(&dispatcher, &tenant, &owned, trace, via).await;
@@ -445,6 +452,7 @@ impl Session {
             asks: None,
             scanned: None,
             place: None,
+            tools: None,
         };
         match classify(raw) {
             Incoming::Request { id, method, params } => {

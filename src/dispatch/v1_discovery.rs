@@ -60,6 +60,8 @@ pub async fn execute(
     let args: Value = serde_json::from_str(arguments.get()).unwrap_or(Value::Null);
     let tool_error = |why: String| Err(GatewayError::InvalidArguments(why));
     match meta {
+        // MCP v1.0 has no sessions that could hold loaded tools.
+        Meta::Load => None,
         Meta::Search => {
             audit.refused(Some(id), Some(arguments));
             let args = match SearchArgs::read(&args, d) {

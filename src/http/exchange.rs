@@ -212,7 +212,12 @@ async fn one_message(
             || (method == "tools/call"
                 && s.mcp_sessions.is_some()
                 && mirrored.session.is_some()
-                && mcp::ModelContext::new(&s.dispatcher).logs_during(tenant, *params)))
+                && mcp::ModelContext::new(&s.dispatcher).logs_during(tenant, *params))
+            // A load changes the session's listing: the client hears it first.
+            || (method == "tools/call"
+                && s.mcp_sessions.is_some()
+                && mirrored.session.is_some()
+                && mcp::ModelContext::new(&s.dispatcher).loads_tools(tenant, *params)))
     {
         return Exchange::Streamed;
     }
@@ -259,10 +264,15 @@ async fn one_message(
     let mut in_flight = None;
     let mut asks = None;
     let mut log_level = None;
+    let mut loads = None;
     if let Some(sessions) = &s.mcp_sessions {
         match handshake_session(s, sessions, tenant, &message, scanned.as_ref(), &mirrored).await {
             SessionStep::None => {}
             SessionStep::Known(opened) => {
+                loads = Some(super::session_tools::SessionLoads {
+                    sessions,
+                    opened: opened.clone(),
+                });
                 let session = mirrored.session.unwrap_or_default();
                 let can = mcp::ClientCan(opened.can);
                 if progress.is_some() && can.any() {
@@ -325,6 +335,9 @@ async fn one_message(
         asks: asks.as_ref(),
         scanned: scanned.as_ref(),
         place: Some(&place),
+        tools: loads
+            .as_ref()
+            .map(|l| l as &dyn dispatch::discovery::loaded::SessionTools),
     };
     let (out, _, status) = match &mut in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
@@ -544,6 +557,7 @@ async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirro
         asks: None,
         scanned: None,
         place: None,
+        tools: None,
     };
     let replies = join_all(
         items

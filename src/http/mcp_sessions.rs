@@ -66,8 +66,8 @@ pub struct Opened(Arc<Sealed>);
 #[derive(Debug)]
 pub struct Sealed {
     pub nonce: Arc<str>,
-    expires: u64,
-    tenant: Arc<str>,
+    pub(super) expires: u64,
+    pub(super) tenant: Arc<str>,
     pub revision: Arc<str>,
     /// What its client declared it answers (`mcp::ClientCan`'s bits).
     pub can: u8,
@@ -92,17 +92,19 @@ pub enum Refused {
     StoreDown,
 }
 
-struct Record {
+pub(super) struct Record {
     expires: u64,
     ended: bool,
     subscribed: Subscribed,
     /// The level its client set with `logging/setLevel`.
     level: Option<LogLevel>,
+    /// The ids of the tools it loaded (`load_tools`), oldest first.
+    pub(super) loaded: Vec<String>,
 }
 
 /// One tenant's records, by nonce.
 #[derive(Default)]
-struct Records(HashMap<String, Record>);
+pub(super) struct Records(pub(super) HashMap<String, Record>);
 
 /// Session ids of one tenant whose tag was checked, with what they open:
 /// a request in a session finds its id here instead of computing an HMAC
@@ -235,7 +237,7 @@ impl McpSessions {
     }
 
     /// `tenant`'s records, if it has any.
-    fn records(&self, tenant: &str) -> Option<Arc<Mutex<Records>>> {
+    pub(super) fn records(&self, tenant: &str) -> Option<Arc<Mutex<Records>>> {
         self.tenants.get(tenant).map(|r| r.clone())
     }
 
@@ -393,7 +395,7 @@ impl McpSessions {
 
     /// Changes the session's record (made first, with room made for it in
     /// its tenant's records); `f` says whether the change was kept.
-    fn keep<T>(
+    pub(super) fn keep<T>(
         &self,
         s: &Opened,
         f: impl FnOnce(&mut Record) -> Result<T, Refused>,
@@ -418,10 +420,15 @@ impl McpSessions {
                 ended: false,
                 subscribed: Subscribed::default(),
                 level: None,
+                loaded: Vec::new(),
             });
         let kept = f(record);
         // A record that keeps nothing is not kept.
-        if !record.ended && record.subscribed.is_empty() && record.level.is_none() {
+        if !record.ended
+            && record.subscribed.is_empty()
+            && record.level.is_none()
+            && record.loaded.is_empty()
+        {
             records.0.remove(&*s.nonce);
         }
         kept
@@ -434,6 +441,7 @@ impl McpSessions {
             r.ended = true;
             r.subscribed.clear();
             r.level = None;
+            r.loaded.clear();
             Ok(())
         })
     }

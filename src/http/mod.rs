@@ -17,6 +17,7 @@ mod refusal;
 mod request_id;
 pub mod serve;
 pub mod session;
+mod session_tools;
 mod state;
 mod streamed;
 

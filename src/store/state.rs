@@ -22,6 +22,35 @@ impl Store {
         self.key(&["level", nonce])
     }
 
+    fn loaded_key(&self, nonce: &str) -> String {
+        self.key(&["loaded", nonce])
+    }
+
+    /// The ids of the tools a session loaded (a JSON array), kept until the
+    /// session would have expired.
+    pub async fn set_loaded(
+        &self,
+        nonce: &str,
+        ids: &str,
+        expires_unix: u64,
+    ) -> Result<(), StoreError> {
+        let ttl = expires_unix.saturating_sub(crate::auth::now()).max(1);
+        self.query(
+            redis::cmd("SET")
+                .arg(self.loaded_key(nonce))
+                .arg(ids)
+                .arg("EX")
+                .arg(ttl),
+        )
+        .await
+    }
+
+    /// The ids the session with this nonce loaded (on any replica), if any.
+    pub async fn loaded(&self, nonce: &str) -> Result<Option<String>, StoreError> {
+        self.query(redis::cmd("GET").arg(self.loaded_key(nonce)))
+            .await
+    }
+
     /// The log level a session's client set, kept until the session would
     /// have expired.
     pub async fn set_level(

@@ -82,7 +82,8 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
     // series exist too; and an upstream with a child per session.
     let redis = crate::support::Redis::start();
     let yaml = format!(
-        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\n  cred: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{client_credentials: {{token_url: \"http://127.0.0.1:9/token\", client_id: c, client_secret: s}}}}}}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n  b: {{api_keys: [kb], upstreams: [s], tools: {{discovery: {{mode: auto, threshold: 1000}}}}}}\n",
+        "gateway: {{id: gw, session_secret: {:?}, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\n  loc: {}\n  cred: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{client_credentials: {{token_url: \"http://127.0.0.1:9/token\", client_id: c, client_secret: s}}}}}}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n  b: {{api_keys: [kb], upstreams: [s], tools: {{discovery: {{mode: auto, threshold: 1000}}}}}}\n",
+        "s".repeat(40),
         redis.url(),
         stdio_upstream("s", &[]),
         crate::support::sdk_stdio().replace("timeout_ms: 1000}", "per_session: true}"),
@@ -120,6 +121,24 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
         json!({"name": "mcp://gw/s/s/tools/echo:v1", "arguments": {"text": "x"}}),
     )
     .await;
+    // A load, in a handshake-era session.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let post = reqwest::Method::POST;
+    let opened = crate::support::session_request(&gw, post.clone(), "kb", None, Some(init)).await;
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let load = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "load_tools", "arguments": {"names": ["mcp://gw/s/s/tools/echo:v1"]}}});
+    let at = Some((session.as_str(), Some("2025-11-25")));
+    let loaded = crate::support::session_request(&gw, post, "kb", at, Some(load)).await;
+    let loaded = loaded.text().await.unwrap();
+    assert!(
+        loaded.contains(r#""structuredContent":{"loaded":["#),
+        "{loaded}"
+    );
     gw.execute("ka", "mcp://gw/s/s/tools/crash", json!({}))
         .await;
     gw.wait_ready(&["s"]).await;

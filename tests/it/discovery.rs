@@ -16,7 +16,7 @@ fn config(threshold: usize) -> String {
     let server = root().join("tests/fixtures/catalog_server.py");
     format!(
         "gateway: {{id: gw}}\nupstreams:\n  cat: {{stdio: {{command: {python:?}, args: [{server:?}]}}, protocol: modelcontextprotocol, timeout_ms: 20000}}\n\
-         tenants:\n  direct: {{api_keys: [kx], upstreams: [cat]}}\n  search:\n    api_keys: [ks]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: search, always: [\"mcp://gw/cat/tool/weather_*\"]}}\n\
+         tenants:\n  direct: {{api_keys: [kx], upstreams: [cat]}}\n  search:\n    api_keys: [ks]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: search, always: [\"mcp://gw/cat/tool/weather_*\"], max_loaded: 2}}\n\
          \x20 auto:\n    api_keys: [ka]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: auto, threshold: {threshold}}}\n\
          \x20 denied:\n    api_keys: [kd]\n    upstreams: [cat]\n    tools:\n      deny: [\"mcp://gw/cat/tool/github_*\"]\n      discovery: {{mode: search}}\n"
     )
@@ -375,5 +375,281 @@ async fn sdk_clients_of_both_eras_search_and_call() {
         assert_eq!(said["tool"], "email_send_message", "{era}");
         assert_eq!(said["arguments"]["to"], "a@b");
     }
+    gw.stop().await;
+}
+
+/// The config with handshake-era sessions over HTTP (`session_secret`).
+fn with_sessions(threshold: usize) -> String {
+    config(threshold).replacen(
+        "gateway: {id: gw}",
+        &format!("gateway: {{id: gw, session_secret: {:?}}}", "s".repeat(40)),
+        1,
+    )
+}
+
+fn listed_names(listing: &Value) -> Vec<String> {
+    listing["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listing}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What a session does with load_tools: listed with the other meta-tools;
+/// a load adds found tools to its listing (by name or mcpId), the
+/// earliest dropped past `max_loaded` (2), and the client hears the
+/// listing change; a name it cannot call refuses the whole load; `[]`
+/// with `replace` clears.
+const LOADING: &str = r#"[
+    {"op": "tools"},
+    {"op": "notified", "method": "notifications/tools/list_changed", "then": [
+        {"op": "call", "name": "load_tools", "arguments": {"names": ["cat__email_send_message", "mcp://gw/cat/tool/github_merge_pull_request"]}}]},
+    {"op": "tools"},
+    {"op": "call", "name": "load_tools", "arguments": {"names": ["cat__calendar_find_free_time"]}},
+    {"op": "call", "name": "load_tools", "arguments": {"names": ["cat__slack_send_message", "cat__made_up"]}},
+    {"op": "tools"},
+    {"op": "call", "name": "load_tools", "arguments": {"names": [], "replace": true}},
+    {"op": "tools"}
+]"#;
+
+fn check_loading(how: &str, answers: &[Value]) {
+    let first = listed_names(&answers[0]);
+    assert_eq!(
+        first[..3],
+        ["search_tools", "call_tool", "load_tools"],
+        "{how}"
+    );
+    assert!(
+        !first.iter().any(|n| n == "cat__email_send_message"),
+        "{how}"
+    );
+    assert_eq!(
+        answers[1]["notified"], "notifications/tools/list_changed",
+        "{how}"
+    );
+    let loaded = listed_names(&answers[2]);
+    for name in ["cat__email_send_message", "cat__github_merge_pull_request"] {
+        assert!(
+            loaded.iter().any(|n| n == name),
+            "{how}: {name} in {loaded:?}"
+        );
+    }
+    // The loaded tool is listed as the direct listing lists it.
+    assert_eq!(
+        answers[3]["structuredContent"]["loaded"],
+        json!([
+            "cat__github_merge_pull_request",
+            "cat__calendar_find_free_time"
+        ]),
+        "{how}: {:?}",
+        answers[3]
+    );
+    assert_eq!(answers[4]["isError"], true, "{how}: {:?}", answers[4]);
+    assert_eq!(
+        answers[4]["content"][0]["text"], "unknown tool: cat__made_up",
+        "{how}"
+    );
+    let after = listed_names(&answers[5]);
+    assert!(
+        !after.iter().any(|n| n == "cat__slack_send_message"),
+        "{how}: all or nothing"
+    );
+    assert!(
+        !after.iter().any(|n| n == "cat__email_send_message"),
+        "{how}: past max_loaded"
+    );
+    assert!(
+        after.iter().any(|n| n == "cat__calendar_find_free_time"),
+        "{how}"
+    );
+    assert_eq!(
+        answers[6]["structuredContent"]["loaded"],
+        json!([]),
+        "{how}"
+    );
+    let cleared = listed_names(&answers[7]);
+    assert!(
+        !cleared.iter().any(|n| n.starts_with("cat__calendar")),
+        "{how}"
+    );
+}
+
+/// A handshake-era session over HTTP and `mcp-gateway stdio`, each with
+/// the official Python SDK's client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_load_found_tools_into_their_listing() {
+    let yaml = with_sessions(40);
+    let gw = Gateway::start(&yaml).await;
+    gw.wait_ready(&["cat"]).await;
+    let steps: Value = serde_json::from_str(LOADING).unwrap();
+    let (_, answers) = sdk_client(&gw, "ks", "legacy", steps.clone()).await;
+    check_loading("http session", &answers);
+    let loaded = metric(
+        &gw.metrics().await,
+        "mcp_gateway_discovery_loaded_total{tenant=\"search\"}",
+    );
+    assert_eq!(
+        loaded,
+        Some(3.0),
+        "two, then one: the refused load counts none"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let args = vec![
+        "legacy".to_owned(),
+        "stdio".to_owned(),
+        BIN.to_owned(),
+        file.display().to_string(),
+        "search".to_owned(),
+    ];
+    let (_, answers) = sdk_client_with(args, json!({"steps": steps})).await;
+    check_loading("stdio", &answers);
+    gw.stop().await;
+}
+
+/// Without a session there is nowhere to keep what a load adds:
+/// load_tools is neither listed nor callable (-32602, as an unknown tool),
+/// and a denied tool cannot be loaded in a session either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_tools_needs_a_session_and_a_visible_tool() {
+    let gw = Gateway::start(&with_sessions(40)).await;
+    gw.wait_ready(&["cat"]).await;
+    let listing = mcp(&gw, "ks", "tools/list", json!({})).await;
+    let names = listed_names(&listing["result"]);
+    assert_eq!(names[..2], ["search_tools", "call_tool"]);
+    assert!(!names.iter().any(|n| n == "load_tools"), "{names:?}");
+    let refused = mcp(
+        &gw,
+        "ks",
+        "tools/call",
+        json!({"name": "load_tools", "arguments": {"names": ["cat__email_send_message"]}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let steps = json!([
+        {"op": "call", "name": "load_tools", "arguments": {"names": ["cat__github_merge_pull_request"]}},
+        {"op": "call", "name": "load_tools", "arguments": {"names": ["mcp://gw/cat/tool/github_merge_pull_request"]}},
+        {"op": "call", "name": "load_tools", "arguments": {"names": "cat__email_send_message"}},
+    ]);
+    let (_, answers) = sdk_client(&gw, "kd", "legacy", steps).await;
+    for (answer, text) in answers.iter().zip([
+        "unknown tool: cat__github_merge_pull_request",
+        "unknown tool: mcp://gw/cat/tool/github_merge_pull_request",
+    ]) {
+        assert_eq!(answer["isError"], true, "{answer}");
+        assert_eq!(answer["content"][0]["text"], text);
+    }
+    assert_eq!(
+        answers[2]["isError"], true,
+        "bad arguments are a tool error: {:?}",
+        answers[2]
+    );
+    gw.stop().await;
+}
+
+/// The JSON-RPC answer in a body that is JSON or an event stream.
+async fn answer_of(response: reqwest::Response) -> Value {
+    let text = response.text().await.unwrap();
+    let line = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|l| l.contains("\"id\""))
+        .unwrap_or(&text)
+        .to_owned();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// With a store, what a session loaded on one replica is in its listing
+/// on another: replicas behind one Service act as one gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lists_what_it_loaded_on_any_replica() {
+    let redis = Redis::start();
+    let yaml = with_sessions(40).replacen(
+        "session_secret:",
+        &format!("store: {{url: {:?}}}, session_secret:", redis.url()),
+        1,
+    );
+    let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
+    one.wait_ready(&["cat"]).await;
+    two.wait_ready(&["cat"]).await;
+    let version = "2025-11-25";
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let opened = session_request(&one, reqwest::Method::POST, "ks", None, Some(init)).await;
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let at = Some((session.as_str(), Some(version)));
+    let load = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "load_tools", "arguments": {"names": ["cat__maps_get_directions"]}}});
+    let loaded =
+        answer_of(session_request(&one, reqwest::Method::POST, "ks", at, Some(load)).await).await;
+    assert_eq!(
+        loaded["result"]["structuredContent"]["loaded"],
+        json!(["cat__maps_get_directions"]),
+        "{loaded}"
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    for gw in [&one, &two] {
+        let listing = answer_of(
+            session_request(gw, reqwest::Method::POST, "ks", at, Some(list.clone())).await,
+        )
+        .await;
+        let names = listed_names(&listing["result"]);
+        assert!(
+            names.iter().any(|n| n == "cat__maps_get_directions"),
+            "{names:?}"
+        );
+    }
+    one.stop().await;
+    two.stop().await;
+}
+
+/// `auto` decides at every listing: a reload that takes the catalog past
+/// the threshold is announced to open streams, and the next listing is a
+/// search listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossing_the_threshold_is_announced() {
+    let python = venv().join("bin/python");
+    let server = root().join("tests/fixtures/catalog_server.py");
+    let yaml = |tools: usize| {
+        format!(
+            "gateway: {{id: gw}}\nupstreams:\n  cat: {{stdio: {{command: {python:?}, args: [{server:?}, \"{tools}\"]}}, protocol: modelcontextprotocol, timeout_ms: 20000}}\n\
+             tenants:\n  auto:\n    api_keys: [ka]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: auto, threshold: 10}}\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.yaml");
+    std::fs::write(&path, yaml(5)).unwrap();
+    let gw = start_watching(&path).await;
+    gw.wait_ready(&["cat"]).await;
+    let mode = |listing: &Value| listing["result"]["_meta"]["dev.mcp-gateway/discovery"].clone();
+    let under = mcp(&gw, "ka", "tools/list", json!({})).await;
+    assert_eq!(
+        mode(&under),
+        json!({"mode": "direct", "visible": 5}),
+        "{under}"
+    );
+    let mut stream = listen_for_tools(&gw, "ka").await;
+    std::fs::write(&path, yaml(30)).unwrap();
+    wait_reloads(&gw, "applied", 1.0).await;
+    let changed = "notifications/tools/list_changed";
+    assert!(
+        heard(&mut stream, changed)
+            .await
+            .contains(&changed.to_owned())
+    );
+    gw.wait_ready(&["cat"]).await;
+    let over = mcp(&gw, "ka", "tools/list", json!({})).await;
+    assert_eq!(
+        mode(&over),
+        json!({"mode": "search", "visible": 30}),
+        "{over}"
+    );
     gw.stop().await;
 }

@@ -1,13 +1,16 @@
 //! Progressive discovery (`tools.discovery`): a tenant whose listing would
 //! hold more tools than a model should read lists meta-tools instead, which
-//! search its tools (`search_tools`) and call one found (`call_tool`).
+//! search its tools (`search_tools`), call one found (`call_tool`) and,
+//! in a session, add found tools to the session's listing (`load_tools`).
 //! Search changes what is listed, never what is callable: every visible
 //! tool still answers its own name, after the same checks as ever.
 //!
 //! This module holds what both faces share: the meta-tools' ids and
-//! definitions, their arguments as read, and the search index (`index`).
+//! definitions, their arguments as read, the search index (`index`) and
+//! what a session loaded (`loaded`).
 
 pub mod index;
+pub mod loaded;
 
 use serde_json::{Value, json};
 
@@ -21,6 +24,8 @@ pub const DISCOVERY_META: &str = "dev.mcp-gateway/discovery";
 pub enum Meta {
     Search,
     Call,
+    /// Listed, and answering, only in sessions.
+    Load,
 }
 
 impl Meta {
@@ -28,6 +33,7 @@ impl Meta {
         match name {
             "search_tools" => Some(Meta::Search),
             "call_tool" => Some(Meta::Call),
+            "load_tools" => Some(Meta::Load),
             _ => None,
         }
     }
@@ -36,6 +42,7 @@ impl Meta {
         match self {
             Meta::Search => "search_tools",
             Meta::Call => "call_tool",
+            Meta::Load => "load_tools",
         }
     }
 
@@ -60,6 +67,9 @@ impl Meta {
             }
             Meta::Call => {
                 "Calls a tool found with search_tools, by its name (or mcpId), with its arguments: answers exactly what calling it directly answers."
+            }
+            Meta::Load => {
+                "Adds tools found with search_tools to your tool list for the rest of this session, by their names (or mcpIds), so that you can call them directly."
             }
         }
     }
@@ -89,40 +99,43 @@ impl Meta {
                 "required": ["name"],
                 "additionalProperties": false,
             }),
+            Meta::Load => json!({
+                "type": "object",
+                "properties": {
+                    "names": {"type": "array", "minItems": 1, "maxItems": loaded::MAX_NAMES,
+                              "items": {"type": "string", "minLength": 1},
+                              "description": "The tools' names, as search_tools gave them, or their mcpIds"},
+                    "replace": {"type": "boolean",
+                                "description": "Instead of the tools loaded so far ([] clears them)"},
+                },
+                "required": ["names"],
+                "additionalProperties": false,
+            }),
         }
     }
 
-    /// search_tools' result, for the Model Context Protocol's face.
+    /// search_tools' and load_tools' results, for the Model Context Protocol's face.
     fn output_schema(self) -> Option<Value> {
-        (self == Meta::Search).then(|| {
-            json!({
+        match self {
+            Meta::Search => Some(search_output()),
+            Meta::Load => Some(json!({
                 "type": "object",
-                "properties": {
-                    "tools": {"type": "array", "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string"},
-                            "mcpId": {"type": "string"},
-                            "title": {"type": "string"},
-                            "description": {"type": "string"},
-                            "score": {"type": "number"},
-                            "inputSchema": {"type": "object"},
-                            "outputSchema": {"type": "object"},
-                        },
-                        "required": ["name", "mcpId", "description", "score"],
-                    }},
-                    "visible": {"type": "integer", "minimum": 0},
-                },
-                "required": ["tools", "visible"],
-            })
-        })
+                "properties": {"loaded": {"type": "array", "items": {"type": "string"}}},
+                "required": ["loaded"],
+            })),
+            Meta::Call => None,
+        }
     }
 
     /// Its entry in the Model Context Protocol's `tools/list`.
     pub fn modelcontext_entry(self, gateway: &str, d: &Discovery) -> Value {
         let mut entry = json!({
             "name": self.name(),
-            "title": match self { Meta::Search => "Search tools", Meta::Call => "Call a tool" },
+            "title": match self {
+                Meta::Search => "Search tools",
+                Meta::Call => "Call a tool",
+                Meta::Load => "Load tools",
+            },
             "description": self.description(),
             "inputSchema": self.input_schema(d),
             "_meta": {"dev.mcp-gateway/mcpId": self.id(gateway)},
@@ -143,6 +156,30 @@ impl Meta {
             "outputSchema": {},
         })
     }
+}
+
+/// search_tools' result, as its `outputSchema` says it.
+fn search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tools": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "mcpId": {"type": "string"},
+                    "title": {"type": "string"},
+                    "description": {"type": "string"},
+                    "score": {"type": "number"},
+                    "inputSchema": {"type": "object"},
+                    "outputSchema": {"type": "object"},
+                },
+                "required": ["name", "mcpId", "description", "score"],
+            }},
+            "visible": {"type": "integer", "minimum": 0},
+        },
+        "required": ["tools", "visible"],
+    })
 }
 
 /// search_tools' arguments, read and checked.

@@ -139,7 +139,7 @@ impl ModelContext<'_> {
     ) -> Built {
         match method {
             "tools/call" => return self.call_named(tenant, call, era, via, started, None).await,
-            "tools/list" => return Ok(self.list_tools(tenant, era).await),
+            "tools/list" => return Ok(self.list_tools(tenant, era, via.tools).await),
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
                 return self
                     .answer_task(tenant, method, call.params, era, via)

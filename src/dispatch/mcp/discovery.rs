@@ -125,10 +125,15 @@ impl ModelContext<'_> {
         visible
     }
 
-    /// The meta-tools' entries of a search listing.
-    pub(super) fn meta_entries(&self, d: &Discovery) -> String {
+    /// The meta-tools' entries of a search listing (`load_tools` only in a
+    /// session, which can hold what it loads).
+    pub(super) fn meta_entries(&self, d: &Discovery, session: bool) -> String {
         let gateway = self.core.gateway_id();
-        [Meta::Search, Meta::Call]
+        let metas: &[Meta] = match session {
+            true => &[Meta::Search, Meta::Call, Meta::Load],
+            false => &[Meta::Search, Meta::Call],
+        };
+        metas
             .iter()
             .map(|m| m.modelcontext_entry(gateway, d).to_string())
             .collect::<Vec<_>>()
@@ -262,18 +267,21 @@ impl ModelContext<'_> {
             None => json!({}),
         };
         let mut audit = Audit::new(crate::dispatch::PROTOCOL_MCP);
-        if meta == Meta::Search {
-            let out = self.search_tools(tenant, d, &arguments).await;
+        if meta != Meta::Call {
+            let built = match meta {
+                Meta::Search => Ok(self.search_tools(tenant, d, &arguments).await),
+                _ => self.load_tools(tenant, d, &arguments, via).await,
+            };
             if audit.enabled() {
                 audit.refused(Some(&meta.id(self.core.gateway_id())), call.arguments);
-                let outcome = if matches!(out, Out::ToolError(_)) {
-                    "tool_error"
-                } else {
-                    "ok"
+                let outcome = match &built {
+                    Ok(Out::ToolError(_)) => "tool_error",
+                    Ok(_) => "ok",
+                    Err(e) => e.outcome(),
                 };
                 audit.log_outcome(tenant, outcome, started.elapsed());
             }
-            return Some(Ok(out));
+            return Some(built);
         }
         let (inner, inner_args) = match crate::dispatch::discovery::call_args(&arguments) {
             Ok(found) => found,
@@ -323,7 +331,7 @@ impl ModelContext<'_> {
     }
 
     /// The tool this caller sees with this mcpId.
-    async fn tool_of_id(&self, tenant: &Tenant, id: &str) -> Option<Arc<FaceTool>> {
+    pub(super) async fn tool_of_id(&self, tenant: &Tenant, id: &str) -> Option<Arc<FaceTool>> {
         let mut found = None;
         self.each_index(tenant, Kind::Tool, |_, index| {
             if found.is_none() {
@@ -339,7 +347,7 @@ impl ModelContext<'_> {
     }
 
     /// The name the tenant's listing gives `tool`.
-    fn listed_name(&self, tenant: &Tenant, tool: &FaceTool) -> String {
+    pub(super) fn listed_name(&self, tenant: &Tenant, tool: &FaceTool) -> String {
         match &tenant.curation {
             Some(curated) => {
                 let names = self.curated_names(tenant, curated);

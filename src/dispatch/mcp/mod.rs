@@ -48,6 +48,7 @@ mod curated;
 mod discovery;
 mod face_index;
 mod listen;
+mod loading;
 mod prompts;
 mod resources;
 mod stateless;
@@ -259,6 +260,9 @@ pub struct Via<'a> {
     /// The request's place among its tenant's calls in flight, which a
     /// call held across its client's rounds takes (see `Place`).
     pub place: Option<&'a crate::dispatch::Place>,
+    /// Where the client's session keeps the tools it loaded (`load_tools`);
+    /// `None`: no session, and no loading.
+    pub tools: Option<&'a dyn crate::dispatch::discovery::loaded::SessionTools>,
 }
 
 /// Where messages for a client go before its answer (its call's progress

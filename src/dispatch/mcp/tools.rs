@@ -170,7 +170,12 @@ impl ModelContext<'_> {
     /// it; with discovery, a search listing (the meta-tools and the tools
     /// `always` names) where the mode asks for one, and what was listed in
     /// `_meta`.
-    pub(super) async fn list_tools(&self, tenant: &Tenant, era: Era) -> Out {
+    pub(super) async fn list_tools(
+        &self,
+        tenant: &Tenant,
+        era: Era,
+        session: Option<&dyn crate::dispatch::discovery::loaded::SessionTools>,
+    ) -> Out {
         let mut out = String::from(r#"{"tools":["#);
         let mut first = true;
         let curated = match &tenant.curation {
@@ -187,11 +192,16 @@ impl ModelContext<'_> {
             }
             None => None,
         };
-        // A search listing: the meta-tools, then only the tools `always` names.
+        // A search listing: the meta-tools, then only the tools `always`
+        // names and those the session loaded.
+        let mut loaded = std::collections::HashSet::new();
         let always = match discovery {
             Some((d, _, true)) => {
-                out.push_str(&self.meta_entries(d));
+                out.push_str(&self.meta_entries(d, session.is_some()));
                 first = false;
+                if let Some(session) = session {
+                    loaded = self.still_loaded(tenant, session).await;
+                }
                 Some(d.always.as_ref())
             }
             _ => None,
@@ -207,6 +217,7 @@ impl ModelContext<'_> {
                 }
                 if let Some(always) = always
                     && !always.is_some_and(|a| a.is_match(&*listed.tool.id))
+                    && !loaded.contains(&*listed.tool.id)
                 {
                     continue;
                 }
