@@ -20,7 +20,7 @@ use bytes::Bytes;
 use crate::jsonrpc::JsonBuf;
 
 pub use self::core::{Audit, Dispatcher, Place, continues_round};
-pub use rpc::{Outgoing, respond, respond_classified, respond_traced, write_gateway_error};
+pub use rpc::{Outgoing, Status, respond, respond_classified, respond_traced, write_gateway_error};
 
 /// The protocols an agent's request may come in (labels of metrics and audit lines).
 pub const PROTOCOL_V1: &str = crate::metrics::PROTOCOLS[0];

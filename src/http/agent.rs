@@ -108,7 +108,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 && request.headers().contains_key("mcp-session-id")
             {
                 let response =
-                    super::exchange::session_request(&edge, request.method(), request.headers())
+                    super::handshake::session_request(&edge, request.method(), request.headers())
                         .await;
                 edge.count(response.status());
                 response

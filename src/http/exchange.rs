@@ -1,9 +1,9 @@
 //! A whole body, answered: one message, a batch, or the start of a session of
 //! several messages; a large body on a blocking-pool thread.
 //!
-//! Longer than most files: a body's three shapes (one message, a batch, a
-//! session's start) share tenant admission, the large-body path and the
-//! handshake era's session checks that each applies.
+//! A body's three shapes (one message, a batch, a session's start) share
+//! tenant admission and the large-body path; the handshake era's session
+//! checks are `handshake`'s, what goes to other replicas `relay`'s.
 
 use std::sync::Arc;
 
@@ -19,11 +19,12 @@ use tracing::Instrument;
 use super::first_look::{First, peek_first};
 use super::mcp_sessions::McpSessions;
 use super::refusal::Refusal;
+use super::relay::accepted;
 use super::session;
 use super::state::AgentState;
 use super::{Reply, ReplyBody, error};
+use super::{handshake, relay};
 use crate::dispatch::mcp::{self, Mirrored, Via};
-use crate::dispatch::watch::Change;
 use crate::dispatch::{self, Outgoing, Standing, respond_classified, write_gateway_error};
 use crate::error::GatewayError;
 use crate::jsonrpc::Json;
@@ -31,7 +32,6 @@ use crate::jsonrpc::{ErrorObject, codes};
 use crate::jsonrpc::{Incoming, classify, classify_bytes};
 use crate::tenant::reports::ReportSender;
 use crate::tenant::{Credential, Tenant};
-use crate::upstream::asks::Taken;
 
 /// Bodies larger than this are parsed and validated on a thread of the
 /// blocking pool, not on the runtime's: reading a body of several MiB (and
@@ -168,27 +168,7 @@ async fn one_message(
     if let Incoming::Request { id, method, params } = &message
         && method == "subscriptions/listen"
     {
-        let opened = match s.dispatcher.admit_rate(tenant).await {
-            Ok(()) => dispatch::mcp::ModelContext::new(&s.dispatcher).open_listen(
-                tenant,
-                *id,
-                *params,
-                Some(&mirrored),
-            ),
-            Err(e) => Err(e),
-        };
-        return match opened {
-            Ok(filter) => Exchange::Listen(id.get().into(), filter),
-            Err(e @ GatewayError::OverCapacity { .. }) => {
-                Exchange::Reply(Refusal::OverCapacity(Some(*id), &e).reply())
-            }
-            Err(e) => {
-                let mut body = Vec::new();
-                write_gateway_error(&mut body, Some(*id), &e);
-                let status = status_of(mcp::stateless_standing(e.code()));
-                Exchange::Reply(Reply::json(status, body))
-            }
-        };
+        return listen(s, tenant, *id, *params, &mirrored).await;
     }
     // A request of the Model Context Protocol has its params scanned here,
     // once, for the session's checks, the stream's and the face's.
@@ -200,146 +180,55 @@ async fn one_message(
         }
         _ => None,
     };
-    // A call that may report, or whose client can be asked by the upstream
-    // while it runs (a task's too, while it waits for input), is answered as
-    // a stream once something comes first.
-    if progress.is_none()
-        && let Incoming::Request { method, params, .. } = &message
-        && (scanned.is_some_and(|scanned| scanned.may_report(method))
-            || (matches!(&**method, "tools/call" | "tasks/result")
-                && s.mcp_sessions.is_some()
-                && mirrored.session.is_some_and(McpSessions::may_ask))
-            || (method == "tools/call"
-                && s.mcp_sessions.is_some()
-                && mirrored.session.is_some()
-                && mcp::ModelContext::new(&s.dispatcher).logs_during(tenant, *params))
-            // A load changes the session's listing: the client hears it first.
-            || (method == "tools/call"
-                && s.mcp_sessions.is_some()
-                && mirrored.session.is_some()
-                && mcp::ModelContext::new(&s.dispatcher).loads_tools(tenant, *params)))
-    {
+    if progress.is_none() && answers_as_stream(s, tenant, &message, scanned.as_ref(), &mirrored) {
         return Exchange::Streamed;
     }
     if let Incoming::Response { id, outcome } = &message
         && mirrored.say_modelcontext()
     {
-        return Exchange::Reply(client_answer(s, tenant, &mirrored, *id, *outcome).await);
+        return Exchange::Reply(relay::client_answer(s, tenant, &mirrored, *id, *outcome).await);
     }
     let id = match &message {
         Incoming::Request { id, .. } => Some(*id),
         _ => None,
     };
-    // A retry of a round is admitted at the tenant's rate alone: the call
-    // it continues holds its place (see `dispatch::Place`).
-    let continues = match &message {
-        Incoming::Request { method, .. } => {
-            scanned.is_some_and(|scanned| scanned.continues_round(method))
-        }
-        _ => false,
-    };
-    let place = match continues {
-        false => s
-            .dispatcher
-            .admit(tenant, u32::from(id.is_some()))
-            .await
-            .map(dispatch::Place::new),
-        true => s
-            .dispatcher
-            .admit_rate(tenant)
-            .await
-            .map(|()| dispatch::Place::default()),
-    };
-    let place = match place {
+    let place = match admit(s, tenant, &message, scanned.as_ref()).await {
         Ok(place) => place,
-        Err(e) => {
-            if let Incoming::Request { method, params, .. } = &message {
-                s.dispatcher.audit_refused(tenant, method, *params, &e);
-            }
-            return Exchange::Reply(Refusal::OverCapacity(id, &e).reply());
-        }
+        Err(refused) => return refused,
     };
     // The handshake era's session: checked, or issued by `initialize`.
-    let mut issue = None;
-    let mut in_flight = None;
-    let mut asks = None;
-    let mut log_level = None;
-    let mut loads = None;
+    let mut session = handshake::InSession::default();
     if let Some(sessions) = &s.mcp_sessions {
-        match handshake_session(s, sessions, tenant, &message, scanned.as_ref(), &mirrored).await {
-            SessionStep::None => {}
-            SessionStep::Known(opened) => {
-                loads = Some(super::session_tools::SessionLoads {
-                    sessions,
-                    opened: opened.clone(),
-                });
-                let session = mirrored.session.unwrap_or_default();
-                let can = mcp::ClientCan(opened.can);
-                if progress.is_some() && can.any() {
-                    asks = Some(mcp::Asking {
-                        scope: session,
-                        can,
-                    });
-                }
-                // Only a call answered as a stream hears log lines.
-                if progress.is_some() {
-                    log_level = sessions.level(&opened).await;
-                }
-                match &message {
-                    Incoming::Request { id, .. } => {
-                        in_flight = Some(s.calls.begin(&opened.nonce, id.get()))
-                    }
-                    Incoming::Notification { method, params }
-                        if method == "notifications/cancelled" =>
-                    {
-                        if let Some(id) = dispatch::session::cancelled_request(*params)
-                            && !s.calls.cancel(&opened.nonce, id.get())
-                            && let Some(store) = sessions.store()
-                        {
-                            // An id no call of the session can have is
-                            // never published (ids are small by far).
-                            if id.get().len() > CANCELLED_ID_BYTES {
-                                s.dispatcher.metrics().stray_answers.inc();
-                                return Exchange::Reply(accepted());
-                            }
-                            // Not here: the replica running it hears it through
-                            // the store, within the tenant's rate; while that
-                            // is down, the client is told.
-                            if let Err(e) = s.dispatcher.admit_rate(tenant).await {
-                                return Exchange::Reply(Refusal::OverCapacity(None, &e).reply());
-                            }
-                            let nonce = opened.nonce.as_bytes();
-                            if let Err(e) = store.announce_cancel(nonce, id.get()).await {
-                                tracing::debug!(error = %e, "a cancellation not shared with the other replicas");
-                                return Exchange::Reply(store_unavailable("cancellation"));
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            SessionStep::Issue(revision, can) => {
-                issue = Some(sessions.issue_for(&tenant.name, revision, can.0))
-            }
-            SessionStep::Refused(id) => {
-                return Exchange::Reply(Refusal::SessionNotFound(id).reply());
-            }
-            SessionStep::Reply(reply) => return Exchange::Reply(reply),
+        let taken = progress.is_some();
+        if let Some(answered) = session
+            .enter(
+                s,
+                sessions,
+                tenant,
+                &message,
+                scanned.as_ref(),
+                &mirrored,
+                taken,
+            )
+            .await
+        {
+            return Exchange::Reply(answered);
         }
     }
     let via = Via {
         http: Some(mirrored),
         notifies: s.mcp_sessions.is_some(),
         progress: progress.map(mcp::Outlet::Call),
-        log_level,
-        asks: asks.as_ref(),
+        log_level: session.log_level,
+        asks: session.asks.as_ref(),
         scanned: scanned.as_ref(),
         place: Some(&place),
-        tools: loads
+        tools: session
+            .loads
             .as_ref()
             .map(|l| l as &dyn dispatch::discovery::loaded::SessionTools),
     };
-    let (out, _, status) = match &mut in_flight {
+    let (out, _, status) = match &mut session.in_flight {
         None => respond_classified(&s.dispatcher, tenant, message, false, via).await,
         // A call its client cancelled is dropped, and with it the upstream
         // call. Pinned in place: this branch's future and the other's are
@@ -358,9 +247,122 @@ async fn one_message(
             }
         }
     };
-    // A call refused for a scope the token lacks: 403 and the challenge that
-    // names it, so that an OAuth client can ask for a token with it (RFC 6750
-    // 3.1, the MCP authorization spec's step-up).
+    Exchange::Reply(reply_of(s, out, status, session.issue))
+}
+
+/// `subscriptions/listen`, checked: the stream its caller opens, or why not.
+async fn listen(
+    s: &AgentState,
+    tenant: &Tenant,
+    id: Json<'_>,
+    params: Option<Json<'_>>,
+    mirrored: &Mirrored<'_>,
+) -> Exchange {
+    let opened = match s.dispatcher.admit_rate(tenant).await {
+        Ok(()) => dispatch::mcp::ModelContext::new(&s.dispatcher).open_listen(
+            tenant,
+            id,
+            params,
+            Some(mirrored),
+        ),
+        Err(e) => Err(e),
+    };
+    match opened {
+        Ok(filter) => Exchange::Listen(id.get().into(), filter),
+        Err(e @ GatewayError::OverCapacity { .. }) => {
+            Exchange::Reply(Refusal::OverCapacity(Some(id), &e).reply())
+        }
+        Err(e) => {
+            let mut body = Vec::new();
+            write_gateway_error(&mut body, Some(id), &e);
+            let status = status_of(mcp::stateless_standing(e.code()));
+            Exchange::Reply(Reply::json(status, body))
+        }
+    }
+}
+
+/// Whether a request is answered as a stream once something comes first:
+/// a call that may report, or whose client can be asked by the upstream
+/// while it runs (a task's too, while it waits for input), or that logs
+/// to its session, or that loads tools (the session hears its listing
+/// changed before the answer).
+fn answers_as_stream(
+    s: &AgentState,
+    tenant: &Tenant,
+    message: &Incoming<'_>,
+    scanned: Option<&mcp::Scanned<'_>>,
+    mirrored: &Mirrored<'_>,
+) -> bool {
+    let Incoming::Request { method, params, .. } = message else {
+        return false;
+    };
+    if scanned.is_some_and(|scanned| scanned.may_report(method)) {
+        return true;
+    }
+    if s.mcp_sessions.is_none() {
+        return false;
+    }
+    let Some(session) = mirrored.session else {
+        return false;
+    };
+    match &**method {
+        "tasks/result" => McpSessions::may_ask(session),
+        "tools/call" => {
+            let face = mcp::ModelContext::new(&s.dispatcher);
+            McpSessions::may_ask(session)
+                || face.logs_during(tenant, *params)
+                || face.loads_tools(tenant, *params)
+        }
+        _ => false,
+    }
+}
+
+/// The message's place among the tenant's calls, or the refusal. A retry
+/// of a round is admitted at the tenant's rate alone: the call it
+/// continues holds its place (see `dispatch::Place`).
+async fn admit(
+    s: &AgentState,
+    tenant: &Tenant,
+    message: &Incoming<'_>,
+    scanned: Option<&mcp::Scanned<'_>>,
+) -> Result<dispatch::Place, Exchange> {
+    let (id, continues) = match message {
+        Incoming::Request { id, method, .. } => (
+            Some(*id),
+            scanned.is_some_and(|scanned| scanned.continues_round(method)),
+        ),
+        _ => (None, false),
+    };
+    let place = match continues {
+        false => s
+            .dispatcher
+            .admit(tenant, u32::from(id.is_some()))
+            .await
+            .map(dispatch::Place::new),
+        true => s
+            .dispatcher
+            .admit_rate(tenant)
+            .await
+            .map(|()| dispatch::Place::default()),
+    };
+    place.map_err(|e| {
+        if let Incoming::Request { method, params, .. } = message {
+            s.dispatcher.audit_refused(tenant, method, *params, &e);
+        }
+        Exchange::Reply(Refusal::OverCapacity(id, &e).reply())
+    })
+}
+
+/// The reply to an answered message: its status (403 and the challenge
+/// that names the scope a token lacks, so that an OAuth client can ask
+/// for a token with it: RFC 6750 3.1, the MCP authorization spec's
+/// step-up), and the session id `initialize` issued.
+fn reply_of(
+    s: &AgentState,
+    out: Option<Outgoing>,
+    status: dispatch::Status,
+    issue: Option<String>,
+) -> Reply {
     let challenge = status.missing_scope.map(|scope| {
         let keys = s.keys.load();
         let mut v = format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
@@ -386,10 +388,10 @@ async fn one_message(
         Some(c) => reply.with_header(header::WWW_AUTHENTICATE, c),
         None => reply,
     };
-    Exchange::Reply(match issue.and_then(|id| HeaderValue::from_str(&id).ok()) {
+    match issue.and_then(|id| HeaderValue::from_str(&id).ok()) {
         Some(id) => reply.with_header(HeaderName::from_static("mcp-session-id"), id),
         None => reply,
-    })
+    }
 }
 
 /// A session of the messages of a body that has ended.
@@ -418,98 +420,6 @@ fn cancelled(id: Option<Json<'_>>) -> Reply {
         &ErrorObject::new(codes::INTERNAL_ERROR, "Request cancelled by the client"),
     );
     Reply::json(StatusCode::OK, body)
-}
-
-/// A client's answer to a request of an upstream's forwarded to it: handed
-/// to the call waiting for it when the session is the client's (checked)
-/// and the request went out in it; with a shared store, published for the
-/// replica where it waits; counted and dropped otherwise. 202 either way,
-/// as for any response (a 404 when the session is not one).
-async fn client_answer(
-    s: &AgentState,
-    tenant: &Tenant,
-    mirrored: &Mirrored<'_>,
-    id: Json<'_>,
-    outcome: Result<Json<'_>, Json<'_>>,
-) -> Reply {
-    let (Some(sessions), Some(session)) = (&s.mcp_sessions, mirrored.session) else {
-        // Nothing was asked without a session.
-        s.dispatcher.metrics().stray_answers.inc();
-        return accepted();
-    };
-    if sessions.open(session, &tenant.name).await.is_none() {
-        return Refusal::SessionNotFound(None).reply();
-    }
-    if s.dispatcher.asks().answer(session, id.get(), outcome) == Taken::Stray {
-        let asks = s.dispatcher.asks();
-        match sessions.store() {
-            // Nothing waits for it anywhere (an id this deployment did not
-            // send this session, or whose wait is over): never published.
-            Some(_) if !asks.may_wait_somewhere(session, id.get()) => {
-                s.dispatcher.metrics().stray_answers.inc();
-            }
-            Some(_)
-                if outcome.map_or_else(|e| e.get().len(), |r| r.get().len()) > PUBLISHED_BYTES =>
-            {
-                s.dispatcher.metrics().stray_answers.inc();
-                return too_large_to_share("answer");
-            }
-            // Not waiting here: the replica where it waits takes it from the
-            // store, within the tenant's rate; while the store is down, the
-            // client is told.
-            Some(store) => {
-                if let Err(e) = s.dispatcher.admit_rate(tenant).await {
-                    return Refusal::OverCapacity(None, &e).reply();
-                }
-                let outcome = outcome.map(Json::get).map_err(Json::get);
-                if let Err(e) = store.announce_answer(session, id.get(), outcome).await {
-                    tracing::debug!(error = %e, "a client's answer not shared with the other replicas");
-                    return store_unavailable("answer");
-                }
-            }
-            None => s.dispatcher.metrics().stray_answers.inc(),
-        }
-    }
-    accepted()
-}
-
-/// The most a client's answer or cancellation may hold to be passed to the
-/// other replicas through the store: what a client makes the gateway
-/// publish is its tenant's traffic, and the store's channel every tenant's.
-const PUBLISHED_BYTES: usize = 64 << 10;
-
-/// 413 for an answer too large to pass through the store (see [`PUBLISHED_BYTES`]).
-fn too_large_to_share(what: &str) -> Reply {
-    error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorObject::new(codes::INVALID_REQUEST, "Too large to share").with_data(format!(
-            "this {what} must reach another replica through the gateway's shared store, which takes at most {PUBLISHED_BYTES} bytes"
-        )),
-    )
-}
-
-/// 503 and `Retry-After` for a message that must reach another replica
-/// through the shared store while the store cannot be reached.
-fn store_unavailable(what: &str) -> Reply {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        ErrorObject::new(codes::INTERNAL_ERROR, "Store unavailable").with_data(format!(
-            "this {what} must reach the replica holding the request through the gateway's shared store, which cannot be reached now; retry shortly"
-        )),
-    )
-    .with_header(header::RETRY_AFTER, HeaderValue::from(1))
-}
-
-/// The longest request id a cancellation passed to the other replicas may
-/// name: JSON-RPC clients number their requests, or name them briefly.
-const CANCELLED_ID_BYTES: usize = 256;
-
-fn accepted() -> Reply {
-    Reply {
-        status: StatusCode::ACCEPTED,
-        body: ReplyBody::Empty,
-        header: None,
-    }
 }
 
 async fn batch(s: &AgentState, tenant: &Tenant, raw: &RawValue, mirrored: &Mirrored<'_>) -> Reply {
@@ -616,265 +526,4 @@ pub(super) fn mirrored(headers: &axum::http::HeaderMap) -> Mirrored<'_> {
         repeated,
         all: Some(headers),
     }
-}
-
-/// What the handshake era's session makes of a message.
-enum SessionStep<'a> {
-    /// Nothing: not that era, or no session named.
-    None,
-    /// `initialize`: a session at this revision is issued, for a client
-    /// that declared it answers this.
-    Issue(&'static str, mcp::ClientCan),
-    /// The id names no session: 404, with the request's id.
-    Refused(Option<Json<'a>>),
-    /// Answered here (`resources/subscribe` and `unsubscribe`).
-    Reply(Reply),
-    /// A message of this open session, checked: its calls can be
-    /// cancelled, its client asked what it declared it answers, and its
-    /// calls' log lines filtered at the level it set.
-    Known(super::mcp_sessions::Opened),
-}
-
-async fn handshake_session<'a>(
-    s: &AgentState,
-    sessions: &McpSessions,
-    tenant: &Tenant,
-    message: &Incoming<'a>,
-    scanned: Option<&mcp::Scanned<'_>>,
-    mirrored: &Mirrored<'_>,
-) -> SessionStep<'a> {
-    let (id, method, params) = match message {
-        Incoming::Request { id, method, params } => (Some(*id), &**method, *params),
-        Incoming::Notification { method, params } => (None, &**method, *params),
-        _ => return SessionStep::None,
-    };
-    // Only a message of the Model Context Protocol has its params scanned.
-    let Some(scanned) = scanned else {
-        return SessionStep::None;
-    };
-    if scanned.era(method, Some(mirrored)) != mcp::Era::Handshake {
-        return SessionStep::None;
-    }
-    if method == "initialize" {
-        return SessionStep::Issue(
-            mcp::negotiated(params),
-            mcp::ClientCan::of_initialize(params),
-        );
-    }
-    let Some(session) = mirrored.session else {
-        return SessionStep::None;
-    };
-    let Some(opened) = sessions.open(session, &tenant.name).await else {
-        return SessionStep::Refused(id);
-    };
-    let on = match method {
-        "resources/subscribe" => true,
-        "resources/unsubscribe" => false,
-        "logging/setLevel" => return set_level(sessions, &opened, id, params).await,
-        _ => return SessionStep::Known(opened),
-    };
-    #[derive(serde::Deserialize)]
-    struct P<'a> {
-        #[serde(borrow)]
-        uri: std::borrow::Cow<'a, str>,
-    }
-    let mut body = Vec::new();
-    let mut status = StatusCode::OK;
-    let refused = match params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok()) {
-        None => Some(GatewayError::InvalidParams(
-            "params must be an object {\"uri\": string}".into(),
-        )),
-        // Only what the tenant can read is kept: a made-up uri costs nothing.
-        Some(p) if on && !s.dispatcher.readable(tenant, &p.uri) => {
-            Some(GatewayError::ResourceNotFound(p.uri.into_owned()))
-        }
-        Some(p) => match sessions.subscribe(&opened, &p.uri, on).await {
-            Ok(()) => None,
-            Err(refused) => {
-                let e = record_refused(refused);
-                if matches!(e, GatewayError::OverCapacity { .. }) {
-                    status = StatusCode::TOO_MANY_REQUESTS;
-                }
-                Some(e)
-            }
-        },
-    };
-    match refused {
-        None => crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}")),
-        Some(e) => write_gateway_error(&mut body, id, &e),
-    }
-    let reply = Reply::json(status, body);
-    SessionStep::Reply(match status {
-        StatusCode::TOO_MANY_REQUESTS => {
-            reply.with_header(header::RETRY_AFTER, HeaderValue::from(1))
-        }
-        _ => reply,
-    })
-}
-
-/// `logging/setLevel` in a session: its level kept for the session's calls
-/// on every replica (see `McpSessions::set_level`).
-async fn set_level<'a>(
-    sessions: &McpSessions,
-    opened: &super::mcp_sessions::Opened,
-    id: Option<Json<'_>>,
-    params: Option<Json<'_>>,
-) -> SessionStep<'a> {
-    let mut body = Vec::new();
-    let kept = match mcp::level_of(params) {
-        None => Err(GatewayError::InvalidParams(mcp::LEVEL_PARAMS.into())),
-        Some(level) => sessions
-            .set_level(opened, level)
-            .await
-            .map_err(record_refused),
-    };
-    let status = match &kept {
-        Ok(()) => {
-            crate::jsonrpc::write_reply(&mut body, id, crate::jsonrpc::Reply::Result(b"{}"));
-            StatusCode::OK
-        }
-        Err(e) => {
-            write_gateway_error(&mut body, id, e);
-            match e {
-                GatewayError::OverCapacity { .. } => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::OK,
-            }
-        }
-    };
-    let reply = Reply::json(status, body);
-    SessionStep::Reply(match status {
-        StatusCode::TOO_MANY_REQUESTS => {
-            reply.with_header(header::RETRY_AFTER, HeaderValue::from(1))
-        }
-        _ => reply,
-    })
-}
-
-/// The error a record the session table could not keep becomes.
-fn record_refused(refused: super::mcp_sessions::Refused) -> GatewayError {
-    use super::mcp_sessions::Refused;
-    match refused {
-        Refused::Full { retry_after_secs } => GatewayError::OverCapacity {
-            reason: "session records",
-            retry_after_secs,
-        },
-        Refused::StoreDown => GatewayError::StoreDown,
-        Refused::Subscriptions(r @ crate::tenant::subscriptions::Refused::Session(_)) => {
-            GatewayError::InvalidParams(r.explain())
-        }
-        Refused::Subscriptions(crate::tenant::subscriptions::Refused::Tenant(_)) => {
-            GatewayError::OverCapacity {
-                reason: "subscription budget",
-                retry_after_secs: 1,
-            }
-        }
-    }
-}
-
-/// GET on `/mcp` (an event stream of the session's changes: listings, and
-/// resources it subscribed to) and DELETE (ends the session), when sessions
-/// are issued.
-pub(super) async fn session_request(
-    s: &AgentState,
-    method: &axum::http::Method,
-    headers: &axum::http::HeaderMap,
-) -> Response {
-    let Some(sessions) = s.mcp_sessions.clone() else {
-        return Refusal::MethodNotAllowed { sessions: false }
-            .reply()
-            .into_response();
-    };
-    // The stream holds the key: a reload that removes it ends the stream.
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(crate::tenant::bearer_token);
-    let (credential, tenant) = match token {
-        Some(token) => match Credential::new(s.keys.clone(), token).await {
-            Ok(found) => found,
-            Err(denied) => {
-                return Refusal::Unauthorized(&s.keys.load(), denied)
-                    .reply()
-                    .into_response();
-            }
-        },
-        None => {
-            let denied = crate::tenant::Denied::Unknown;
-            return Refusal::Unauthorized(&s.keys.load(), denied)
-                .reply()
-                .into_response();
-        }
-    };
-    let Some(id) = headers.get("mcp-session-id") else {
-        return Refusal::NoSessionId(method).reply().into_response();
-    };
-    let Some(opened) = sessions.open(id.as_bytes(), &tenant.name).await else {
-        return Refusal::SessionNotFound(None).reply().into_response();
-    };
-    if let Err(e) = s.dispatcher.admit_rate(&tenant).await {
-        return Refusal::OverCapacity(None, &e).reply().into_response();
-    }
-    if method == axum::http::Method::DELETE {
-        // 200 only for an end that was recorded: otherwise the session would go on.
-        return match sessions.end(&opened).await {
-            Ok(()) => {
-                // Its children per session end with it (here; another
-                // replica's end when idle).
-                for up in s.dispatcher.upstreams() {
-                    up.end_session(&tenant.name, id.as_bytes());
-                }
-                Reply {
-                    status: StatusCode::OK,
-                    body: ReplyBody::Empty,
-                    header: None,
-                }
-                .into_response()
-            }
-            Err(refused) => {
-                tracing::warn!(tenant = %tenant.name, "a session's end could not be recorded: the tenant keeps as many session records as it may");
-                Refusal::OverCapacity(None, &record_refused(refused))
-                    .reply()
-                    .into_response()
-            }
-        };
-    }
-    let wants_events = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream"));
-    if !wants_events {
-        return Refusal::NotAcceptable.reply().into_response();
-    }
-    let place = match super::listen::place(s, &tenant).await {
-        Ok(place) => place,
-        Err(refused) => return *refused,
-    };
-    // Each change: the session must still be open (a DELETE on any replica
-    // ends it), and a resource's update is heard only if it subscribed.
-    let here = (sessions.clone(), opened.clone());
-    let render = move |change: &Change| -> super::listen::Rendering {
-        let (sessions, opened, change) = (sessions.clone(), opened.clone(), change.clone());
-        Box::pin(async move {
-            if sessions.ended(&opened).await {
-                return super::listen::Rendered::End;
-            }
-            let heard = match &change {
-                Change::Listing(_) | Change::TaskStatus(_) => true,
-                Change::Resource(uri) => sessions.subscribed(&opened, uri).await,
-            };
-            match heard {
-                true => super::listen::Rendered::Send(mcp::change_notification(&change, None)),
-                false => super::listen::Rendered::Skip,
-            }
-        })
-    };
-    let framing = super::listen::Framing {
-        first: None,
-        last: None,
-    };
-    let mut credential = super::listen::Holder::new(credential, &tenant);
-    super::listen::changes(s, &tenant, place, framing, render, move || {
-        credential.still_holds() && !here.0.ended_here(&here.1)
-    })
 }
