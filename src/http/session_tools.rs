@@ -24,7 +24,7 @@ impl SessionTools for SessionLoads<'_> {
                     .and_then(|ids| serde_json::from_str(&ids).ok())
                     .unwrap_or_default();
             }
-            self.loaded_here()
+            self.sessions.loaded_here(&self.opened)
         })
     }
 
@@ -32,10 +32,7 @@ impl SessionTools for SessionLoads<'_> {
         Box::pin(async move {
             let text = serde_json::to_string(&ids).unwrap_or_default();
             self.sessions
-                .keep(&self.opened, |r| {
-                    r.loaded = ids;
-                    Ok(())
-                })
+                .keep_loaded_here(&self.opened, ids)
                 .map_err(|refused| match refused {
                     Refused::Full { retry_after_secs } => format!(
                         "the gateway keeps as many sessions' state as it may: try again in {retry_after_secs} s"
@@ -51,19 +48,5 @@ impl SessionTools for SessionLoads<'_> {
             }
             Ok(())
         })
-    }
-}
-
-impl SessionLoads<'_> {
-    fn loaded_here(&self) -> Vec<String> {
-        self.sessions
-            .records(&self.opened.tenant)
-            .and_then(|records| {
-                let records = records
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                records.0.get(&*self.opened.nonce).map(|r| r.loaded.clone())
-            })
-            .unwrap_or_default()
     }
 }
