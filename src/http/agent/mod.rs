@@ -1,9 +1,10 @@
 //! `POST /mcp`: authentication, content type, body limit, then one message, a
 //! batch, or a session (docs/protocol-decisions.md, "HTTP edge").
 //!
-//! Longer than most files: `POST /mcp`'s checks in the order they run, shared
-//! by hyper's path and the own HTTP/1.1 path (`h1`), so that both refuse
-//! alike; about 50 of its lines are its tests.
+//! `POST /mcp`'s checks run in this order on hyper's path and on the own
+//! HTTP/1.1 path (`h1`) alike, so that both refuse alike: the head's
+//! (`head`), then the body's (`body`); a connection's authentication is
+//! remembered (`auth_cache`); the public documents are `documents`'.
 
 use std::sync::Arc;
 
@@ -25,8 +26,18 @@ use super::refusal::Refusal;
 use super::request_id::{REQUEST_ID, RequestId};
 use super::session;
 pub use super::state::AgentState;
+
+mod auth_cache;
+mod body;
+mod documents;
+mod head;
+
 use super::streamed::streamed;
 use crate::tenant::{Credential, Denied, KeyStore, Tenant, bearer_token};
+use auth_cache::AuthCache;
+use body::read_body;
+use documents::JWKS_PATH;
+use head::{admit_head, header_str};
 
 /// [`AgentState`] with what the edge derives from it once.
 struct Edge {
@@ -140,71 +151,6 @@ impl tower::Service<hyper::Request<hyper::body::Incoming>> for AgentService {
     fn call(&mut self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
         hyper::service::Service::call(self, request)
     }
-}
-
-/// Where the gateway publishes the public keys of what it signs.
-const JWKS_PATH: &str = "/.well-known/jwks.json";
-
-impl Edge {
-    /// `GET /.well-known/jwks.json`: the public keys of the JWTs the gateway
-    /// signs (identity assertions, actor tokens), unauthenticated, for the
-    /// upstreams and authorization servers that verify them; 404 when it
-    /// signs nothing.
-    fn jwks(&self, method: &axum::http::Method) -> Response {
-        let keys = self.keys.load();
-        let Some(document) = keys.jwks() else {
-            return Refusal::NotFound.reply().into_response();
-        };
-        if method != axum::http::Method::GET {
-            return Refusal::MetadataByGet.reply().into_response();
-        }
-        self.count(StatusCode::OK);
-        public_document(document.clone())
-    }
-
-    /// `GET` of this gateway's protected resource metadata (RFC 9728), when
-    /// `gateway.auth.resource` is set; `None` for any other request.
-    fn resource_metadata<B>(&self, request: &hyper::Request<B>) -> Option<Response> {
-        let keys = self.keys.load();
-        let resource = keys.resource()?;
-        if !resource.paths.iter().any(|p| p == request.uri().path()) {
-            return None;
-        }
-        if request.method() != axum::http::Method::GET {
-            return Some(Refusal::MetadataByGet.reply().into_response());
-        }
-        self.count(StatusCode::OK);
-        Some(public_document(resource.document.clone()))
-    }
-
-    /// A request without `Origin` is served; one with an `Origin` only when it
-    /// is one of `gateway.allowed_origins` (a browser page on another origin
-    /// must not reach a gateway on localhost: DNS rebinding).
-    fn origin_allowed(&self, headers: &axum::http::HeaderMap) -> bool {
-        let mut origins = headers.get_all(header::ORIGIN).iter();
-        match (origins.next(), origins.next()) {
-            (None, _) => true,
-            (Some(origin), None) => origin.to_str().is_ok_and(|o| {
-                let o = o.trim().to_ascii_lowercase();
-                self.allowed_origins.contains(&o)
-            }),
-            (Some(_), Some(_)) => false,
-        }
-    }
-}
-
-/// A JSON document anyone may read, which a reader may keep five minutes.
-fn public_document(document: impl Into<Body>) -> Response {
-    let mut response = Response::new(document.into());
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("max-age=300"),
-    );
-    response
 }
 
 /// An HTTP/1.1 request names exactly one Host; none or several is 400
@@ -380,53 +326,6 @@ async fn serve_one(
     }
 }
 
-/// The tenant that a connection's last `Authorization` value named, kept while
-/// the key set it was found in is the current one: the key's digest is
-/// computed once per connection, not once per request.
-/// A JWT's tenant is kept while the key set still trusts the token (not
-/// expired, its key still published by its issuer).
-#[derive(Default)]
-struct AuthCache(Option<Cached>);
-
-struct Cached {
-    store: Arc<KeyStore>,
-    value: Vec<u8>,
-    tenant: Arc<Tenant>,
-    /// A JWT's digest, looked up again at each request; `None` for an API key.
-    jwt: Option<crate::config::KeyDigest>,
-}
-
-impl AuthCache {
-    async fn authenticate(
-        &mut self,
-        keys: &arc_swap::ArcSwap<KeyStore>,
-        authorization: Option<&[u8]>,
-    ) -> Result<Arc<Tenant>, Denied> {
-        let sent = authorization.ok_or(Denied::Unknown)?;
-        if let Some(c) = &self.0
-            && Arc::ptr_eq(&c.store, &keys.load())
-            && c.value.as_slice() == sent
-            && c.jwt.is_none_or(|d| c.store.by_digest(&d).is_some())
-        {
-            return Ok(c.tenant.clone());
-        }
-        let current = keys.load_full();
-        let token = header_str(sent)
-            .and_then(bearer_token)
-            .ok_or(Denied::Unknown)?;
-        let tenant = current.authenticate_token(token).await?;
-        self.0 = Some(Cached {
-            jwt: current
-                .expiry_of(token)
-                .map(|_| crate::config::KeyDigest::of(token.as_bytes())),
-            store: current,
-            value: sent.to_vec(),
-            tenant: tenant.clone(),
-        });
-        Ok(tenant)
-    }
-}
-
 async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which clones the headers.
     let (parts, body) = request.into_parts();
@@ -440,55 +339,6 @@ async fn mcp(s: Arc<Edge>, place: &ConnPlace, request: axum::extract::Request) -
         response.headers_mut().insert(REQUEST_ID, value);
     }
     response
-}
-
-/// A header value as text, when it is visible ASCII (what `HeaderValue::to_str` accepts).
-fn header_str(v: &[u8]) -> Option<&str> {
-    if v.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
-        std::str::from_utf8(v).ok()
-    } else {
-        None
-    }
-}
-
-/// `application/json`, parameters (e.g. `charset=utf-8`) allowed, in any case.
-fn is_json(content_type: Option<&[u8]>) -> bool {
-    // On the bytes, with the check `header_str` makes (visible ASCII and tabs):
-    // as text it cost more than the rest of the head's checks.
-    content_type.is_some_and(|v| {
-        // The usual value, whole: it passes every check below.
-        v.eq_ignore_ascii_case(b"application/json")
-            || (v.iter().all(|&b| b == b'\t' || (32..127).contains(&b))
-                && v.split(|&b| b == b';').next().is_some_and(|mime| {
-                    mime.trim_ascii().eq_ignore_ascii_case(b"application/json")
-                }))
-    })
-}
-
-/// The checks of a head before its body is read, in order: the tenant its
-/// credentials name (401), then the content type (415). The tenant is
-/// recorded in the request's span unless the span was made with it.
-fn admit_head(
-    keys: &arc_swap::ArcSwap<KeyStore>,
-    tenant: Result<Arc<Tenant>, Denied>,
-    content_type: Option<&[u8]>,
-    in_span: bool,
-) -> Result<Arc<Tenant>, Reply> {
-    let tenant = match tenant {
-        Ok(tenant) => tenant,
-        Err(denied) => {
-            tracing::debug!("unauthenticated request");
-            return Err(Refusal::Unauthorized(&keys.load(), denied).reply());
-        }
-    };
-    // Finding the current span costs even when it is disabled: only when it can be enabled.
-    if !in_span && tracing::level_enabled!(tracing::Level::INFO) {
-        tracing::Span::current().record("tenant", &*tenant.name);
-    }
-    if !is_json(content_type) {
-        return Err(Refusal::NotJson.reply());
-    }
-    Ok(tenant)
 }
 
 async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Body) -> Response {
@@ -524,135 +374,4 @@ async fn handle(s: &AgentState, place: &ConnPlace, headers: &HeaderMap, body: Bo
         return Refusal::TooLarge(s.max_body_bytes).reply().into_response();
     }
     read_body(s, tenant, credential, body, headers).await
-}
-
-/// Reads the body as it arrives. A first message that is `initialize` starts a
-/// session at once (the client may wait for its answer before sending more);
-/// otherwise the whole body is read, up to the limit, and then answered.
-async fn read_body(
-    s: &AgentState,
-    tenant: Arc<Tenant>,
-    credential: Option<Credential>,
-    body: Body,
-    headers: &HeaderMap,
-) -> Response {
-    let mut body = body.into_data_stream();
-    let mut buf = BytesMut::new();
-    let mut first = FirstLook::default();
-    // A request with the Model Context Protocol's headers opens no MCP v1.0 session.
-    first.decided = mirrored(headers).say_modelcontext();
-    // The whole body must arrive within the deadline, unless it opens a session.
-    let deadline = tokio::time::Instant::now() + s.body_read_timeout;
-    loop {
-        // What has arrived already is taken at once. A body that arrives whole
-        // is never peeked at here: `exchange` parses it once.
-        let next = match body.next().now_or_never() {
-            Some(next) => next,
-            None => {
-                // The client is still sending: an `initialize` first starts a
-                // session now, as its client may wait for the answer.
-                match first.look(&buf) {
-                    Some(First::Initialize) => {
-                        let opening = session::Opening {
-                            tenant,
-                            credential,
-                            buf,
-                            body,
-                        };
-                        return session::start(
-                            s.dispatcher.clone(),
-                            &s.sessions,
-                            opening,
-                            s.max_body_bytes,
-                        )
-                        .await;
-                    }
-                    Some(First::Invalid) => return Refusal::ParseError.reply().into_response(),
-                    _ => {}
-                }
-                match tokio::time::timeout_at(deadline, body.next()).await {
-                    Ok(next) => next,
-                    Err(_) => return Refusal::BodyTimeout.reply().into_response(),
-                }
-            }
-        };
-        let Some(chunk) = next else { break };
-        let Ok(chunk) = chunk else {
-            return Refusal::UnreadableBody.reply().into_response();
-        };
-        if buf.len() + chunk.len() > s.max_body_bytes {
-            return Refusal::TooLarge(s.max_body_bytes).reply().into_response();
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    if buf.len() > LARGE_BODY {
-        return match exchange_aside(s, tenant.clone(), credential, buf, first.decided, headers)
-            .await
-        {
-            Ok(response) => response,
-            Err(body) => streamed(s, tenant, body, headers.clone()).await,
-        };
-    }
-    match exchange(s, &tenant, &buf, first.decided, mirrored(headers), None).await {
-        Exchange::Reply(reply) => reply.into_response(),
-        Exchange::Streamed => streamed(s, tenant, buf.freeze(), headers.clone()).await,
-        Exchange::Session => session_of(s, tenant, credential, buf).await,
-        Exchange::Listen(id, filter) => {
-            let holder = credential.map(|c| super::listen::Holder::new(c, &tenant));
-            super::listen::stream(s, &tenant, holder, id, filter).await
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_content_types_are_read_as_the_text_check_read_them() {
-        let as_text = |v: &[u8]| {
-            header_str(v)
-                .and_then(|v| v.split(';').next())
-                .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
-        };
-        for v in [
-            &b"application/json"[..],
-            b"Application/JSON; charset=utf-8",
-            b" application/json\t;x=y",
-            b"application/json;",
-            b"application/jsonx",
-            b"application/ json",
-            b"text/plain",
-            b"",
-            b";application/json",
-            b"application/json\xc2\xa0",
-            b"application/json; charset=\xff",
-            b"application/json\x00",
-            b"\x0bapplication/json",
-        ] {
-            assert_eq!(
-                is_json(Some(v)),
-                as_text(v),
-                "{:?}",
-                String::from_utf8_lossy(v)
-            );
-        }
-        assert!(!is_json(None));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn json_content_types_agree_with_the_text_check(
-            pre in "[ \t\x0b;a]{0,3}",
-            upper in proptest::prelude::any::<bool>(),
-            post in "[ \t;=a\u{a0}\x00\x7f]{0,4}",
-        ) {
-            let mime = if upper { "APPLICATION/Json" } else { "application/json" };
-            let v = format!("{pre}{mime}{post}");
-            let as_text = header_str(v.as_bytes())
-                .and_then(|v| v.split(';').next())
-                .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
-            proptest::prop_assert_eq!(is_json(Some(v.as_bytes())), as_text, "{:?}", v);
-        }
-    }
 }
