@@ -13,7 +13,8 @@
 //! [`MIN_REFETCH`] per issuer, so unknown ids cannot make the gateway hammer
 //! the provider. A fetch that fails leaves the cached keys in force.
 //!
-//! Longer than most files for its tests (about 180 lines).
+//! A JWKS document is read by `jwks`; the gateway's own protected resource
+//! metadata (RFC 9728) is `resource`'s.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -24,6 +25,12 @@ use arc_swap::ArcSwap;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
+
+mod jwks;
+mod resource;
+
+use jwks::parse_jwks;
+pub use resource::ProtectedResource;
 
 /// The least time between two fetches of one issuer's keys.
 pub const MIN_REFETCH: Duration = Duration::from_secs(10);
@@ -219,85 +226,6 @@ impl Issuer {
     }
 }
 
-/// The keys of a JWKS document that verify signatures: RSA, P-256/P-384
-/// and Ed25519 public keys, each with its algorithm (the key's `alg` when
-/// given and consistent with its type). Symmetric keys, keys for
-/// encryption and keys this gateway cannot use are left out.
-fn parse_jwks(text: &[u8]) -> Result<Vec<Key>, String> {
-    let doc: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
-    let Some(list) = doc.get("keys").and_then(Value::as_array) else {
-        return Err("not a JWKS: no \"keys\" array".into());
-    };
-    let mut keys = Vec::new();
-    for item in list {
-        let Ok(jwk) = serde_json::from_value::<Jwk>(item.clone()) else {
-            continue;
-        };
-        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
-            continue;
-        }
-        let Some(alg) = key_algorithm(&jwk) else {
-            continue;
-        };
-        let Ok(key) = DecodingKey::from_jwk(&jwk) else {
-            continue;
-        };
-        let print = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::hash::DefaultHasher::new();
-            item.to_string().hash(&mut h);
-            h.finish()
-        };
-        keys.push(Key {
-            kid: jwk.common.key_id.clone(),
-            alg,
-            key,
-            print,
-        });
-    }
-    Ok(keys)
-}
-
-/// The algorithm a public key verifies.
-fn key_algorithm(jwk: &Jwk) -> Option<Algorithm> {
-    let by_type = match &jwk.algorithm {
-        AlgorithmParameters::RSA(_) => [
-            Algorithm::RS256,
-            Algorithm::RS384,
-            Algorithm::RS512,
-            Algorithm::PS256,
-            Algorithm::PS384,
-            Algorithm::PS512,
-        ]
-        .as_slice(),
-        AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
-            EllipticCurve::P256 => [Algorithm::ES256].as_slice(),
-            EllipticCurve::P384 => [Algorithm::ES384].as_slice(),
-            _ => return None,
-        },
-        AlgorithmParameters::OctetKeyPair(okp) => match okp.curve {
-            EllipticCurve::Ed25519 => [Algorithm::EdDSA].as_slice(),
-            _ => return None,
-        },
-        // A shared secret is never a key this gateway trusts.
-        AlgorithmParameters::OctetKey(_) => return None,
-    };
-    let declared = match jwk.common.key_algorithm {
-        None => return Some(by_type[0]),
-        Some(KeyAlgorithm::RS256) => Algorithm::RS256,
-        Some(KeyAlgorithm::RS384) => Algorithm::RS384,
-        Some(KeyAlgorithm::RS512) => Algorithm::RS512,
-        Some(KeyAlgorithm::PS256) => Algorithm::PS256,
-        Some(KeyAlgorithm::PS384) => Algorithm::PS384,
-        Some(KeyAlgorithm::PS512) => Algorithm::PS512,
-        Some(KeyAlgorithm::ES256) => Algorithm::ES256,
-        Some(KeyAlgorithm::ES384) => Algorithm::ES384,
-        Some(KeyAlgorithm::EdDSA) => Algorithm::EdDSA,
-        Some(_) => return None,
-    };
-    by_type.contains(&declared).then_some(declared)
-}
-
 /// Whether a bearer token has a JWT's shape (three base64url parts): only
 /// then is it verified as one; anything else is an API key.
 pub fn looks_like_jwt(token: &str) -> bool {
@@ -479,181 +407,4 @@ pub async fn keep_fresh(issuer: Arc<Issuer>, stop: tokio_util::sync::Cancellatio
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The issuer's keys in a file, with these key ids (P-256 keys).
-    fn jwks(kids: &[&str]) -> String {
-        let keys: Vec<String> = kids
-            .iter()
-            .map(|kid| format!(r#"{{"kty":"EC","crv":"P-256","kid":"{kid}","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}}"#))
-            .collect();
-        format!(r#"{{"keys":[{}]}}"#, keys.join(","))
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn keys_are_fetched_soon_while_there_are_none_then_on_their_schedule() {
-        crate::install_crypto_provider();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("jwks.json");
-        let issuer = Issuer::new(
-            IssuerSpec {
-                issuer: "https://idp.test".into(),
-                audiences: vec!["gw".into()],
-                keys: KeySource::File(path.clone()),
-                tenant: TenantFrom::Fixed("t".into()),
-                tenants: Vec::new(),
-                leeway: Duration::ZERO,
-                refresh: Duration::from_secs(3600),
-            },
-            reqwest::Client::new(),
-        );
-        let stop = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(keep_fresh(issuer.clone(), stop.clone()));
-        let second = Duration::from_secs(1);
-        // No keys yet (no file): tried again MIN_REFETCH later, not before.
-        tokio::time::sleep(second).await;
-        assert_eq!(issuer.key_count(), 0);
-        std::fs::write(&path, jwks(&["a"])).unwrap();
-        tokio::time::sleep(MIN_REFETCH - 2 * second).await;
-        assert_eq!(issuer.key_count(), 0);
-        tokio::time::sleep(2 * second).await;
-        assert_eq!(issuer.key_count(), 1);
-        // With keys, a rotation is read at the next refresh, not before.
-        std::fs::write(&path, jwks(&["a", "b"])).unwrap();
-        tokio::time::sleep(Duration::from_secs(3600) - 2 * second).await;
-        assert_eq!(issuer.key_count(), 1);
-        tokio::time::sleep(2 * second).await;
-        assert_eq!(issuer.key_count(), 2);
-        // A file gone keeps the cached keys in force.
-        std::fs::remove_file(&path).unwrap();
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        assert_eq!(issuer.key_count(), 2);
-        stop.cancel();
-    }
-
-    #[test]
-    fn only_three_base64url_parts_are_a_jwt() {
-        assert!(looks_like_jwt("eyJh.eyJi.c2ln"));
-        assert!(
-            looks_like_jwt("eyJh.eyJi."),
-            "an unsigned token is still refused, as a JWT"
-        );
-        assert!(!looks_like_jwt("demo-key"));
-        assert!(!looks_like_jwt("a.b"));
-        assert!(!looks_like_jwt("a.b.c.d"));
-        assert!(!looks_like_jwt("a b.c.d"));
-        assert!(!looks_like_jwt(".b.c"));
-    }
-
-    #[test]
-    fn keys_verify_only_the_algorithm_they_are_for() {
-        let jwks = br#"{"keys":[
-            {"kty":"oct","k":"c2VjcmV0","kid":"hmac"},
-            {"kty":"EC","crv":"P-256","kid":"ec","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
-            {"kty":"EC","crv":"P-256","kid":"ec-as-rsa","alg":"RS256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
-            {"kty":"OKP","crv":"Ed25519","kid":"ed","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"},
-            {"kty":"EC","crv":"P-256","kid":"enc","use":"enc","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
-            {"kty":"weird"}
-        ]}"#;
-        let keys = parse_jwks(jwks).unwrap();
-        let got: Vec<(Option<&str>, Algorithm)> =
-            keys.iter().map(|k| (k.kid.as_deref(), k.alg)).collect();
-        assert_eq!(
-            got,
-            [
-                (Some("ec"), Algorithm::ES256),
-                (Some("ed"), Algorithm::EdDSA)
-            ]
-        );
-        assert!(parse_jwks(b"{}").is_err());
-        assert!(parse_jwks(b"not json").is_err());
-    }
-}
-
-/// This gateway as an OAuth protected resource (RFC 9728): its identifier,
-/// where its metadata is, and the metadata document.
-#[derive(Debug)]
-pub struct ProtectedResource {
-    pub resource: String,
-    /// `https://host/.well-known/oauth-protected-resource/path`, as RFC 9728
-    /// (3.1) forms it from the resource identifier.
-    pub metadata_url: String,
-    /// The paths on this listener that serve the document: the one above,
-    /// and the bare well-known path clients also try.
-    pub paths: [String; 2],
-    pub document: String,
-}
-
-/// Where RFC 9728 puts a protected resource's metadata.
-const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
-
-impl ProtectedResource {
-    /// `None` when `resource` is not an absolute http(s) URL.
-    pub fn new(resource: &str, issuers: &[&str], scopes: &[&str]) -> Option<ProtectedResource> {
-        let url = reqwest::Url::parse(resource).ok()?;
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return None;
-        }
-        let authority = &resource[url.scheme().len() + 3..];
-        let authority = authority.split(['/', '?', '#']).next().unwrap_or(authority);
-        let path = url.path().trim_end_matches('/');
-        let mut document = serde_json::json!({
-            "resource": resource,
-            "authorization_servers": issuers,
-            "bearer_methods_supported": ["header"],
-        });
-        if !scopes.is_empty() {
-            document["scopes_supported"] = serde_json::json!(scopes);
-        }
-        Some(ProtectedResource {
-            resource: resource.to_owned(),
-            metadata_url: format!("{}://{authority}{WELL_KNOWN}{path}", url.scheme()),
-            paths: [format!("{WELL_KNOWN}{path}"), WELL_KNOWN.to_owned()],
-            document: document.to_string(),
-        })
-    }
-
-    /// The `WWW-Authenticate` value of a 401 (RFC 6750, RFC 9728 5.1).
-    pub fn challenge(&self, invalid_token: bool) -> String {
-        let mut v = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
-        if invalid_token {
-            v.push_str(", error=\"invalid_token\"");
-        }
-        v
-    }
-}
-
-#[cfg(test)]
-mod resource_tests {
-    use super::*;
-
-    #[test]
-    fn the_metadata_url_inserts_the_well_known_path() {
-        let r = ProtectedResource::new(
-            "https://gateway.example.com/mcp",
-            &["https://idp/realms/a"],
-            &["files"],
-        )
-        .unwrap();
-        assert_eq!(
-            r.metadata_url,
-            "https://gateway.example.com/.well-known/oauth-protected-resource/mcp"
-        );
-        assert_eq!(r.paths[0], "/.well-known/oauth-protected-resource/mcp");
-        let doc: Value = serde_json::from_str(&r.document).unwrap();
-        assert_eq!(doc["resource"], "https://gateway.example.com/mcp");
-        assert_eq!(doc["authorization_servers"][0], "https://idp/realms/a");
-        assert_eq!(doc["scopes_supported"], serde_json::json!(["files"]));
-        let root = ProtectedResource::new("http://127.0.0.1:8080", &[], &[]).unwrap();
-        assert_eq!(
-            root.metadata_url,
-            "http://127.0.0.1:8080/.well-known/oauth-protected-resource"
-        );
-        assert!(ProtectedResource::new("gateway", &[], &[]).is_none());
-        assert!(
-            r.challenge(true)
-                .ends_with("/mcp\", error=\"invalid_token\"")
-        );
-    }
-}
+mod tests;
