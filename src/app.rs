@@ -54,6 +54,8 @@ pub struct Core {
     traces: crate::telemetry::traces::TracesFile,
     /// The admin listener's token, swapped by a reload.
     admin_token: Arc<arc_swap::ArcSwapOption<crate::config::KeyDigest>>,
+    /// The admin console's state (its settings swapped by a reload).
+    pub console: Arc<crate::http::console::Console>,
     supervisors: TaskTracker,
     running: Mutex<HashMap<String, Handle>>,
     http_client: Mutex<Option<reqwest::Client>>,
@@ -115,6 +117,7 @@ impl Core {
             admin_token: Arc::new(arc_swap::ArcSwapOption::from(
                 config.gateway.admin_token.map(Arc::new),
             )),
+            console: Arc::new(console(config)),
             supervisors: TaskTracker::new(),
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
@@ -275,6 +278,10 @@ impl Core {
         // Applied at once: what the admin listener asks of its callers.
         self.admin_token
             .store(config.gateway.admin_token.map(Arc::new));
+        self.console.ui.store(Arc::new(config.gateway.admin_ui));
+        self.console
+            .transports
+            .store(Arc::new(crate::http::console::transports(config)));
         if !restart_needed.is_empty() {
             tracing::warn!(settings = ?restart_needed, "these settings changed but only take effect after a restart");
         }
@@ -374,6 +381,26 @@ async fn drain(h: Handle) {
     h.stop.cancel();
 }
 
+/// The console's state for `config`, before any reload.
+fn console(config: &Config) -> crate::http::console::Console {
+    let limits = &config.gateway.limits;
+    crate::http::console::Console {
+        ui: Arc::new(ArcSwap::from_pointee(config.gateway.admin_ui)),
+        transports: Arc::new(ArcSwap::from_pointee(crate::http::console::transports(
+            config,
+        ))),
+        window: Default::default(),
+        sessions: crate::http::console::Sessions::new(),
+        record: Arc::new(crate::http::console::ConfigRecord::new(
+            config.digest.clone(),
+        )),
+        connections: Default::default(),
+        max_sessions_per_tenant: limits.max_sessions_per_tenant,
+        max_connections_per_tenant: limits.max_connections_per_tenant,
+        started_at: std::time::SystemTime::now(),
+    }
+}
+
 /// A digest of the contents of `files` (a missing file counts as empty).
 fn digest(files: &[PathBuf]) -> Vec<u8> {
     use sha2::{Digest, Sha256};
@@ -431,6 +458,11 @@ async fn watch_config(
                 Err(e.to_string())
             }
         };
+        let file_digest = crate::config::text_digest(&std::fs::read(&path).unwrap_or_default());
+        match &result {
+            Ok(_) => core.console.record.applied(file_digest),
+            Err(e) => core.console.record.rejected(file_digest, e.clone()),
+        }
         match result {
             Ok(summary) => {
                 tracing::info!(config = %path.display(), %summary, "configuration reloaded");
@@ -563,7 +595,7 @@ pub fn start_on(
             limits.max_session_in_flight,
         ),
         max_connections_per_tenant: limits.max_connections_per_tenant,
-        connections: Default::default(),
+        connections: core.console.connections.clone(),
         metrics: core.metrics.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
         shutdown: shutdown.clone(),
@@ -577,11 +609,17 @@ pub fn start_on(
         ),
         calls: calls.clone(),
     });
-    let admin_app = hyper_util::service::TowerToHyperService::new(admin::router(AdminState {
-        dispatcher: dispatcher.clone(),
-        draining: draining.clone(),
-        token: core.admin_token.clone(),
-    }));
+    let admin_app = admin::router(
+        AdminState {
+            dispatcher: dispatcher.clone(),
+            draining: draining.clone(),
+            token: core.admin_token.clone(),
+        },
+        core.console.clone(),
+    );
+    core.console
+        .window
+        .spawn(core.metrics.clone(), shutdown.clone());
     let opts = ServeOptions {
         header_read_timeout: limits.header_read_timeout,
         max_connections: limits.max_connections,
@@ -601,9 +639,21 @@ pub fn start_on(
         admin_opts,
         admin_stop.clone(),
         move |stream, stop| {
+            // Each request knows its peer (the console's login audit line).
+            let peer = stream.peer_addr().ok();
+            let app = tower::ServiceExt::map_request(
+                admin_app.clone(),
+                move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                    if let Some(peer) = peer {
+                        req.extensions_mut()
+                            .insert(crate::http::console::Peer(peer));
+                    }
+                    req
+                },
+            );
             http1(
                 hyper_util::rt::TokioIo::new(stream),
-                admin_app.clone(),
+                hyper_util::service::TowerToHyperService::new(app),
                 header_read_timeout,
                 stop,
             )

@@ -15,6 +15,8 @@ pub const BYTES_PER_TOKEN: u64 = 4;
 pub struct Curation {
     /// Tools out of the tenant's listings, called as if they did not exist.
     pub hide: Option<globset::GlobSet>,
+    /// The `hide` patterns as written, in the set's order.
+    pub hide_globs: Vec<String>,
     /// The Model Context Protocol face lists a tool under its own name where
     /// no other visible tool of the tenant has that name.
     pub bare_names: bool,

@@ -1,6 +1,7 @@
 //! Configuration: YAML (`raw`) → checked, with every problem reported at once
 //! and where it is (`validate`) → frozen typed values (this file).
 
+pub mod admin_ui;
 pub mod curation;
 pub mod raw;
 pub mod restart;
@@ -60,6 +61,8 @@ pub struct GatewaySettings {
     /// When set, `/metrics` and `/readyz`'s detail need it as a bearer token
     /// (probes keep `/healthz` and `/readyz`'s status). Applied on reload.
     pub admin_token: Option<KeyDigest>,
+    /// `gateway.admin_ui`: the console under `/ui`. Applied on reload.
+    pub admin_ui: admin_ui::AdminUi,
     /// Origins (`scheme://host[:port]`) whose requests are served; a request
     /// with any other `Origin` header gets 403. Empty by default. Read at start.
     pub allowed_origins: Vec<String>,
@@ -343,6 +346,9 @@ pub struct ToolGlobs {
     /// `tools.scopes`: a tool matching a glob needs that scope in the
     /// caller's token (API keys hold every scope).
     pub scoped: Vec<(globset::GlobMatcher, String)>,
+    /// The `deny` patterns as written, in the set's order (to name the one
+    /// that matched).
+    pub deny_globs: Vec<String>,
 }
 
 impl ToolGlobs {
@@ -360,6 +366,7 @@ impl ToolGlobs {
             },
             deny: set("deny", deny)?,
             scoped: Vec::new(),
+            deny_globs: deny.iter().map(|d| d.as_ref().to_owned()).collect(),
         })
     }
 
@@ -397,6 +404,8 @@ pub struct Config {
     /// The files it was read from (the config file, key files): a change to
     /// any of them is a reason to reload.
     pub sources: Vec<PathBuf>,
+    /// `sha256:` of the text it was read from.
+    pub digest: String,
 }
 
 /// `gateway.auth`: this gateway as an OAuth protected resource, and the
@@ -504,6 +513,14 @@ pub enum Purpose {
     Elsewhere,
 }
 
+/// `sha256:` and the hex of a configuration's bytes.
+pub fn text_digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let sum = sha2::Sha256::digest(bytes);
+    let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 impl Config {
     /// Reads, parses and validates a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -593,7 +610,9 @@ impl Config {
                 t.api_keys.clear();
             }
         }
-        validate::validate(raw, secrets, purpose).map_err(ConfigError::Invalid)
+        let mut config = validate::validate(raw, secrets, purpose).map_err(ConfigError::Invalid)?;
+        config.digest = text_digest(text.as_bytes());
+        Ok(config)
     }
 
     pub fn upstream(&self, name: &str) -> Option<&UpstreamSpec> {

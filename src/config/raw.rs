@@ -75,6 +75,8 @@ pub struct RawGateway {
     pub reload_poll_ms: Option<u64>,
     /// When set, /metrics and /readyz's detail need it as a bearer token.
     pub admin_token: Option<String>,
+    /// The admin console under /ui on the admin listener.
+    pub admin_ui: Option<super::admin_ui::RawAdminUi>,
     /// At least 32 characters: seals session ids, so every replica with it serves a session.
     pub session_secret: Option<String>,
     /// The length of the Model Context Protocol face's tool names, 20 to 64 (default 48).

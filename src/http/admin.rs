@@ -14,7 +14,9 @@ use crate::upstream::Status;
 
 pub use super::admin_state::AdminState;
 
-pub fn router(state: AdminState) -> Router {
+/// The admin listener's paths, the console's (`/ui`) among them.
+pub fn router(state: AdminState, console: std::sync::Arc<super::console::Console>) -> Router {
+    let ui = super::console::router(state.clone(), console);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -23,6 +25,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/pins/approve", post(super::admin_pins::approve))
         .route("/pins/reject", post(super::admin_pins::reject))
         .with_state(state)
+        .merge(ui)
 }
 
 /// Liveness: answering at all proves the process and its event loop are alive.

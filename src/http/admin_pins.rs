@@ -40,8 +40,14 @@ pub(super) async fn list(State(s): State<AdminState>, headers: HeaderMap) -> Res
     if let Some(r) = refused(&s, &headers) {
         return r;
     }
+    review(&s).await
+}
+
+/// What waits for review, as `GET /pins` answers it (the caller checked
+/// who asks).
+pub(super) async fn review(s: &AdminState) -> Response {
     let mut doc = Review::default();
-    for up in pinned(&s) {
+    for up in pinned(s) {
         let Some(pins) = up.pins() else { continue };
         match pins.record(&up.name).await {
             Ok(record) => review::add(&mut doc, s.dispatcher.gateway_id(), &up.name, &record),
@@ -82,6 +88,18 @@ async fn decide(
     if let Some(r) = refused(&s, &headers) {
         return r;
     }
+    decision(&s, body, approve, None).await
+}
+
+/// Decides on one definition as `POST /pins/approve` (or `reject`) does;
+/// `session` names the console session that asked, for the audit line
+/// (the caller checked who asks).
+pub(super) async fn decision(
+    s: &AdminState,
+    body: Bytes,
+    approve: bool,
+    session: Option<&str>,
+) -> Response {
     let answer =
         |status: StatusCode, body: serde_json::Value| json(status, body.to_string().into_bytes());
     let d: Decision = match serde_json::from_slice(&body) {
@@ -95,7 +113,7 @@ async fn decide(
         let why = format!("nothing of {}'s {} waits for review", d.upstream, d.tool);
         answer(StatusCode::NOT_FOUND, json!({"error": why}))
     };
-    let Some(up) = pinned(&s).into_iter().find(|u| *u.name == d.upstream) else {
+    let Some(up) = pinned(s).into_iter().find(|u| *u.name == d.upstream) else {
         return nothing();
     };
     let Some(pins) = up.pins() else {
@@ -119,7 +137,14 @@ async fn decide(
             json!({"error": "another definition waits than the one reviewed", "pending": waiting}),
         ),
         Ok(print) => {
-            tracing::info!(target: crate::telemetry::AUDIT, upstream = %d.upstream, tool = %d.tool, decision, fingerprint = %print, via = "admin", "pin decision");
+            match session {
+                Some(session) => {
+                    tracing::info!(target: crate::telemetry::AUDIT, upstream = %d.upstream, tool = %d.tool, decision, fingerprint = %print, via = "admin", session, "pin decision");
+                }
+                None => {
+                    tracing::info!(target: crate::telemetry::AUDIT, upstream = %d.upstream, tool = %d.tool, decision, fingerprint = %print, via = "admin", "pin decision");
+                }
+            }
             s.dispatcher
                 .metrics()
                 .pin_decisions

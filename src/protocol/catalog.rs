@@ -248,6 +248,14 @@ impl Catalog {
         self.quarantined.len()
     }
 
+    /// The tools left out because their pinned definition changed: each
+    /// one's original id and namespaced id.
+    pub fn quarantined(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.quarantined
+            .iter()
+            .map(|(o, n)| (o.as_str(), n.as_str()))
+    }
+
     pub fn dropped(&self, kind: Kind) -> &[Dropped] {
         &self.dropped[kind.index()]
     }

@@ -103,6 +103,7 @@ impl KeyStore {
                 refusals: Arc::default(),
                 curation: spec.curation.clone().map(|c| Arc::new(Curated::new(c))),
                 digest: spec.digest,
+                in_flight: Arc::default(),
             });
             for key in &spec.keys {
                 store.by_digest.insert(*key, tenant.clone());

@@ -61,6 +61,8 @@ pub struct Tenant {
     pub curation: Option<Arc<Curated>>,
     /// A digest of its settings (see `TenantSpec::digest`).
     pub digest: u64,
+    /// Its requests admitted and not finished yet, every view's together.
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A user: the issuer and subject of the JWT a caller bore, with the
@@ -172,6 +174,18 @@ pub struct Admission {
     _slots: Option<OwnedSemaphorePermit>,
     /// Slots held in a shared count (see `store::limits`), given back on drop.
     _shared: Option<Box<dyn Send + Sync>>,
+    /// Its place in the tenant's count of requests in flight.
+    _counted: Option<InFlight>,
+}
+
+/// `n` of a tenant's requests in flight, until dropped.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>, usize);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0
+            .fetch_sub(self.1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Admission {
@@ -180,7 +194,19 @@ impl Admission {
         Admission {
             _slots: None,
             _shared: held,
+            _counted: None,
         }
+    }
+
+    /// The admission, counted in `tenant`'s requests in flight (`n` of
+    /// them) until dropped.
+    pub fn counted(mut self, tenant: &Tenant, n: u32) -> Self {
+        let n = n as usize;
+        tenant
+            .in_flight
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        self._counted = Some(InFlight(tenant.in_flight.clone(), n));
+        self
     }
 }
 
@@ -221,6 +247,7 @@ impl Tenant {
         Ok(Admission {
             _slots: slots,
             _shared: None,
+            _counted: None,
         })
     }
 
@@ -247,6 +274,31 @@ impl Tenant {
     /// every caller of a tenant sees the same names.
     pub fn lists(&self, tool: &str) -> bool {
         !self.hides(tool) && self.policy.as_ref().is_none_or(|p| p.policy_allows(tool))
+    }
+
+    /// Where the tool with this namespaced id stands in the tenant's own
+    /// policy and curation (a token's scopes aside): `listed`, `denied`,
+    /// `not_allowed` or `hidden`, and the rule that decided it.
+    pub fn tool_standing(&self, tool: &str) -> (&'static str, Option<String>) {
+        if let Some(p) = &self.policy {
+            if let Some(&i) = p.globs.deny.matches(tool).first() {
+                let glob = p.globs.deny_globs.get(i).map_or("?", String::as_str);
+                return ("denied", Some(format!("deny: {glob}")));
+            }
+            if p.globs.allow.as_ref().is_some_and(|a| !a.is_match(tool)) {
+                return ("not_allowed", Some("allow: no rule matches".into()));
+            }
+        }
+        if let Some(c) = &self.curation
+            && let Some(i) = c
+                .hide
+                .as_ref()
+                .and_then(|h| h.matches(tool).first().copied())
+        {
+            let glob = c.hide_globs.get(i).map_or("?", String::as_str);
+            return ("hidden", Some(format!("hide: {glob}")));
+        }
+        ("listed", None)
     }
 
     /// Whether the policy lets this tenant see and run the tool with this namespaced id.
@@ -312,6 +364,7 @@ impl Tenant {
             refusals: self.refusals.clone(),
             curation: self.curation.clone(),
             digest: self.digest,
+            in_flight: self.in_flight.clone(),
         }
     }
 }

@@ -33,7 +33,7 @@ impl Upstream {
             return;
         }
         credentials.offer(tenant, user);
-        self.status.send_replace(Status::Starting);
+        self.set_status(Status::Starting);
         self.user_came.notify_one();
     }
 

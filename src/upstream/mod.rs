@@ -27,6 +27,7 @@ pub mod pins;
 pub mod progress;
 mod slots;
 pub(crate) mod sse;
+pub mod standing;
 pub mod stdio;
 pub mod streamable;
 mod v1;
@@ -282,6 +283,8 @@ pub struct Upstream {
     hot: std::sync::OnceLock<HotSeries>,
     /// Why it last failed to connect, until it connects (readiness's detail).
     problem: RwLock<Option<Arc<str>>>,
+    /// Since when it is in its state, and its last failure (the console's).
+    standing: standing::Standing,
     /// Its last handshake could not have a credential: why (see `note_refusal`).
     refusal: RwLock<Option<CallError>>,
     /// The mode of its `auth`, when it has one.
@@ -492,6 +495,7 @@ impl Upstream {
             name: name.into(),
             dialect: dialect::Settled::new(dialect),
             problem: RwLock::new(None),
+            standing: standing::Standing::new(),
             refusal: RwLock::new(None),
             auth_mode: None,
             credentials: std::sync::OnceLock::new(),
@@ -552,6 +556,25 @@ impl Upstream {
     /// Notes why it could not connect: readiness says so until it does.
     pub fn note_problem(&self, why: &str) {
         write(&self.problem, Some(Arc::from(why)));
+        self.standing.failed(why);
+    }
+
+    /// Notes a failure that is no reason to be down (a process that
+    /// exited, a call that timed out): its last error, for people.
+    pub fn note_failure(&self, what: &str) {
+        self.standing.failed(what);
+    }
+
+    /// Since when it stands where it does, and its last failure.
+    pub fn standing(&self) -> &standing::Standing {
+        &self.standing
+    }
+
+    /// Enters `status`, noting when it changed.
+    fn set_status(&self, status: Status) {
+        if self.status.send_replace(status) != status {
+            self.standing.moved();
+        }
     }
 
     /// Notes how its last handshake ended: a credential that could not be
@@ -634,7 +657,7 @@ impl Upstream {
 
     /// A child's connection takes calls from now on.
     pub(crate) fn mark_ready(&self) {
-        self.status.send_replace(Status::Ready);
+        self.set_status(Status::Ready);
     }
 
     /// Whether it is a child serving one tenant (see `children`).
@@ -1185,8 +1208,15 @@ impl Upstream {
                 result
             }
         };
-        if let Err(CallError::Unavailable(_)) = &result {
-            self.suspect.notify_one();
+        if let Err(e) = &result {
+            if let CallError::Unavailable(_) = e {
+                self.suspect.notify_one();
+            }
+            // The gateway's words only: an upstream's own error or failed
+            // tool is its answer, not a failure of the upstream.
+            if let CallError::Unavailable(_) | CallError::Timeout | CallError::Protocol(_) = e {
+                self.note_failure(&format!("{} failed: {e}", method));
+            }
         }
         let seconds = started.elapsed().as_secs_f64();
         let labels = [&*self.name, method];
@@ -1243,7 +1273,7 @@ impl Upstream {
         self.refresh_with(&*link, caps).await;
         write(&self.link, Some(link));
         write(&self.problem, None);
-        self.status.send_replace(Status::Ready);
+        self.set_status(Status::Ready);
         self.listings_may_have_changed();
         self.metrics
             .upstream_up
@@ -1277,7 +1307,7 @@ impl Upstream {
     /// The connection is gone: calls fail fast until the next `connect`.
     pub fn disconnect(&self) {
         write(&self.link, None);
-        self.status.send_replace(Status::Down);
+        self.set_status(Status::Down);
         self.listings_may_have_changed();
         if self.is_retired() || self.is_child() {
             // A reload replaced it: its successor owns the upstream's series now.

@@ -343,7 +343,11 @@ async fn serve_child(
             loop {
                 tokio::select! {
                     status = child.wait() => {
-                        tracing::warn!(upstream = %up.name, pid, status = ?status.ok(), "upstream process exited");
+                        tracing::warn!(upstream = %up.name, pid, status = ?status.as_ref().ok(), "upstream process exited");
+                        up.note_failure(&match status {
+                            Ok(status) => format!("the process exited ({status})"),
+                            Err(e) => format!("the process exited; its status is unknown: {e}"),
+                        });
                         break Ended::Exited;
                     }
                     _ = link.dead.cancelled() => {

@@ -468,6 +468,7 @@ fn the_readme_config_is_valid() {
         fn var(&self, name: &str) -> Option<String> {
             match name {
                 "ACME_KEY" => Some("a-key".into()),
+                "ADMIN_TOKEN" => Some("an-admin-token".into()),
                 "SEARCH_SECRET" | "TICKETS_SECRET" => Some("a-client-secret".into()),
                 "SIGNING_KEY" => Some(crate::support::p256_pem()),
                 "SESSION_SECRET" => Some("a-session-secret-of-at-least-32-characters".into()),

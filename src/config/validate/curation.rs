@@ -41,6 +41,7 @@ pub(super) fn curation(
             }
             Ok(glob) => {
                 hide.add(glob);
+                out.hide_globs.push(pattern.clone());
             }
         }
     }

@@ -105,6 +105,12 @@ pub(super) fn gateway(
         Some(ms) => Some(Duration::from_millis(ms)),
         None => Some(Duration::from_secs(2)),
     };
+    let admin_ui = super::super::admin_ui::validate(raw.admin_ui).unwrap_or_else(|wrong| {
+        for (path, why) in wrong {
+            p.add(path, why);
+        }
+        Default::default()
+    });
     Some(GatewaySettings {
         id,
         listen: listen?,
@@ -115,6 +121,7 @@ pub(super) fn gateway(
         reload_poll,
         limits: limits?,
         admin_token,
+        admin_ui,
         allowed_origins,
         session_key,
         tool_name_budget,

@@ -194,6 +194,7 @@ pub(super) fn validate(
             tenants,
             traces,
             sources: Vec::new(),
+            digest: String::new(),
         }),
         _ => Err(p.0),
     }

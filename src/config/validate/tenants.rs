@@ -142,7 +142,10 @@ pub(super) fn tenants(
             };
             match ToolGlobs::compile(allow, deny) {
                 Ok(compiled) if list == "allow" => tools.allow = compiled.allow,
-                Ok(compiled) => tools.deny = compiled.deny,
+                Ok(compiled) => {
+                    tools.deny = compiled.deny;
+                    tools.deny_globs = compiled.deny_globs;
+                }
                 Err((list, i, why)) => p.add(format!("{at}.tools.{list}[{i}]"), why),
             }
         }

@@ -242,6 +242,11 @@ impl Dispatcher {
         })
     }
 
+    /// The tenants of the configuration in force, in its order.
+    pub fn tenants(&self) -> Vec<Arc<Tenant>> {
+        self.inner.state.load().tenants.clone()
+    }
+
     /// The tenant of this name as the configuration in force has it.
     pub fn tenant_named(&self, name: &str) -> Option<Arc<Tenant>> {
         let state = self.inner.state.load();
@@ -413,7 +418,9 @@ impl Dispatcher {
             Some(shared) => shared.admit(tenant, n).await,
             None => tenant.admit(n),
         };
-        admitted.map_err(|refusal| self.refused(tenant, refusal))
+        admitted
+            .map(|a| a.counted(tenant, n))
+            .map_err(|refusal| self.refused(tenant, refusal))
     }
 
     /// Admits one request of `tenant` against its rate limit only (see

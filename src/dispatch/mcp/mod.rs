@@ -47,6 +47,7 @@ mod asking;
 mod curated;
 mod discovery;
 mod face_index;
+mod face_names;
 mod listen;
 mod loading;
 mod prompts;

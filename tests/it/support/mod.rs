@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+pub(crate) mod browser;
 pub(crate) mod jwt;
 pub(crate) mod oidc;
 mod process;
@@ -294,9 +295,20 @@ impl Gateway {
 
     /// Waits until every named upstream reports ready.
     pub async fn wait_ready(&self, upstreams: &[&str]) {
+        self.wait_ready_as(upstreams, None).await
+    }
+
+    /// [`Self::wait_ready`], asking with the admin token (which readiness's
+    /// detail needs when one is configured).
+    pub async fn wait_ready_as(&self, upstreams: &[&str], admin_token: Option<&str>) {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
-            let (_, body) = self.get_admin("/readyz").await;
+            let mut req = self.client.get(format!("{}/readyz", self.admin));
+            if let Some(token) = admin_token {
+                req = req.bearer_auth(token);
+            }
+            let resp = within(req.send()).await.unwrap();
+            let body = within(resp.text()).await.unwrap();
             let v: Value = serde_json::from_str(&body).unwrap();
             if upstreams
                 .iter()
