@@ -54,6 +54,8 @@ pub struct Core {
     traces: crate::telemetry::traces::TracesFile,
     /// The admin listener's token, swapped by a reload.
     admin_token: Arc<arc_swap::ArcSwapOption<crate::config::KeyDigest>>,
+    /// The bound on obtained tokens every upstream's credentials share.
+    tokens: Arc<upstream::credentials::TokenBudget>,
     /// The admin console's state (its settings swapped by a reload).
     pub console: Arc<crate::http::console::Console>,
     supervisors: TaskTracker,
@@ -118,6 +120,7 @@ impl Core {
                 config.gateway.admin_token.map(Arc::new),
             )),
             console: Arc::new(console(config)),
+            tokens: upstream::credentials::TokenBudget::new(config.gateway.max_cached_tokens),
             supervisors: TaskTracker::new(),
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
@@ -242,6 +245,7 @@ impl Core {
             supervisors: self.supervisors.clone(),
             metrics: self.metrics.clone(),
             client,
+            tokens: self.tokens.clone(),
             max_frame,
             max_server_requests: gateway.limits.max_server_requests,
             server_request_timeout: gateway.server_request_timeout,
@@ -279,6 +283,7 @@ impl Core {
         self.admin_token
             .store(config.gateway.admin_token.map(Arc::new));
         self.console.ui.store(Arc::new(config.gateway.admin_ui));
+        self.tokens.set_max(config.gateway.max_cached_tokens);
         self.console
             .transports
             .store(Arc::new(crate::http::console::transports(config)));

@@ -64,6 +64,9 @@ pub struct GatewaySettings {
     /// When set, `/metrics` and `/readyz`'s detail need it as a bearer token
     /// (probes keep `/healthz` and `/readyz`'s status). Applied on reload.
     pub admin_token: Option<KeyDigest>,
+    /// `gateway.upstream_auth.max_cached_tokens`: obtained tokens kept at
+    /// most, every upstream's together. Applied on reload.
+    pub max_cached_tokens: usize,
     /// `gateway.admin_ui`: the console under `/ui`. Applied on reload.
     pub admin_ui: admin_ui::AdminUi,
     /// Origins (`scheme://host[:port]`) whose requests are served; a request

@@ -353,6 +353,11 @@ pub struct RawUpstreamAuthSettings {
     pub public_url: Option<String>,
     /// The `iss` of the JWTs the gateway signs (default: public_url).
     pub issuer: Option<String>,
+    /// Obtained tokens (client credentials, token exchange) kept at most,
+    /// every upstream's and user's together; the least recently used goes
+    /// first (default 10000, 1..10000000).
+    #[schemars(range(min = 1, max = 10000000))]
+    pub max_cached_tokens: Option<u64>,
     /// PKCS#8 PEM keys (P-256, RSA of 2048 bits or more, Ed25519), each
     /// itself, env:VAR or file:PATH: the first signs, all are published.
     #[serde(default)]

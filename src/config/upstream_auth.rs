@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+/// `gateway.upstream_auth.max_cached_tokens` when it is not set.
+pub const DEFAULT_MAX_CACHED_TOKENS: usize = 10_000;
+
 /// How the gateway authenticates to one upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamAuth {

@@ -29,6 +29,8 @@ pub struct Launch {
     pub supervisors: TaskTracker,
     pub metrics: Metrics,
     pub client: Option<reqwest::Client>,
+    /// The bound on obtained tokens every upstream's credentials share.
+    pub tokens: Arc<crate::upstream::credentials::TokenBudget>,
     pub max_frame: usize,
     pub max_server_requests: usize,
     /// How long an upstream's request waits for a client's answer.
@@ -166,6 +168,7 @@ impl Launch {
             auth.clone(),
             client.clone(),
             self.metrics.clone(),
+            self.tokens.clone(),
         )?;
         let credentials = Arc::new(credentials);
         // Its own process holds a credential only when it is everyone's;
@@ -186,6 +189,7 @@ impl Launch {
             auth.clone(),
             client.clone(),
             self.metrics.clone(),
+            self.tokens.clone(),
         )?;
         let credentials = Arc::new(credentials);
         self.up.hold_credentials(credentials.clone());

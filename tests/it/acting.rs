@@ -152,6 +152,44 @@ async fn each_user_calls_with_their_own_exchanged_token_and_session() {
     gw.stop().await;
 }
 
+/// `max_cached_tokens` bounds the tokens kept, every user's together: past
+/// it the least recently used goes, and its user's next call obtains
+/// another from the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_cached_tokens_the_least_recently_used_token_goes() {
+    let parties = Parties::start(true);
+    let token_url = format!("{}/token", parties.upstream_as.as_ref().unwrap().issuer);
+    let auth = format!(
+        "{{token_exchange: {{token_url: {token_url:?}, client_id: gw, client_secret: secret, scope: files}}}}"
+    );
+    let config = parties.config(&auth).replace(
+        "    token_timeout_ms: 3000\n",
+        "    token_timeout_ms: 3000\n    max_cached_tokens: 1\n",
+    );
+    assert!(config.contains("max_cached_tokens: 1"));
+    let gw = Gateway::start(&config).await;
+    let alice = parties.idp.token_for("alice", "files").await;
+    let bob = parties.idp.token_for("bob", "files").await;
+    let first = whoami(&within(gw.execute(&alice, WHOAMI, json!({}))).await);
+    let again = whoami(&gw.execute(&alice, WHOAMI, json!({})).await);
+    assert_eq!(first["jti"], again["jti"], "kept while within the bound");
+    let theirs = whoami(&gw.execute(&bob, WHOAMI, json!({})).await);
+    assert_eq!(theirs["sub"], "bob");
+    let later = whoami(&gw.execute(&alice, WHOAMI, json!({})).await);
+    assert_eq!(later["sub"], "alice");
+    assert_ne!(later["jti"], first["jti"], "bob's token pushed alice's out");
+    let metrics = gw.metrics().await;
+    let cached = metric(
+        &metrics,
+        r#"mcp_gateway_upstream_tokens_cached{upstream="p"}"#,
+    );
+    assert_eq!(cached, Some(1.0), "{metrics}");
+    let ok = r#"mcp_gateway_upstream_token_requests_total{grant="token_exchange",outcome="ok",upstream="p"}"#;
+    // The listing's, alice's, bob's, and alice's again.
+    assert_eq!(metric(&metrics, ok), Some(4.0), "{metrics}");
+    gw.stop().await;
+}
+
 /// Before any user listed it, a call of the upstream's tool by name is
 /// answered with the reason it cannot be listed, never as unknown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

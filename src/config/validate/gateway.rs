@@ -122,6 +122,7 @@ pub(super) fn gateway(
         limits: limits?,
         admin_token,
         admin_ui,
+        max_cached_tokens: crate::config::upstream_auth::DEFAULT_MAX_CACHED_TOKENS,
         allowed_origins,
         session_key,
         tool_name_budget,

@@ -187,8 +187,11 @@ pub(super) fn validate(
         &mut p,
     );
     match (gateway, p.0.is_empty()) {
-        (Some(gateway), true) => Ok(Config {
-            gateway,
+        (Some(mut gateway), true) => Ok(Config {
+            gateway: {
+                gateway.max_cached_tokens = upstream_auth.max_cached_tokens;
+                gateway
+            },
             auth,
             upstreams,
             tenants,

@@ -30,6 +30,8 @@ pub(super) struct Settings {
     /// Whether callers may bear JWTs (`gateway.auth.jwt`): a per-user mode
     /// needs them.
     jwt_issuers: bool,
+    /// Tokens obtained and kept at most, every upstream's together.
+    pub max_cached_tokens: usize,
 }
 
 const AT: &str = "gateway.upstream_auth";
@@ -47,6 +49,17 @@ pub(super) fn settings(
             Duration::from_secs(5)
         }
         None => Duration::from_secs(5),
+    };
+    let max_cached_tokens = match raw.max_cached_tokens {
+        Some(n @ 1..=10_000_000) => n as usize,
+        Some(_) => {
+            p.add(
+                format!("{AT}.max_cached_tokens"),
+                "must be from 1 to 10000000",
+            );
+            crate::config::upstream_auth::DEFAULT_MAX_CACHED_TOKENS
+        }
+        None => crate::config::upstream_auth::DEFAULT_MAX_CACHED_TOKENS,
     };
     let public_url = raw
         .public_url
@@ -90,6 +103,7 @@ pub(super) fn settings(
         timeout,
         signer,
         jwt_issuers,
+        max_cached_tokens,
     }
 }
 

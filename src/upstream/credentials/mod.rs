@@ -7,6 +7,7 @@
 //! credential fails with the reason (-32009).
 
 mod assertion;
+pub mod budget;
 mod token;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::config::upstream_auth::{AuthMode, UpstreamAuth};
 use crate::metrics::Metrics;
 use crate::tenant::User;
 
+pub use budget::TokenBudget;
 pub use token::Refusal;
 
 /// A credential in force: the header's value, and until when it is used.
@@ -66,6 +68,11 @@ struct Grant {
     misses: prometheus::IntCounter,
     /// `upstream_tokens_cached`: credentials of this upstream held now.
     cached: prometheus::IntGauge,
+    /// The bound on tokens obtained and kept, every upstream's together;
+    /// none for a mode that signs its own.
+    budget: Option<Arc<TokenBudget>>,
+    /// The clock's origin for credentials' last use (whole seconds).
+    born: Instant,
 }
 
 /// One credential of an upstream: the one every caller's requests carry,
@@ -75,7 +82,11 @@ pub struct Credentials {
     /// The user it acts for, as of their latest request (their newest
     /// token): `None` for a credential of every caller.
     acting: ArcSwapOption<Acting>,
-    fresh: ArcSwapOption<Fresh>,
+    /// Shared with the budget, which may empty it.
+    fresh: Arc<ArcSwapOption<Fresh>>,
+    /// Its id in the budget, and the second of its last use noted there.
+    id: u64,
+    touched: AtomicU64,
     /// Held while a credential is being obtained: one request at a time.
     fetching: tokio::sync::Mutex<()>,
     /// Credentials obtained so far: a call that sees it move obtained one
@@ -89,6 +100,7 @@ impl Credentials {
         auth: UpstreamAuth,
         client: reqwest::Client,
         metrics: Metrics,
+        budget: Arc<TokenBudget>,
     ) -> Result<Self, String> {
         let header = HeaderName::from_bytes(auth.header.as_bytes()).map_err(|e| e.to_string())?;
         let grant = auth.mode.as_str();
@@ -116,6 +128,7 @@ impl Credentials {
             .upstream_tokens_cached
             .with_label_values(&[upstream]);
         cached.set(0);
+        let budget = (!matches!(auth.mode, AuthMode::Assertion(_))).then_some(budget);
         Ok(Self::of(Arc::new(Grant {
             upstream: upstream.into(),
             auth,
@@ -126,14 +139,19 @@ impl Credentials {
             hits,
             misses,
             cached,
+            budget,
+            born: Instant::now(),
         })))
     }
 
     fn of(grant: Arc<Grant>) -> Self {
+        let id = grant.budget.as_ref().map_or(0, |b| b.id());
         Credentials {
             grant,
             acting: ArcSwapOption::empty(),
-            fresh: ArcSwapOption::empty(),
+            fresh: Arc::new(ArcSwapOption::empty()),
+            id,
+            touched: AtomicU64::new(u64::MAX),
             fetching: tokio::sync::Mutex::new(()),
             fetched: AtomicU64::new(0),
         }
@@ -204,6 +222,7 @@ impl Credentials {
     pub async fn current_at(&self, now: Instant) -> Result<(HeaderValue, Got), Refusal> {
         if let Some(value) = self.in_force(now) {
             self.grant.hits.inc();
+            self.used(now);
             return Ok((value, Got::Cached));
         }
         let _one = self.fetching.lock().await;
@@ -229,16 +248,44 @@ impl Credentials {
         if held.is_none() {
             self.grant.cached.inc();
         }
+        if let Some(budget) = &self.grant.budget {
+            let held = budget::Held {
+                slot: Arc::downgrade(&self.fresh),
+                cached: self.grant.cached.clone(),
+            };
+            budget.admit(self.id, held);
+        }
         self.fetched.fetch_add(1, Ordering::Release);
         Ok((value, Got::Fetched))
     }
 
     /// The upstream refused `sent` (401): it is not sent again.
     pub fn refused(&self, sent: &HeaderValue) {
-        let held = self.fresh.load();
+        let held = self.fresh.load_full();
         if held.as_deref().is_some_and(|f| f.value == *sent) {
-            self.fresh.store(None);
-            self.grant.cached.dec();
+            // Only if it is still the one held (the budget may have let it go).
+            let was = self.fresh.compare_and_swap(&held, None);
+            if was
+                .as_ref()
+                .zip(held.as_ref())
+                .is_some_and(|(a, b)| Arc::ptr_eq(a, b))
+            {
+                self.grant.cached.dec();
+                if let Some(budget) = &self.grant.budget {
+                    budget.forget(self.id);
+                }
+            }
+        }
+    }
+
+    /// Notes a use of its token in the budget, at most once a second.
+    fn used(&self, now: Instant) {
+        let Some(budget) = &self.grant.budget else {
+            return;
+        };
+        let second = now.saturating_duration_since(self.grant.born).as_secs();
+        if self.touched.swap(second, Ordering::Relaxed) != second {
+            budget.touch(self.id);
         }
     }
 
@@ -336,8 +383,11 @@ impl Credentials {
 
 impl Drop for Credentials {
     fn drop(&mut self) {
-        if self.fresh.load().is_some() {
+        if self.fresh.swap(None).is_some() {
             self.grant.cached.dec();
+        }
+        if let Some(budget) = &self.grant.budget {
+            budget.forget(self.id);
         }
     }
 }
