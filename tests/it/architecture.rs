@@ -386,7 +386,6 @@ const NOT_SPLIT_YET: &[(&str, usize)] = &[
     ("dispatch/core/held.rs", 754),
     ("dispatch/mcp/tools.rs", 778),
     ("http/h1.rs", 819),
-    ("app.rs", 843),
     ("upstream/http_pool.rs", 879),
     ("jsonrpc/scan.rs", 914),
     ("dispatch/mcp/mod.rs", 915),
