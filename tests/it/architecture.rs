@@ -388,7 +388,6 @@ const NOT_SPLIT_YET: &[(&str, usize)] = &[
     ("http/h1.rs", 819),
     ("upstream/http_pool.rs", 879),
     ("jsonrpc/scan.rs", 914),
-    ("telemetry/traces.rs", 1141),
     ("upstream/streamable.rs", 1370),
 ];
 
