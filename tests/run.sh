@@ -11,7 +11,8 @@
 #   conformance suite's network namespaces);
 # - pinned from PyPI and npm (tests/fixtures/mcp-servers.txt): the official
 #   Model Context Protocol SDKs and reference servers, the OpenID Connect
-#   provider and the Node it runs on, under target/ (never in git);
+#   provider and the Node it runs on, Playwright for Python (the admin
+#   console's browser tests drive chromium with it), under target/ (never in git);
 # - the offline Kubernetes checks' Python packages (deploy/checks/requirements.txt).
 # kubectl (which renders the kustomize base) has no package in Debian's or
 # Ubuntu's own archives: optional; without it the base's resources are
