@@ -141,16 +141,50 @@ fn digest(path: &Path) -> String {
     format!("sha256:{hex}")
 }
 
+/// A gateway on [`config`] (with `extra_gateway`), watching its file,
+/// ready: the gateway, the directory that holds its file and the flag,
+/// and the HTTP upstream's task.
+pub(crate) struct Started {
+    pub(crate) gw: Gateway,
+    pub(crate) dir: tempfile::TempDir,
+    _http: tokio::task::JoinHandle<()>,
+}
+
+impl Started {
+    pub(crate) async fn new(extra_gateway: &str) -> Started {
+        let dir = tempfile::tempdir().unwrap();
+        let flag = dir.path().join("up");
+        std::fs::write(&flag, "").unwrap();
+        let (http, task) = http_upstream("h").await;
+        let path = dir.path().join("gw.yaml");
+        std::fs::write(&path, config(&flag, &http, extra_gateway)).unwrap();
+        let gw = start_watching(&path).await;
+        gw.wait_ready_as(&["s", "h"], Some(ADMIN)).await;
+        Started {
+            gw,
+            dir,
+            _http: task,
+        }
+    }
+}
+
+/// `GET /ui/api/{path}` with the admin token as a bearer: its JSON.
+pub(crate) async fn api_json(gw: &Gateway, path: &str) -> Value {
+    let r = gw
+        .client
+        .get(format!("{}/ui/api/{path}", gw.admin))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    serde_json::from_str(&r.text().await.unwrap()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_logs_in_and_watches_upstreams_go_down_and_come_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let flag = dir.path().join("up");
-    std::fs::write(&flag, "").unwrap();
-    let (http, _server) = http_upstream("h").await;
-    let path = dir.path().join("gw.yaml");
-    std::fs::write(&path, config(&flag, &http, "  reload_poll_ms: 100")).unwrap();
-    let gw = start_watching(&path).await;
-    gw.wait_ready_as(&["s", "h"], Some(ADMIN)).await;
+    let started = Started::new("  reload_poll_ms: 100").await;
+    let (gw, flag) = (&started.gw, started.dir.path().join("up"));
+    let path = started.dir.path().join("gw.yaml");
     let base = format!("{}/ui/", gw.admin);
     let mut b = Browser::start().await;
     log_in(&mut b, &base).await;

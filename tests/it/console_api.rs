@@ -133,16 +133,7 @@ async fn reads_need_a_session_or_the_token_and_changes_need_the_csrf_token() {
         .unwrap();
     assert_eq!(r.status(), 401);
     // The token as a bearer reads and decides, no CSRF token needed.
-    let doc: Value = client()
-        .get(api("tenants/a"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap();
+    let doc = crate::console::api_json(&gw, "tenants/a").await;
     assert_eq!(doc["name"], "a");
     let r = client()
         .get(api("tenants/nobody"))
@@ -299,21 +290,7 @@ async fn the_figures_follow_real_calls_and_reloads() {
     std::fs::write(&path, &text).unwrap();
     let gw = start_watching(&path).await;
     gw.wait_ready_as(&["s"], Some(ADMIN)).await;
-    let get = |p: &str| {
-        let url = format!("{}/ui/api/{p}", gw.admin);
-        async move {
-            client()
-                .get(url)
-                .bearer_auth(ADMIN)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .map(|t| serde_json::from_str::<Value>(&t).unwrap())
-                .unwrap()
-        }
-    };
+    let get = |p: &'static str| crate::console::api_json(&gw, p);
     for _ in 0..4 {
         gw.execute("ka", "mcp://gw/s/s/tools/echo:v1", json!({"text": "x"}))
             .await;

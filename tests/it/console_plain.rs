@@ -2,22 +2,8 @@
 //! and out by forms) and behind an ingress that strips a path prefix (every
 //! link, form, redirect and poll stays under it), in a real browser.
 
-use crate::console::{ADMIN, config, log_in, nothing_leaked};
+use crate::console::{Started, api_json, log_in, nothing_leaked};
 use crate::support::browser::Browser;
-use crate::support::*;
-
-/// A gateway as `console::config` has it, ready, and the file's directory.
-async fn gateway() -> (Gateway, tempfile::TempDir, tokio::task::JoinHandle<()>) {
-    let dir = tempfile::tempdir().unwrap();
-    let flag = dir.path().join("up");
-    std::fs::write(&flag, "").unwrap();
-    let (http, server) = http_upstream("h").await;
-    let path = dir.path().join("gw.yaml");
-    std::fs::write(&path, config(&flag, &http, "")).unwrap();
-    let gw = start_watching(&path).await;
-    gw.wait_ready_as(&["s", "h"], Some(ADMIN)).await;
-    (gw, dir, server)
-}
 
 /// Each view's test ids, as a page without its script must have them.
 const VIEWS: [(&str, &[&str]); 5] = [
@@ -59,7 +45,8 @@ const VIEWS: [(&str, &[&str]); 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_javascript_every_view_is_complete_and_forms_work() {
-    let (gw, _dir, _server) = gateway().await;
+    let started = Started::new("").await;
+    let gw = &started.gw;
     let mut b = Browser::start_no_js().await;
     let base = format!("{}/ui/", gw.admin);
     log_in(&mut b, &base).await;
@@ -91,17 +78,7 @@ async fn without_javascript_every_view_is_complete_and_forms_work() {
     // The same values the API gives.
     b.goto(&format!("{base}config")).await.unwrap();
     let digest = b.text("[data-testid=config-digest]").await;
-    let api: serde_json::Value = gw
-        .client
-        .get(format!("{base}api/config"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap();
+    let api = api_json(gw, "config").await;
     assert_eq!(api["digest"], digest);
     nothing_leaked(&mut b).await;
     b.click_nav("[data-testid=logout] button").await;
@@ -159,7 +136,8 @@ async fn ingress(admin: String) -> (String, tokio::task::JoinHandle<()>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_a_prefix_every_link_form_and_poll_stays_under_it() {
-    let (gw, _dir, _server) = gateway().await;
+    let started = Started::new("").await;
+    let gw = &started.gw;
     let (front, _proxy) = ingress(gw.admin.clone()).await;
     let mut b = Browser::start().await;
     // `/gw/ui` redirects to `/gw/ui/`, which sends to the login.
