@@ -48,6 +48,37 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct Store(Arc<Inner>);
 
+/// The beats that answered, and whether they make the count of replicas
+/// whole. A beat that answers counts every peer heard from in the last
+/// [`ALIVE_FOR`], and [`Inner::counts`] keeps the most of that window; so
+/// the count is whole once beats have answered for `ALIVE_FOR` with no gap
+/// of `ALIVE_FOR` between two of them. A shorter gap (a slow answer, a
+/// store away for a moment) keeps the count of before it in the window,
+/// and the peers that started meanwhile are in the beat after it: the
+/// replica stays settled. A longer one empties the window: the replica
+/// takes no share until it has counted for `ALIVE_FOR` again.
+#[derive(Debug, Default)]
+struct Beats {
+    /// The first beat after the last gap of `ALIVE_FOR`.
+    since: Option<std::time::Instant>,
+    last: Option<std::time::Instant>,
+}
+
+impl Beats {
+    /// A beat answered at `now`: whether the count is whole.
+    fn answered(&mut self, now: std::time::Instant) -> bool {
+        let gap = self
+            .last
+            .is_none_or(|last| now.duration_since(last) >= ALIVE_FOR);
+        if gap {
+            self.since = Some(now);
+        }
+        self.last = Some(now);
+        self.since
+            .is_some_and(|since| now.duration_since(since) >= ALIVE_FOR)
+    }
+}
+
 struct Inner {
     settings: StoreSettings,
     client: redis::Client,
@@ -64,11 +95,10 @@ struct Inner {
     id: String,
     metrics: Metrics,
     up_changed: tokio::sync::watch::Sender<bool>,
-    /// Since when the store has answered without a break.
-    up_since: std::sync::Mutex<Option<std::time::Instant>>,
-    /// Whether it has answered for [`ALIVE_FOR`] without a break: every
-    /// replica alive has then said so within the count's window, so the
-    /// count of replicas is whole (see [`Store::settled`]).
+    /// Since when the beats have answered without a gap of [`ALIVE_FOR`].
+    beats: std::sync::Mutex<Beats>,
+    /// Whether the count of replicas is whole (see [`Beats`] and
+    /// [`Store::settled`]).
     settled: AtomicBool,
     /// Whether it has ever answered (its first answer is not "again").
     ever_up: AtomicBool,
@@ -106,7 +136,7 @@ impl Store {
             id,
             metrics,
             up_changed: tokio::sync::watch::Sender::new(false),
-            up_since: std::sync::Mutex::new(None),
+            beats: std::sync::Mutex::default(),
             settled: AtomicBool::new(false),
             ever_up: AtomicBool::new(false),
         })))
@@ -171,24 +201,14 @@ impl Store {
     }
 
     fn set_up(&self, up: bool) {
-        {
-            let mut since = self
+        if up {
+            let settled = self
                 .0
-                .up_since
+                .beats
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match (up, *since) {
-                (true, None) => *since = Some(std::time::Instant::now()),
-                (true, Some(at)) => {
-                    self.0
-                        .settled
-                        .store(at.elapsed() >= ALIVE_FOR, Ordering::Release);
-                }
-                (false, _) => {
-                    *since = None;
-                    self.0.settled.store(false, Ordering::Release);
-                }
-            }
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .answered(std::time::Instant::now());
+            self.0.settled.store(settled, Ordering::Release);
         }
         if self.0.up.swap(up, Ordering::AcqRel) == up {
             return;
@@ -437,5 +457,40 @@ impl Store {
             }
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn beats_at(beats: &mut Beats, start: Instant, secs: &[f64]) -> Vec<bool> {
+        secs.iter()
+            .map(|s| beats.answered(start + Duration::from_secs_f64(*s)))
+            .collect()
+    }
+
+    #[test]
+    fn the_count_is_whole_after_answering_for_as_long_as_a_peer_counts() {
+        let mut beats = Beats::default();
+        let settled = beats_at(&mut beats, Instant::now(), &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(settled, [false, false, false, false, false, true]);
+    }
+
+    #[test]
+    fn a_short_gap_keeps_the_count_and_a_long_one_starts_it_again() {
+        let mut beats = Beats::default();
+        let start = Instant::now();
+        // Settled at 5 s; a beat lost at 6 s (a slow answer) changes nothing.
+        let settled = beats_at(
+            &mut beats,
+            start,
+            &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.9],
+        );
+        assert_eq!(settled.last(), Some(&true));
+        // 5 s without an answer: the window is empty, counted again.
+        let settled = beats_at(&mut beats, start, &[16.9, 17.9, 21.8, 21.9]);
+        assert_eq!(settled, [false, false, false, true]);
     }
 }

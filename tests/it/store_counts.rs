@@ -1,9 +1,9 @@
 //! What replicas keep in a real redis-server cannot be bent by an outage or
 //! a client: a tenant's `max_concurrency` held by two replicas stays what it
 //! is after a store that hangs while borrowed calls end, after a store that
-//! loses its data while they run, and from the first call of replicas that
-//! start together; and what a client makes a replica publish is only what
-//! another replica can deliver.
+//! loses its data while they run or is away for a moment, and from the first
+//! call of replicas that start together; and what a client makes a replica
+//! publish is only what another replica can deliver.
 
 use std::time::Duration;
 
@@ -118,6 +118,26 @@ async fn a_store_that_loses_its_data_grows_no_limit() {
         let ran = statuses.iter().filter(|s| **s == 200).count();
         assert_eq!(ran, 4, "{statuses:?}");
     }
+    for gw in gws {
+        gw.stop().await;
+    }
+}
+
+/// A store that misses a beat (a slow answer, a pause of a moment) leaves
+/// the replicas' count of each other whole: once it answers again, each
+/// takes its own share as before, and the tenant's whole limit runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_away_for_a_moment_leaves_the_limit_whole() {
+    let mut redis = Redis::start();
+    let gws = two(&redis).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    redis.pause();
+    store_up(&gws, 0.0).await;
+    redis.resume();
+    store_up(&gws, 1.0).await;
+    let statuses = at_once(&gws, 4, 800).await;
+    assert_eq!(statuses, vec![200; 4]);
+    redis.kill();
     for gw in gws {
         gw.stop().await;
     }
