@@ -52,6 +52,14 @@ pub enum GatewayError {
     /// of tenants with limits (HTTP 503).
     #[error("the shared store is down")]
     StoreDown,
+    /// The user has to consent at `upstream` first, at `url` (the
+    /// 2025-11-25 revision's URL-mode elicitation error, elicitation `id`).
+    #[error("upstream {upstream} needs the user's consent")]
+    UrlElicitation {
+        upstream: Arc<str>,
+        url: String,
+        id: String,
+    },
     /// The upstream's result breaks the tool's outputSchema (or has no `output`).
     #[error("upstream {upstream}: {detail}")]
     InvalidOutput { upstream: Arc<str>, detail: String },
@@ -203,6 +211,17 @@ impl GatewayError {
                         "upstream {upstream} is at its concurrency limit; retry later"
                     )),
                 ),
+                CallError::Credential(refusal) if let Some(ask) = refusal.consent.as_deref() => {
+                    WireError::Written(
+                        codes::AUTHORIZATION_REQUIRED,
+                        serde_json::json!({
+                            "code": codes::AUTHORIZATION_REQUIRED,
+                            "message": format!("Upstream authorization required: connect your account at {}", ask.url),
+                            "data": {"upstream": &**upstream, "url": ask.url, "elicitationId": ask.id},
+                        })
+                        .to_string(),
+                    )
+                }
                 CallError::Credential(refusal) => {
                     let mut data = serde_json::json!({"upstream": &**upstream, "reason": refusal.reason});
                     if let Some(error) = &refusal.error {
@@ -219,6 +238,23 @@ impl GatewayError {
                     )
                 }
             },
+            E::UrlElicitation { upstream, url, id } => {
+                let message = format!("Connect your account for {upstream} at {url}");
+                WireError::Written(
+                    codes::URL_ELICITATION_REQUIRED,
+                    serde_json::json!({
+                        "code": codes::URL_ELICITATION_REQUIRED,
+                        "message": format!("URL elicitation required: {message}"),
+                        "data": {"elicitations": [{
+                            "mode": "url",
+                            "elicitationId": id,
+                            "url": url,
+                            "message": message,
+                        }]},
+                    })
+                    .to_string(),
+                )
+            }
             E::OverCapacity {
                 retry_after_secs,
                 reason,
@@ -343,8 +379,10 @@ impl GatewayError {
                 CallError::Remote(_) => "upstream_error",
                 CallError::Tool(_) => "tool_error",
                 CallError::OverCapacity => "over_capacity",
+                CallError::Credential(r) if r.consent.is_some() => "authorization_required",
                 CallError::Credential(_) => "credential_unavailable",
             },
+            E::UrlElicitation { .. } => "authorization_required",
             E::OverCapacity { .. } | E::StoreDown => "over_capacity",
             E::InvalidOutput { .. } => "upstream_protocol_error",
             E::Revoked => "unauthorized",

@@ -66,6 +66,8 @@ pub struct Metrics {
     pub upstream_token_cache: IntCounterVec,
     /// Upstream credentials held.
     pub upstream_tokens_cached: IntGaugeVec,
+    /// Users' consents, by outcome (started, connected, refused, revoked).
+    pub upstream_consents: IntCounterVec,
     pub config_reloads: IntCounterVec,
     pub upstream_in_flight: IntGaugeVec,
     /// Requests upstreams sent the gateway (a `ping`, ...), by what became of them.
@@ -375,6 +377,12 @@ impl Metrics {
                 "upstream_tokens_cached",
                 "Upstream credentials held.",
                 &["upstream"],
+            ),
+            upstream_consents: counter(
+                &r,
+                "upstream_consents_total",
+                "Users' consents to upstreams, by outcome (started, connected, refused, revoked).",
+                &["upstream", "outcome"],
             ),
             config_reloads: counter(
                 &r,

@@ -45,6 +45,9 @@ pub struct Core {
     pub(super) admin_token: Arc<arc_swap::ArcSwapOption<crate::config::KeyDigest>>,
     /// The bound on obtained tokens every upstream's credentials share.
     tokens: Arc<upstream::credentials::TokenBudget>,
+    /// Users' consents to upstreams (`user_consent`), when configured;
+    /// made anew by a reload that changes what they share.
+    pub consents: Arc<arc_swap::ArcSwapOption<upstream::credentials::Consents>>,
     /// The admin console's state (its settings swapped by a reload).
     pub console: Arc<crate::http::console::Console>,
     supervisors: TaskTracker,
@@ -110,6 +113,7 @@ impl Core {
             )),
             console: Arc::new(console(config)),
             tokens: upstream::credentials::TokenBudget::new(config.gateway.max_cached_tokens),
+            consents: Arc::default(),
             supervisors: TaskTracker::new(),
             running: Mutex::new(HashMap::new()),
             http_client: Mutex::new(None),
@@ -235,6 +239,7 @@ impl Core {
             metrics: self.metrics.clone(),
             client,
             tokens: self.tokens.clone(),
+            consents: self.consents_for(spec, gateway)?,
             max_frame,
             max_server_requests: gateway.limits.max_server_requests,
             server_request_timeout: gateway.server_request_timeout,
@@ -252,6 +257,32 @@ impl Core {
             up,
             stop,
         })
+    }
+
+    /// The consents an upstream with `user_consent` asks through: the ones
+    /// in force while what they share is unchanged, else new ones.
+    fn consents_for(
+        &self,
+        spec: &crate::config::UpstreamSpec,
+        gateway: &GatewaySettings,
+    ) -> std::io::Result<Option<Arc<upstream::credentials::Consents>>> {
+        let (Some(settings), Some(auth)) = (&gateway.consent, &spec.auth) else {
+            return Ok(None);
+        };
+        if let Some(held) = self.consents.load_full()
+            && held.settings() == settings
+        {
+            return Ok(Some(held));
+        }
+        let consents = upstream::credentials::Consents::new(
+            settings.clone(),
+            self.http_client()?,
+            auth.timeout,
+            self.shared.as_ref().map(|s| s.store.clone()),
+            self.metrics.clone(),
+        );
+        self.consents.store(Some(consents.clone()));
+        Ok(Some(consents))
     }
 
     /// Applies a new, valid configuration: unchanged upstreams keep running

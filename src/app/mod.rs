@@ -145,12 +145,14 @@ pub fn start_on(
             .shared(store.clone()),
         ),
         calls: calls.clone(),
+        consents: core.consents.clone(),
     });
     let admin_app = admin::router(
         AdminState {
             dispatcher: dispatcher.clone(),
             draining: draining.clone(),
             token: core.admin_token.clone(),
+            consents: core.consents.clone(),
         },
         core.console.clone(),
     );

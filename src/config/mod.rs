@@ -2,8 +2,10 @@
 //! and where it is (`validate`) → frozen typed values (this file).
 
 pub mod admin_ui;
+pub mod consent;
 pub mod curation;
 pub mod raw;
+pub mod raw_consent;
 pub mod restart;
 mod shape;
 pub mod signing;
@@ -67,6 +69,9 @@ pub struct GatewaySettings {
     /// `gateway.upstream_auth.max_cached_tokens`: obtained tokens kept at
     /// most, every upstream's together. Applied on reload.
     pub max_cached_tokens: usize,
+    /// What every upstream's `user_consent` shares; `None` when
+    /// `gateway.upstream_auth` gives no public_url and encryption_keys.
+    pub consent: Option<consent::ConsentSettings>,
     /// `gateway.admin_ui`: the console under `/ui`. Applied on reload.
     pub admin_ui: admin_ui::AdminUi,
     /// Origins (`scheme://host[:port]`) whose requests are served; a request

@@ -147,6 +147,8 @@ pub struct RawJwt {
     pub tenants: Vec<String>,
     /// Or the one tenant of every token of this issuer.
     pub tenant: Option<String>,
+    /// The gateway's OpenID client here, to identify browser users (consent).
+    pub login: Option<super::raw_consent::RawLogin>,
     /// Clock skew allowed on exp and nbf, at most 300 (default 30).
     #[schemars(range(max = 300))]
     pub leeway_s: Option<u64>,
@@ -253,6 +255,9 @@ pub struct RawUpstreamAuth {
     /// A short-lived JWT the gateway signs for the caller, for upstreams
     /// that trust the gateway (its keys at /.well-known/jwks.json).
     pub assertion: Option<RawAssertion>,
+    /// The user's own consent at the upstream's authorization server,
+    /// given once in a browser (authorization code with PKCE).
+    pub user_consent: Option<super::raw_consent::RawUserConsent>,
     /// The header it is sent in (HTTP upstreams; default authorization, as
     /// "Bearer <token>"; any other header carries the token bare).
     pub header: Option<String>,
@@ -362,6 +367,12 @@ pub struct RawUpstreamAuthSettings {
     /// itself, env:VAR or file:PATH: the first signs, all are published.
     #[serde(default)]
     pub signing_keys: Vec<String>,
+    /// Keys consent records are sealed with: the first seals, all open.
+    #[serde(default)]
+    pub encryption_keys: Vec<super::raw_consent::RawEncryptionKey>,
+    /// How long a consent URL and its flow last, in seconds (default 600, 60..3600).
+    #[schemars(range(min = 60, max = 3600))]
+    pub consent_ttl_s: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -51,6 +51,8 @@ pub enum AuthMode {
     TokenExchange(Exchange),
     /// A JWT the gateway signs for the caller.
     Assertion(Assertion),
+    /// The user's own token, from a consent they gave in a browser.
+    UserConsent(super::consent::UserConsent),
 }
 
 /// The token exchange grant: a client, the caller's token's type, and
@@ -76,6 +78,7 @@ impl AuthMode {
             AuthMode::ClientCredentials(_) => "client_credentials",
             AuthMode::TokenExchange(_) => "token_exchange",
             AuthMode::Assertion(_) => "assertion",
+            AuthMode::UserConsent(_) => "user_consent",
         }
     }
 

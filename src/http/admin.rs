@@ -24,6 +24,10 @@ pub fn router(state: AdminState, console: std::sync::Arc<super::console::Console
         .route("/pins", get(super::admin_pins::list))
         .route("/pins/approve", post(super::admin_pins::approve))
         .route("/pins/reject", post(super::admin_pins::reject))
+        .route(
+            "/upstream-auth/connections",
+            axum::routing::delete(super::consent::remove),
+        )
         .with_state(state)
         .merge(ui)
 }

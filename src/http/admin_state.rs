@@ -19,6 +19,8 @@ pub struct AdminState {
     /// Needed for what names tenants and upstreams (metrics, readiness
     /// detail); swapped by a reload.
     pub token: Arc<arc_swap::ArcSwapOption<KeyDigest>>,
+    /// Users' consents to upstreams, which an admin may revoke.
+    pub consents: Arc<arc_swap::ArcSwapOption<crate::upstream::credentials::Consents>>,
 }
 
 impl AdminState {

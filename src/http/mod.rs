@@ -8,6 +8,7 @@ pub mod agent;
 mod browser;
 pub(crate) mod calls;
 mod conn_place;
+pub mod consent;
 pub mod console;
 mod exchange;
 mod first_look;

@@ -35,4 +35,7 @@ pub struct AgentState {
     pub mcp_sessions: Option<McpSessions>,
     /// Their calls in flight here, for `notifications/cancelled`.
     pub calls: Calls,
+    /// Users' consents to upstreams: the browser's steps and the
+    /// connections users list and revoke (`/oauth/upstream/`).
+    pub consents: Arc<arc_swap::ArcSwapOption<crate::upstream::credentials::Consents>>,
 }

@@ -32,6 +32,11 @@ pub mod codes {
     pub const TOOL_ERROR: i64 = -32008;
     /// No credential for the upstream could be had (its `auth`).
     pub const CREDENTIAL_UNAVAILABLE: i64 = -32009;
+    /// The user has to consent at the upstream first (`user_consent`):
+    /// the error for clients that take no URL-mode elicitation.
+    pub const AUTHORIZATION_REQUIRED: i64 = -32010;
+    /// The 2025-11-25 revision's URLElicitationRequiredError.
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
     /// The Model Context Protocol's "Resource not found" (its face only; the
     /// same number is MCP v1.0's "not initialized").
     pub const RESOURCE_NOT_FOUND: i64 = -32002;

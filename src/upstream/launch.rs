@@ -31,6 +31,8 @@ pub struct Launch {
     pub client: Option<reqwest::Client>,
     /// The bound on obtained tokens every upstream's credentials share.
     pub tokens: Arc<crate::upstream::credentials::TokenBudget>,
+    /// Users' consents, when the gateway asks for any.
+    pub consents: Option<Arc<crate::upstream::credentials::Consents>>,
     pub max_frame: usize,
     pub max_server_requests: usize,
     /// How long an upstream's request waits for a client's answer.
@@ -169,6 +171,7 @@ impl Launch {
             client.clone(),
             self.metrics.clone(),
             self.tokens.clone(),
+            self.consents(auth),
         )?;
         let credentials = Arc::new(credentials);
         // Its own process holds a credential only when it is everyone's;
@@ -177,6 +180,19 @@ impl Launch {
             self.up.hold_credentials(credentials.clone());
         }
         Ok(Some(EnvCredential { credentials, var }))
+    }
+
+    /// Users' consents, for an upstream that asks for them.
+    fn consents(
+        &self,
+        auth: &crate::config::upstream_auth::UpstreamAuth,
+    ) -> Option<Arc<crate::upstream::credentials::Consents>> {
+        let crate::config::upstream_auth::AuthMode::UserConsent(consent) = &auth.mode else {
+            return None;
+        };
+        let consents = self.consents.clone()?;
+        consents.register(&self.spec.name, consent);
+        Some(consents)
     }
 
     /// The upstream's credential, when it has `auth`.
@@ -190,6 +206,7 @@ impl Launch {
             client.clone(),
             self.metrics.clone(),
             self.tokens.clone(),
+            self.consents(auth),
         )?;
         let credentials = Arc::new(credentials);
         self.up.hold_credentials(credentials.clone());

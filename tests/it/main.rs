@@ -15,6 +15,7 @@ mod budgets;
 mod caching;
 mod compliance;
 mod conformance;
+mod consent;
 mod console;
 mod console_api;
 mod console_plain;

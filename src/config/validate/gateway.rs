@@ -123,6 +123,7 @@ pub(super) fn gateway(
         admin_token,
         admin_ui,
         max_cached_tokens: crate::config::upstream_auth::DEFAULT_MAX_CACHED_TOKENS,
+        consent: None,
         allowed_origins,
         session_key,
         tool_name_budget,

@@ -15,6 +15,7 @@ use subtle::ConstantTimeEq;
 use crate::auth::{IssuerSpec, KeySource, TenantFrom};
 
 use super::raw::{RawAuth, RawConfig, RawGateway, RawLimits, RawTenant, RawUpstream};
+mod consent;
 mod curation;
 mod discovery;
 mod gateway;
@@ -122,13 +123,30 @@ pub(super) fn validate(
     let mut p = Problems::default();
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
     let mut raw_gateway = raw.gateway.unwrap_or_default();
-    let raw_auth = raw_gateway.auth.take().unwrap_or_default();
+    let mut raw_auth = raw_gateway.auth.take().unwrap_or_default();
+    let logins: Vec<consent::RawLoginAt> = raw_auth
+        .jwt
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, j)| {
+            Some(consent::RawLoginAt {
+                at: format!("gateway.auth.jwt[{i}]"),
+                issuer: j.issuer.clone(),
+                login: j.login.take()?,
+            })
+        })
+        .collect();
     let raw_upstream_auth = raw_gateway.upstream_auth.take().unwrap_or_default();
     let gateway = gateway(raw_gateway, secrets, &mut p);
     let tenant_names: Vec<String> = raw.tenants.keys().cloned().collect();
     let mut auth = auth(raw_auth, &tenant_names, &mut p);
-    let upstream_auth =
-        upstream_auth::settings(raw_upstream_auth, !auth.issuers.is_empty(), secrets, &mut p);
+    let upstream_auth = upstream_auth::settings(
+        raw_upstream_auth,
+        !auth.issuers.is_empty(),
+        logins,
+        secrets,
+        &mut p,
+    );
     auth.signing = upstream_auth.signer.as_ref().map(|s| s.keys.clone());
     let by_token: Vec<&str> = if auth
         .issuers
@@ -190,6 +208,7 @@ pub(super) fn validate(
         (Some(mut gateway), true) => Ok(Config {
             gateway: {
                 gateway.max_cached_tokens = upstream_auth.max_cached_tokens;
+                gateway.consent = upstream_auth.consent;
                 gateway
             },
             auth,

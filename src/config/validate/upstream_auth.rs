@@ -32,13 +32,18 @@ pub(super) struct Settings {
     jwt_issuers: bool,
     /// Tokens obtained and kept at most, every upstream's together.
     pub max_cached_tokens: usize,
+    /// What consents share, when public_url and encryption_keys are given.
+    pub consent: Option<crate::config::consent::ConsentSettings>,
+    /// Why there is no `consent`, for an upstream that asks for one.
+    consent_missing: Option<String>,
 }
 
 const AT: &str = "gateway.upstream_auth";
 
 pub(super) fn settings(
-    raw: RawUpstreamAuthSettings,
+    mut raw: RawUpstreamAuthSettings,
     jwt_issuers: bool,
+    logins: Vec<super::consent::RawLoginAt>,
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Settings {
@@ -63,7 +68,10 @@ pub(super) fn settings(
     };
     let public_url = raw
         .public_url
+        .take()
         .and_then(|u| checked_url(u, &format!("{AT}.public_url"), p));
+    let (consent, consent_missing) =
+        super::consent::settings(&mut raw, public_url.as_deref(), logins, secrets, p);
     let mut keys: Vec<SigningKey> = Vec::new();
     for (i, key) in raw.signing_keys.iter().enumerate() {
         let at = format!("{AT}.signing_keys[{i}]");
@@ -104,6 +112,8 @@ pub(super) fn settings(
         signer,
         jwt_issuers,
         max_cached_tokens,
+        consent,
+        consent_missing,
     }
 }
 
@@ -217,17 +227,26 @@ fn mode(
     secrets: &dyn Secrets,
     p: &mut Problems,
 ) -> Option<AuthMode> {
-    const MODES: &str = "client_credentials, token_exchange or assertion";
+    const MODES: &str = "client_credentials, token_exchange, user_consent or assertion";
     let given = [
         raw.client_credentials.is_some(),
         raw.token_exchange.is_some(),
         raw.assertion.is_some(),
+        raw.user_consent.is_some(),
     ];
     if given.iter().filter(|g| **g).count() != 1 {
         p.add(at, format!("needs exactly one mode: {MODES}"));
         return None;
     }
     let per_user = raw.client_credentials.is_none();
+    if let Some(consent) = raw.user_consent {
+        let at = format!("{at}.user_consent");
+        if let Some(why) = &settings.consent_missing {
+            p.add(&at, why);
+        }
+        return super::consent::user_consent(consent, up.url, &at, secrets, p)
+            .map(AuthMode::UserConsent);
+    }
     if per_user && !settings.jwt_issuers {
         p.add(
             at,
@@ -345,7 +364,7 @@ fn client(
 
 /// `url` if it is an http:// or https:// URL with a host and no
 /// credentials (never echoed whole: its query may hold a secret).
-fn checked_url(url: String, at: &str, p: &mut Problems) -> Option<String> {
+pub(super) fn checked_url(url: String, at: &str, p: &mut Problems) -> Option<String> {
     match reqwest::Url::parse(&url) {
         Ok(u) if !u.username().is_empty() || u.password().is_some() => {
             p.add(

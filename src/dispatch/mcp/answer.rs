@@ -138,7 +138,11 @@ impl ModelContext<'_> {
         started: std::time::Instant,
     ) -> Built {
         match method {
-            "tools/call" => return self.call_named(tenant, call, era, via, started, None).await,
+            "tools/call" => {
+                let url_errors = super::consent::takes_url_errors(era, &via);
+                let called = self.call_named(tenant, call, era, via, started, None).await;
+                return called.map_err(|e| super::consent::for_client(e, url_errors));
+            }
             "tools/list" => return Ok(self.list_tools(tenant, era, via.tools).await),
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
                 return self

@@ -51,6 +51,7 @@ macro_rules! holds {
 
 mod answer;
 mod asking;
+mod consent;
 mod curated;
 mod discovery;
 mod face_index;

@@ -105,6 +105,8 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 document
             } else if request.uri().path() == JWKS_PATH {
                 edge.jwks(request.method())
+            } else if request.uri().path().starts_with(super::consent::PREFIX) {
+                super::consent::serve(&edge.state, request).await
             } else if request.uri().path() != "/mcp" {
                 Refusal::NotFound.reply().into_response()
             } else if request.method() == axum::http::Method::POST {

@@ -8,6 +8,7 @@
 
 mod assertion;
 pub mod budget;
+pub mod consent;
 mod token;
 
 use std::sync::Arc;
@@ -22,7 +23,8 @@ use crate::metrics::Metrics;
 use crate::tenant::User;
 
 pub use budget::TokenBudget;
-pub use token::Refusal;
+pub use consent::Consents;
+pub use token::{ConsentAsk, Refusal};
 
 /// A credential in force: the header's value, and until when it is used.
 struct Fresh {
@@ -73,6 +75,8 @@ struct Grant {
     budget: Option<Arc<TokenBudget>>,
     /// The clock's origin for credentials' last use (whole seconds).
     born: Instant,
+    /// Users' consents (`user_consent`).
+    consents: Option<Arc<Consents>>,
 }
 
 /// One credential of an upstream: the one every caller's requests carry,
@@ -101,6 +105,7 @@ impl Credentials {
         client: reqwest::Client,
         metrics: Metrics,
         budget: Arc<TokenBudget>,
+        consents: Option<Arc<Consents>>,
     ) -> Result<Self, String> {
         let header = HeaderName::from_bytes(auth.header.as_bytes()).map_err(|e| e.to_string())?;
         let grant = auth.mode.as_str();
@@ -141,6 +146,7 @@ impl Credentials {
             cached,
             budget,
             born: Instant::now(),
+            consents,
         })))
     }
 
@@ -300,6 +306,15 @@ impl Credentials {
             let acting = acting.as_deref().ok_or_else(Refusal::no_user)?;
             return assertion::signed(signer, &acting.tenant, &acting.user, a);
         }
+        if let AuthMode::UserConsent(_) = &grant.auth.mode {
+            let acting = acting.as_deref().ok_or_else(Refusal::no_user)?;
+            let consents = grant.consents.as_ref().ok_or_else(|| {
+                Refusal::invalid("user_consent needs gateway.upstream_auth's public_url and keys")
+            })?;
+            return consents
+                .token(&acting.tenant, &acting.user, &grant.upstream)
+                .await;
+        }
         let started = Instant::now();
         let result = self.request(acting.as_deref().map(|a| &*a.user)).await;
         let outcome = result.as_ref().map_or_else(|r| r.reason, |_| "ok");
@@ -359,6 +374,9 @@ impl Credentials {
                 .await
             }
             AuthMode::Assertion(_) => Err(no_signer()),
+            AuthMode::UserConsent(_) => {
+                Err(Refusal::invalid("a consent's token is the user's own"))
+            }
         }
     }
 

@@ -21,14 +21,35 @@ pub struct Refusal {
     pub error: Option<String>,
     /// What went wrong, for the log.
     pub detail: String,
+    /// `consent_required`: where the user gives it.
+    pub consent: Option<Box<ConsentAsk>>,
+}
+
+/// A consent the user has to give before the call can run: the URL of
+/// the gateway's consent page, and its elicitation id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsentAsk {
+    pub url: String,
+    pub id: String,
 }
 
 impl Refusal {
-    fn new(reason: &'static str, detail: impl Into<String>) -> Self {
+    pub(super) fn new(reason: &'static str, detail: impl Into<String>) -> Self {
         Refusal {
             reason,
             error: None,
             detail: detail.into(),
+            consent: None,
+        }
+    }
+
+    /// The user's consent is needed first, at `ask.url`.
+    pub fn consent(ask: ConsentAsk) -> Self {
+        Refusal {
+            reason: "consent_required",
+            error: None,
+            detail: "the user has not connected this upstream".into(),
+            consent: Some(Box::new(ask)),
         }
     }
 
@@ -53,7 +74,7 @@ impl Refusal {
         )
     }
 
-    fn of(e: &reqwest::Error) -> Self {
+    pub(super) fn of(e: &reqwest::Error) -> Self {
         if e.is_timeout() {
             Refusal::new("timeout", "the authorization server did not answer in time")
         } else {
@@ -69,9 +90,12 @@ pub(super) struct Token {
 }
 
 #[derive(Deserialize)]
-struct TokenAnswer {
-    access_token: Option<String>,
-    expires_in: Option<serde_json::Value>,
+pub(super) struct TokenAnswer {
+    pub access_token: Option<String>,
+    pub expires_in: Option<serde_json::Value>,
+    pub refresh_token: Option<String>,
+    pub id_token: Option<String>,
+    pub scope: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -144,9 +168,55 @@ async fn grant<'a>(
     if let Some(audience) = &client.audience {
         form.push(("audience", audience));
     }
-    if !client.basic {
-        form.push(("client_id", &client.client_id));
-        form.push(("client_secret", &client.client_secret));
+    let auth = ClientAuth {
+        id: &client.client_id,
+        secret: Some(&client.client_secret),
+        basic: client.basic,
+    };
+    let body = post_form(http, endpoint, &form, Some(auth), timeout).await?;
+    let answer: TokenAnswer = serde_json::from_slice(&body)
+        .map_err(|_| Refusal::invalid("the token answer is not a JSON object"))?;
+    let token = answer
+        .access_token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Refusal::invalid("the token answer has no access_token"))?;
+    let lifetime = answer
+        .expires_in
+        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
+        .map(Duration::from_secs)
+        .or_else(|| jwt_lifetime(&token))
+        .unwrap_or(Duration::from_secs(60));
+    Ok(Token { token, lifetime })
+}
+
+/// How a client authenticates to a token endpoint: `client_secret_basic`
+/// or `_post`, or a public client (its id alone, in the form).
+#[derive(Clone, Copy)]
+pub(super) struct ClientAuth<'a> {
+    pub id: &'a str,
+    pub secret: Option<&'a str>,
+    pub basic: bool,
+}
+
+/// POSTs `form` to `endpoint` as the client: the answer's body when it is
+/// a success, else why not (an OAuth error as `refused` with its code).
+pub(super) async fn post_form(
+    http: &reqwest::Client,
+    endpoint: &str,
+    form: &[(&str, &str)],
+    client: Option<ClientAuth<'_>>,
+    timeout: Duration,
+) -> Result<bytes::Bytes, Refusal> {
+    let mut form = form.to_vec();
+    match client {
+        Some(c) if c.basic && c.secret.is_some() => {}
+        Some(c) => {
+            form.push(("client_id", c.id));
+            if let Some(secret) = c.secret {
+                form.push(("client_secret", secret));
+            }
+        }
+        None => {}
     }
     let mut request = http
         .post(endpoint)
@@ -154,11 +224,14 @@ async fn grant<'a>(
         .header("content-type", "application/x-www-form-urlencoded")
         .header("accept", "application/json")
         .body(encode(&form));
-    if client.basic {
+    if let Some(ClientAuth {
+        id,
+        secret: Some(secret),
+        basic: true,
+    }) = client
+    {
         // RFC 6749 section 2.3.1: each part form-encoded before Basic.
-        let id = encode_part(&client.client_id);
-        let secret = encode_part(&client.client_secret);
-        request = request.basic_auth(id, Some(secret));
+        request = request.basic_auth(encode_part(id), Some(encode_part(secret)));
     }
     let response = request.send().await.map_err(|e| Refusal::of(&e))?;
     let status = response.status();
@@ -185,21 +258,10 @@ async fn grant<'a>(
             reason: "refused",
             detail: format!("the authorization server refused: {error}"),
             error: Some(error),
+            consent: None,
         });
     }
-    let answer: TokenAnswer = serde_json::from_slice(&body)
-        .map_err(|_| Refusal::invalid("the token answer is not a JSON object"))?;
-    let token = answer
-        .access_token
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| Refusal::invalid("the token answer has no access_token"))?;
-    let lifetime = answer
-        .expires_in
-        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
-        .map(Duration::from_secs)
-        .or_else(|| jwt_lifetime(&token))
-        .unwrap_or(Duration::from_secs(60));
-    Ok(Token { token, lifetime })
+    Ok(body)
 }
 
 /// An OAuth error code: printable ASCII without `"` or `\` (RFC 6749 5.2),
@@ -214,7 +276,7 @@ fn is_error_code(code: &str) -> bool {
 
 /// How long a JWT access token has left, from its `exp` (not verified: it
 /// is the upstream's to verify; this only says when to get another).
-fn jwt_lifetime(token: &str) -> Option<Duration> {
+pub(super) fn jwt_lifetime(token: &str) -> Option<Duration> {
     use base64::Engine;
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -228,7 +290,7 @@ fn jwt_lifetime(token: &str) -> Option<Duration> {
     Some(Duration::from_secs(exp.saturating_sub(now)))
 }
 
-fn encode_part(s: &str) -> String {
+pub(super) fn encode_part(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, FORM).to_string()
 }
 
@@ -239,7 +301,7 @@ const FORM: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-fn encode(form: &[(&str, &str)]) -> String {
+pub(super) fn encode(form: &[(&str, &str)]) -> String {
     form.iter()
         .map(|(k, v)| format!("{}={}", encode_part(k), encode_part(v)))
         .collect::<Vec<_>>()

