@@ -3,7 +3,7 @@
 //! echoed), a flow's life, and each identity provider's login client; an
 //! upstream that asks for consent without them is refused, with its path.
 
-use super::upstream_auth::checked_url;
+use super::values::checked_url;
 use super::*;
 use crate::config::consent::{
     ConsentClient, ConsentServer, ConsentSettings, DEFAULT_TTL, Login, SealingKeys, UserConsent,
@@ -19,6 +19,21 @@ pub(super) struct RawLoginAt {
     pub at: String,
     pub issuer: String,
     pub login: RawLogin,
+}
+
+/// The login clients of `gateway.auth.jwt`, taken out of it.
+pub(super) fn logins(raw: &mut crate::config::raw::RawAuth) -> Vec<RawLoginAt> {
+    raw.jwt
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, j)| {
+            Some(RawLoginAt {
+                at: format!("gateway.auth.jwt[{i}]"),
+                issuer: j.issuer.clone(),
+                login: j.login.take()?,
+            })
+        })
+        .collect()
 }
 
 /// What consents share; else why an upstream cannot ask for one.

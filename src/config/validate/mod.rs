@@ -124,29 +124,13 @@ pub(super) fn validate(
     let has_pins_file = raw.gateway.as_ref().is_some_and(|g| g.pins_file.is_some());
     let mut raw_gateway = raw.gateway.unwrap_or_default();
     let mut raw_auth = raw_gateway.auth.take().unwrap_or_default();
-    let logins: Vec<consent::RawLoginAt> = raw_auth
-        .jwt
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, j)| {
-            Some(consent::RawLoginAt {
-                at: format!("gateway.auth.jwt[{i}]"),
-                issuer: j.issuer.clone(),
-                login: j.login.take()?,
-            })
-        })
-        .collect();
+    let logins = consent::logins(&mut raw_auth);
     let raw_upstream_auth = raw_gateway.upstream_auth.take().unwrap_or_default();
     let gateway = gateway(raw_gateway, secrets, &mut p);
     let tenant_names: Vec<String> = raw.tenants.keys().cloned().collect();
     let mut auth = auth(raw_auth, &tenant_names, &mut p);
-    let upstream_auth = upstream_auth::settings(
-        raw_upstream_auth,
-        !auth.issuers.is_empty(),
-        logins,
-        secrets,
-        &mut p,
-    );
+    let jwt = !auth.issuers.is_empty();
+    let upstream_auth = upstream_auth::settings(raw_upstream_auth, jwt, logins, secrets, &mut p);
     auth.signing = upstream_auth.signer.as_ref().map(|s| s.keys.clone());
     let by_token: Vec<&str> = if auth
         .issuers

@@ -3,6 +3,7 @@
 //! client's secret read like a header's (itself, env:VAR, file:PATH), and
 //! a header the configured `http.headers` does not also set.
 
+use super::values::checked_url;
 use super::*;
 use crate::config::raw::{RawClientCredentials, RawUpstreamAuth, RawUpstreamAuthSettings};
 use crate::config::signing::{SigningKey, SigningKeys};
@@ -360,27 +361,4 @@ fn client(
         resource,
         audience: raw.audience,
     })
-}
-
-/// `url` if it is an http:// or https:// URL with a host and no
-/// credentials (never echoed whole: its query may hold a secret).
-pub(super) fn checked_url(url: String, at: &str, p: &mut Problems) -> Option<String> {
-    match reqwest::Url::parse(&url) {
-        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
-            p.add(
-                at,
-                "holds credentials: give the client's in client_id and client_secret",
-            );
-            None
-        }
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(url),
-        _ => {
-            let written = crate::redact::written(&url);
-            p.add(
-                at,
-                format!("'{written}' is not an http:// or https:// URL with a host"),
-            );
-            None
-        }
-    }
 }

@@ -30,3 +30,26 @@ pub(super) fn header_value(
         }
     }
 }
+
+/// `url` if it is an http:// or https:// URL with a host and no
+/// credentials (never echoed whole: its query may hold a secret).
+pub(super) fn checked_url(url: String, at: &str, p: &mut Problems) -> Option<String> {
+    match reqwest::Url::parse(&url) {
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+            p.add(
+                at,
+                "holds credentials: give the client's in client_id and client_secret",
+            );
+            None
+        }
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(url),
+        _ => {
+            let written = crate::redact::written(&url);
+            p.add(
+                at,
+                format!("'{written}' is not an http:// or https:// URL with a host"),
+            );
+            None
+        }
+    }
+}

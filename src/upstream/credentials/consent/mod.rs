@@ -14,6 +14,7 @@ mod flow;
 mod keep;
 pub mod seal;
 mod server;
+mod steps;
 
 use std::sync::Arc;
 use std::time::Duration;
