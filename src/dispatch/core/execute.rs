@@ -162,7 +162,8 @@ impl Dispatcher {
         let sealed: Option<String> = serde_json::from_str(state.get()).ok();
         let sealed = sealed
             .ok_or_else(|| GatewayError::InvalidParams("requestState must be a string".into()))?;
-        super::rounds::open(self.sealer(), &tenant.name, id, &sealed).map(Some)
+        let upstream = mcpid::upstream_of(self.gateway_id(), id);
+        super::rounds::open(self.sealer(), &tenant.name, (id, upstream), &sealed).map(Some)
     }
 
     /// One round of a 2026-07-28 client's call, sent to the upstream in
@@ -193,7 +194,8 @@ impl Dispatcher {
             arguments,
             capabilities,
             log_level,
-            input_responses: responses,
+            // The answers to a round of the gateway's own are not the upstream's.
+            input_responses: responses.filter(|_| !opened.as_ref().is_some_and(|o| o.own)),
             request_state: opened.as_ref().and_then(|o| o.state.as_deref()),
             mirrored: &mirrored,
         };

@@ -57,6 +57,10 @@ pub struct RoundState {
     /// The call held for the retry (see `held`), if the round is one.
     #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
+    /// The gateway's own round (a consent it asked for): the client's
+    /// answers are its own and go to no upstream.
+    #[serde(rename = "o", default, skip_serializing_if = "std::ops::Not::not")]
+    pub own: bool,
 }
 
 impl RoundState {
@@ -72,7 +76,24 @@ impl RoundState {
             expires: now_secs().saturating_add(lifetime.as_secs().max(1)),
             state,
             held,
+            own: false,
         }
+    }
+}
+
+/// How long the gateway's own round lasts at least: a user consenting in
+/// a browser takes minutes, not a server request's seconds.
+const OWN_ROUND: Duration = Duration::from_secs(600);
+
+impl super::Dispatcher {
+    /// The sealed state of a round of the gateway's own for `tenant`'s
+    /// call of a tool of `upstream`: the client's retry with it runs the
+    /// call again.
+    pub fn own_round_state(&self, tenant: &str, upstream: &str) -> String {
+        let lifetime = self.round_lifetime().max(OWN_ROUND);
+        let mut round = RoundState::new(upstream, None, None, lifetime);
+        round.own = true;
+        seal(self.sealer(), tenant, &round)
     }
 }
 
@@ -90,11 +111,13 @@ pub fn seal(sealer: &crate::seal::Sealer, tenant: &str, round: &RoundState) -> S
 }
 
 /// The round a client's `requestState` names, when this gateway sealed it
-/// for `tenant`'s call of `tool` and the round has not ended.
+/// for `tenant`'s call of `tool` (of `upstream`; a round of the gateway's
+/// own is bound to the upstream, whose tools may not be listed yet when it
+/// asks) and the round has not ended.
 pub fn open(
     sealer: &crate::seal::Sealer,
     tenant: &str,
-    tool: &str,
+    (tool, upstream): (&str, Option<&str>),
     sealed: &str,
 ) -> Result<RoundState, GatewayError> {
     let refused = || {
@@ -112,7 +135,11 @@ pub fn open(
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .ok_or_else(refused)?;
-    if round.tool != tool || round.expires < now_secs() {
+    let named = match round.own {
+        true => upstream == Some(round.tool.as_str()),
+        false => round.tool == tool,
+    };
+    if !named || round.expires < now_secs() {
         return Err(refused());
     }
     Ok(round)
@@ -149,28 +176,32 @@ mod tests {
         let long = Duration::from_secs(300);
         let round = RoundState::new("gw/up/t", Some("own".into()), Some("h1".into()), long);
         let sealed = seal(&sealer, "a", &round);
-        let round = open(&sealer, "a", "gw/up/t", &sealed).expect("opens");
+        let round = open(&sealer, "a", ("gw/up/t", None), &sealed).expect("opens");
         assert_eq!(round.state.as_deref(), Some("own"));
         assert_eq!(round.held.as_deref(), Some("h1"));
         // Another replica with the same secret opens it too.
         let replica = Sealer::new(&KeyDigest::of(b"secret"));
-        assert!(open(&replica, "a", "gw/up/t", &sealed).is_ok());
+        assert!(open(&replica, "a", ("gw/up/t", None), &sealed).is_ok());
         // Another tenant, another tool, another secret, an altered payload.
-        assert!(open(&sealer, "b", "gw/up/t", &sealed).is_err());
-        assert!(open(&sealer, "a", "gw/up/u", &sealed).is_err());
+        assert!(open(&sealer, "b", ("gw/up/t", None), &sealed).is_err());
+        assert!(open(&sealer, "a", ("gw/up/u", None), &sealed).is_err());
         let other = Sealer::new(&KeyDigest::of(b"other"));
-        assert!(open(&other, "a", "gw/up/t", &sealed).is_err());
+        assert!(open(&other, "a", ("gw/up/t", None), &sealed).is_err());
         let (tag, _) = sealed.split_once('.').unwrap();
         let forged = RoundState {
             tool: "gw/up/t".into(),
             expires: u64::MAX,
             state: Some("mine".into()),
             held: None,
+            own: false,
         };
         let forged = format!("{tag}.{}", B64.encode(serde_json::to_vec(&forged).unwrap()));
-        assert!(open(&sealer, "a", "gw/up/t", &forged).is_err());
+        assert!(open(&sealer, "a", ("gw/up/t", None), &forged).is_err());
         for junk in ["", ".", "x", "a.b.c", "v1.mMroxtiy"] {
-            assert!(open(&sealer, "a", "gw/up/t", junk).is_err(), "{junk}");
+            assert!(
+                open(&sealer, "a", ("gw/up/t", None), junk).is_err(),
+                "{junk}"
+            );
         }
         // A round that has ended.
         let ended = RoundState {
@@ -178,10 +209,11 @@ mod tests {
             expires: now_secs() - 1,
             state: None,
             held: None,
+            own: false,
         };
         let payload = B64.encode(serde_json::to_vec(&ended).unwrap());
         let ended = format!("{}.{payload}", sealer.tag(PURPOSE, &["a", &payload]));
-        assert!(open(&sealer, "a", "gw/up/t", &ended).is_err());
+        assert!(open(&sealer, "a", ("gw/up/t", None), &ended).is_err());
     }
 
     #[test]
@@ -195,7 +227,37 @@ mod tests {
         };
         let sealed = sealed_result(&sealer, "a", "gw/up/t", result, long);
         let state = sealed["requestState"].as_str().unwrap();
-        assert_eq!(open(&sealer, "a", "gw/up/t", state).unwrap().state, None);
+        assert_eq!(
+            open(&sealer, "a", ("gw/up/t", None), state).unwrap().state,
+            None
+        );
         assert_eq!(sealed["inputRequests"], serde_json::json!({"k": {}}));
+    }
+
+    #[test]
+    fn a_round_of_the_gateways_own_is_bound_to_its_upstream_and_tenant() {
+        let sealer = Sealer::new(&KeyDigest::of(b"k"));
+        let mut round = RoundState::new("up", None, None, Duration::from_secs(60));
+        round.own = true;
+        let sealed = seal(&sealer, "a", &round);
+        let opened = open(&sealer, "a", ("mcp://gw/up/tool/t", Some("up")), &sealed).unwrap();
+        assert!(opened.own);
+        assert!(
+            open(
+                &sealer,
+                "a",
+                ("mcp://gw/other/tool/t", Some("other")),
+                &sealed
+            )
+            .is_err()
+        );
+        assert!(open(&sealer, "b", ("mcp://gw/up/tool/t", Some("up")), &sealed).is_err());
+        // A tool's round does not open as another tool's of the same upstream.
+        let theirs = seal(
+            &sealer,
+            "a",
+            &RoundState::new("mcp://gw/up/tool/t", None, None, Duration::from_secs(60)),
+        );
+        assert!(open(&sealer, "a", ("mcp://gw/up/tool/u", Some("up")), &theirs).is_err());
     }
 }

@@ -139,9 +139,11 @@ impl ModelContext<'_> {
     ) -> Built {
         match method {
             "tools/call" => {
-                let url_errors = super::consent::takes_url_errors(era, &via);
-                let called = self.call_named(tenant, call, era, via, started, None).await;
-                return called.map_err(|e| super::consent::for_client(e, url_errors));
+                let told = super::consent::Told::of(era, &via, call.capabilities);
+                return match self.call_named(tenant, call, era, via, started, None).await {
+                    Err(e) => self.told(tenant, e, told),
+                    answered => answered,
+                };
             }
             "tools/list" => return Ok(self.list_tools(tenant, era, via.tools).await),
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
