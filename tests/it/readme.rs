@@ -469,7 +469,10 @@ fn the_readme_config_is_valid() {
             match name {
                 "ACME_KEY" => Some("a-key".into()),
                 "ADMIN_TOKEN" => Some("an-admin-token".into()),
-                "SEARCH_SECRET" | "TICKETS_SECRET" => Some("a-client-secret".into()),
+                "SEARCH_SECRET" | "TICKETS_SECRET" | "LOGIN_SECRET" => {
+                    Some("a-client-secret".into())
+                }
+                "CONSENT_KEY" => Some("ab".repeat(32)),
                 "SIGNING_KEY" => Some(crate::support::p256_pem()),
                 "SESSION_SECRET" => Some("a-session-secret-of-at-least-32-characters".into()),
                 _ => None,
