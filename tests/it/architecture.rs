@@ -381,7 +381,6 @@ const NOT_SPLIT_YET: &[(&str, usize)] = &[
     ("upstream/modelcontext.rs", 645),
     ("modelcontext/mod.rs", 666),
     ("dispatch/core/tasks.rs", 677),
-    ("upstream/stdio.rs", 710),
     ("dispatch/session.rs", 742),
     ("dispatch/core/held.rs", 754),
     ("dispatch/mcp/tools.rs", 778),
