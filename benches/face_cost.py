@@ -34,6 +34,9 @@ AUTH=jwt makes the bench's calls bear a JWT of a real identity provider
 upstream `auth.assertion`: each user's calls on a link of their own, with an
 identity assertion the gateway signs, reused until shortly before it
 expires. Compared with AUTH=jwt, what a cached per-user credential costs.
+AUTH=consent does the same with `auth.user_consent`: the user connects the
+upstream once through the gateway's consent URL (real login and consent
+pages, benches/consent_browser.py) before the calls are measured.
 
 TOOLS=<yaml> gives the tenant a `tools:` section, e.g. a result cache for the
 echo tool, so that every measured call is a hit:
@@ -52,6 +55,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import KeepAlive, cpu_seconds, free_port, wait_port  # noqa: E402
+import consent_browser  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.environ.get("BIN") or os.path.join(ROOT, "target", os.environ.get("PROFILE", "release"), "mcp-gateway")
@@ -121,14 +125,21 @@ def user_token(issuer, resource):
         return json.loads(r.read())["access_token"]
 
 
-def user_auth(tmp, procs):
+def user_auth(tmp, procs, port):
     """The gateway's `auth` (JWTs of a real IdP, tenant `bench`) and, for
-    AUTH=assertion, its signing key: the YAML of both."""
+    AUTH=assertion, its signing key (AUTH=consent: its login client, public
+    URL and sealing key): the YAML of both."""
     resource = "http://gateway.bench/mcp"
-    issuer = start_provider(resource, procs)
+    consent = os.environ.get("AUTH") == "consent"
+    issuer = (consent_browser.start_pages_provider("idp", resource, procs) if consent
+              else start_provider(resource, procs))
     BEARER["token"] = user_token(issuer, resource)
+    login = ", login: {client_id: gw-login, client_secret: secret}" if consent else ""
     gateway = (f", auth: {{resource: '{resource}', jwt: [{{issuer: '{issuer}', jwks_url: '{issuer}/jwks', "
-               "tenant: bench}]}")
+               f"tenant: bench{login}}}]}}")
+    if consent:
+        gateway += (f", upstream_auth: {{public_url: 'http://127.0.0.1:{port}', "
+                    f"encryption_keys: [{{id: k1, key: '{'ab' * 32}'}}]}}")
     if os.environ.get("AUTH") == "assertion":
         key = os.path.join(tmp, "sign.pem")
         subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
@@ -167,6 +178,9 @@ def main():
                         "client_secret: secret, scope: files}}")
             elif os.environ.get("AUTH") == "assertion":
                 auth = ", auth: {assertion: {ttl_s: 300}}"
+            elif os.environ.get("AUTH") == "consent":
+                server = consent_browser.start_pages_provider("upstream", url, procs)
+                auth = f", auth: {{user_consent: {{issuer: '{server}', scope: read}}}}"
             upstream = f"{{http: {{url: '{url}'}}{', protocol: modelcontextprotocol' if mc else ''}{auth}}}"
         elif TRANSPORT == "everything":
             if not os.path.exists(EVERYTHING):
@@ -178,7 +192,7 @@ def main():
         else:
             upstream = f"{{stdio: {{command: {BIN}, args: [demo-upstream, --name, up]}}}}"
         port = free_port()
-        users = user_auth(tmp, procs) if os.environ.get("AUTH") in ("jwt", "assertion") else ""
+        users = user_auth(tmp, procs, port) if os.environ.get("AUTH") in ("jwt", "assertion", "consent") else ""
         cfg = os.path.join(tmp, "gw.yaml")
         with open(cfg, "w") as f:
             f.write(f"gateway: {{id: gw, listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{free_port()}{users}}}\n"
@@ -192,6 +206,10 @@ def main():
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(gw)
         wait_port(port, timeout=120 if INSTRUCTIONS else 30)
+        if os.environ.get("AUTH") == "consent":
+            asked = post(port, {"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+                                "params": {"id": ECHO, "arguments": ARGS}})
+            assert consent_browser.connect(asked["error"]["data"]["url"], "alice") == 200, asked
         bodies = arms(port)
         for name, (body, headers) in bodies.items():
             answer = post(port, body, headers)

@@ -37,6 +37,16 @@ impl Upstream {
         self.user_came.notify_one();
     }
 
+    /// A user's child that could not start for want of their credential
+    /// (a consent not given yet, say) starts again at once: the call that
+    /// comes may bring what it lacked, and waits for that start as for any.
+    pub(crate) fn wake_for_user(&self) {
+        if self.is_child() && self.status() == Status::Down && self.refusal().is_some() {
+            self.set_status(Status::Starting);
+            self.user_came.notify_one();
+        }
+    }
+
     /// Returns when a caller asked for a listing (see [`Self::list_for`]):
     /// the supervisor's wait before its next handshake ends at once.
     pub(crate) async fn user_came(&self) {

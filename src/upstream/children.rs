@@ -224,6 +224,7 @@ impl Children {
             child.used = Instant::now();
             if let Some(user) = acting {
                 child.up.act_for(tenant, user);
+                child.up.wake_for_user();
             }
             return Ok(Instance::Child(child.up.clone()));
         }

@@ -129,6 +129,13 @@ impl Upstream {
         self.credentials.get().map_or(0, |c| c.fetches())
     }
 
+    /// Whether the latest credential obtained refreshed a user's consent.
+    pub fn credential_refreshed(&self) -> bool {
+        self.credentials
+            .get()
+            .is_some_and(|c| c.refreshed_at() != 0 && c.refreshed_at() == c.fetches())
+    }
+
     /// Pins this upstream's tool definitions in `store` (before it starts).
     pub fn pin(self: &mut Arc<Self>, store: Arc<pins::PinStore>) {
         if let Some(up) = Arc::get_mut(self) {

@@ -57,14 +57,22 @@ impl Parties {
 
     /// The config of a gateway at `addr`; `store`: a redis URL to share.
     fn config(&self, addr: SocketAddr, store: Option<&str>) -> String {
+        let upstream = format!(
+            "{{http: {{url: {:?}}}, protocol: modelcontextprotocol, auth: {{user_consent: {{scope: \"read write\"}}}}}}",
+            self.server.url
+        );
+        self.config_with(addr, store, &upstream)
+    }
+
+    /// The same, with upstream `p` as `upstream` (a YAML flow mapping).
+    fn config_with(&self, addr: SocketAddr, store: Option<&str>, upstream: &str) -> String {
         let store = store.map_or(String::new(), |url| {
             format!("  session_secret: {KEY:?}\n  store: {{url: {url:?}}}\n")
         });
         format!(
             "gateway:\n  id: gw\n  admin_token: admin-secret\n{store}  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {idp:?}\n        jwks_url: \"{idp}/jwks\"\n        tenant_claim: tenant\n        login: {{client_id: gw-login, client_secret: secret}}\n  upstream_auth:\n    token_timeout_ms: 3000\n    public_url: \"http://{addr}\"\n    encryption_keys: [{{id: k1, key: {KEY:?}}}]\n\
-             upstreams:\n  p:\n    http: {{url: {url:?}}}\n    protocol: modelcontextprotocol\n    auth: {{user_consent: {{scope: \"read write\"}}}}\ntenants:\n  a: {tenant}\n",
+             upstreams:\n  p: {upstream}\ntenants:\n  a: {tenant}\n",
             idp = self.idp.issuer,
-            url = self.server.url,
             tenant = tenant("ka", &["p"]),
         )
     }
@@ -267,6 +275,11 @@ async fn a_user_connects_once_in_a_browser_and_then_calls_with_their_own_token()
     assert_eq!(r["error"]["code"], -32042, "{r}");
     let asked = &r["error"]["data"]["elicitations"][0];
     assert_eq!(asked["mode"], "url");
+    assert_eq!(
+        asked["url"],
+        url.as_str(),
+        "one flow waits per user and upstream"
+    );
     assert!(
         asked["url"]
             .as_str()
@@ -545,4 +558,28 @@ async fn a_2026_client_is_asked_by_url_elicitation_and_its_retry_runs_the_call()
     let me: Value = serde_json::from_str(text).unwrap();
     assert_eq!(me["sub"], "alice");
     assert_eq!(me["iss"], parties.upstream_as.issuer.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_users_process_holds_the_token_they_consented_to() {
+    let parties = Parties::start(300);
+    let python = venv().join("bin/python");
+    let server = root().join("tests/fixtures/env_server.py");
+    let stdio = format!(
+        "{{stdio: {{command: {python:?}, args: [{server:?}]}}, per_session: true, protocol: modelcontextprotocol, auth: {{user_consent: {{issuer: {:?}, scope: read}}, env: GH_TOKEN}}}}",
+        parties.upstream_as.issuer
+    );
+    let gw = Gateway::start_at(|addr| parties.config_with(addr, None, &stdio)).await;
+    gw.wait_ready_as(&["p"], Some("admin-secret")).await;
+    let alice = parties.idp.token_for("alice", "files").await;
+    let (url, _) = consent_of(&gw.execute(&alice, WHOAMI, json!({})).await);
+    assert_eq!(Browser::new("alice").walk(&url, None).await.status, 200);
+    let r = gw.execute(&alice, WHOAMI, json!({})).await;
+    let text = r["result"]["output"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    let said: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(said["claims"]["sub"], "alice", "{said}");
+    assert_eq!(said["claims"]["iss"], parties.upstream_as.issuer.as_str());
+    assert_eq!(said["claims"]["scope"], "read");
 }

@@ -126,7 +126,11 @@ impl Dispatcher {
                 if audit.enabled {
                     audit.upstream_auth = up.auth_mode();
                     let fetched = instance.credential_fetches() != before;
-                    audit.credential = Some(if fetched { "fetched" } else { "cached" });
+                    audit.credential = Some(match fetched {
+                        true if instance.credential_refreshed() => "refreshed",
+                        true => "fetched",
+                        false => "cached",
+                    });
                 }
                 answer.map_err(upstream_error)?
             }

@@ -39,6 +39,7 @@ pub(super) fn signed(
     Ok(Token {
         token: signer.keys.signer().sign(&claims).ok_or_else(unsigned)?,
         lifetime: Duration::from_secs(ttl),
+        refreshed: false,
     })
 }
 

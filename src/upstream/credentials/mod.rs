@@ -96,6 +96,9 @@ pub struct Credentials {
     /// Credentials obtained so far: a call that sees it move obtained one
     /// (or waited for the one obtained), see [`Self::fetches`].
     fetched: AtomicU64,
+    /// The count of `fetched` at the latest one that was a refresh of a
+    /// user's consent (see [`Self::refreshed_at`]).
+    refreshed: AtomicU64,
 }
 
 impl Credentials {
@@ -160,6 +163,7 @@ impl Credentials {
             touched: AtomicU64::new(u64::MAX),
             fetching: tokio::sync::Mutex::new(()),
             fetched: AtomicU64::new(0),
+            refreshed: AtomicU64::new(0),
         }
     }
 
@@ -204,6 +208,12 @@ impl Credentials {
     /// before and after sees whether one was obtained for it.
     pub fn fetches(&self) -> u64 {
         self.fetched.load(Ordering::Acquire)
+    }
+
+    /// The count of [`Self::fetches`] at the latest credential obtained by
+    /// refreshing a consent (0: none): equal to it, the latest was one.
+    pub fn refreshed_at(&self) -> u64 {
+        self.refreshed.load(Ordering::Acquire)
     }
 
     /// Until when the credential held now is used, when one is held.
@@ -261,7 +271,10 @@ impl Credentials {
             };
             budget.admit(self.id, held);
         }
-        self.fetched.fetch_add(1, Ordering::Release);
+        let count = self.fetched.fetch_add(1, Ordering::AcqRel) + 1;
+        if fetched.refreshed {
+            self.refreshed.store(count, Ordering::Release);
+        }
         Ok((value, Got::Fetched))
     }
 

@@ -87,6 +87,8 @@ impl Refusal {
 pub(super) struct Token {
     pub token: String,
     pub lifetime: Duration,
+    /// Obtained by refreshing a user's consent (the audit's `refreshed`).
+    pub refreshed: bool,
 }
 
 #[derive(Deserialize)]
@@ -186,7 +188,11 @@ async fn grant<'a>(
         .map(Duration::from_secs)
         .or_else(|| jwt_lifetime(&token))
         .unwrap_or(Duration::from_secs(60));
-    Ok(Token { token, lifetime })
+    Ok(Token {
+        token,
+        lifetime,
+        refreshed: false,
+    })
 }
 
 /// How a client authenticates to a token endpoint: `client_secret_basic`

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::server::{self, AuthServer, Client};
-use super::{Consents, now_s, seal};
+use super::{Consents, connection_key, now_s, seal};
 use crate::upstream::credentials::token::{ConsentAsk, Refusal, encode};
 
 /// The cookie that binds a flow to the browser that began it.
@@ -109,13 +109,30 @@ pub struct Returned {
 }
 
 impl Consents {
-    /// A new flow for `user`'s consent to `upstream`.
+    /// The flow for `user`'s consent to `upstream`: the one asked for
+    /// before while no browser has taken it up (one such flow per user and
+    /// upstream, however often they call), else a new one.
     pub(super) async fn begin(
         &self,
         tenant: &str,
         user: &crate::tenant::User,
         upstream: &str,
     ) -> Result<ConsentAsk, Refusal> {
+        let pending = format!(
+            "pending:{}",
+            connection_key(tenant, &user.issuer, &user.subject, upstream)
+        );
+        let held = self
+            .keep
+            .get(&pending)
+            .await
+            .map_err(|_| super::store_down())?;
+        if let Some(id) = held
+            && let Ok(Some(flow)) = self.get_flow(&id).await
+            && flow.browser.is_none()
+        {
+            return Ok(self.ask_of(id));
+        }
         let id = random().ok_or_else(|| Refusal::invalid("no random source"))?;
         let flow = Flow {
             tenant: tenant.to_owned(),
@@ -129,13 +146,21 @@ impl Consents {
         self.put_flow(&id, &flow)
             .await
             .map_err(|_| super::store_down())?;
-        Ok(ConsentAsk {
+        self.keep
+            .put(&pending, &id, Some(self.settings.ttl))
+            .await
+            .map_err(|_| super::store_down())?;
+        Ok(self.ask_of(id))
+    }
+
+    fn ask_of(&self, id: String) -> ConsentAsk {
+        ConsentAsk {
             url: format!(
                 "{}/oauth/upstream/connect?id={id}",
                 self.settings.public_url
             ),
             id,
-        })
+        }
     }
 
     pub(super) async fn put_flow(&self, id: &str, flow: &Flow) -> Result<(), super::Unavailable> {

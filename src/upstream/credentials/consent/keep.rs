@@ -10,6 +10,11 @@ use dashmap::DashMap;
 
 use crate::store::Store;
 
+/// Records with a life (flows and their states) this process keeps at
+/// most without a store: past it, expired ones are let go, and a new one
+/// is refused while none has expired (a consent is asked again later).
+const MAX_MEMORY_FLOWS: usize = 100_000;
+
 /// The store is down or failed: the step fails with a clear error, and
 /// nothing is half-written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,10 +61,14 @@ impl Keep {
     ) -> Result<(), Unavailable> {
         match self {
             Keep::Memory(map) => {
-                map.insert(
-                    key.to_owned(),
-                    (value.to_owned(), ttl.map(|t| Instant::now() + t)),
-                );
+                let now = Instant::now();
+                if ttl.is_some() && map.len() >= MAX_MEMORY_FLOWS && !map.contains_key(key) {
+                    map.retain(|_, (_, at)| at.is_none_or(|at| at > now));
+                    if map.len() >= MAX_MEMORY_FLOWS {
+                        return Err(Unavailable);
+                    }
+                }
+                map.insert(key.to_owned(), (value.to_owned(), ttl.map(|t| now + t)));
                 Ok(())
             }
             Keep::Store(store) => {

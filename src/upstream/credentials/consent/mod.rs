@@ -164,6 +164,7 @@ impl Consents {
             return Ok(Token {
                 token: connection.access_token,
                 lifetime: REREAD * 2,
+                refreshed: false,
             });
         }
         match self
@@ -219,6 +220,7 @@ impl Consents {
                 return Ok(Some(Token {
                     token: c.access_token,
                     lifetime: REREAD * 2,
+                    refreshed: true,
                 }));
             }
             Some(c) => c,
@@ -268,6 +270,7 @@ impl Consents {
         Ok(Some(Token {
             token: connection.access_token,
             lifetime: REREAD * 2,
+            refreshed: true,
         }))
     }
 
