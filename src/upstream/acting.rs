@@ -37,14 +37,13 @@ impl Upstream {
         self.user_came.notify_one();
     }
 
-    /// A user's child that could not start for want of their credential
-    /// (a consent not given yet, say) starts again at once: the call that
-    /// comes may bring what it lacked, and waits for that start as for any.
-    pub(crate) fn wake_for_user(&self) {
-        if self.is_child() && self.status() == Status::Down && self.refusal().is_some() {
-            self.set_status(Status::Starting);
-            self.user_came.notify_one();
-        }
+    /// Whether it is a child that could not start for want of its
+    /// user's credential (a consent not given yet, say): a call that comes
+    /// may bring what it lacked, so the child is started anew for it.
+    pub(crate) fn lacks_credential(&self) -> bool {
+        self.is_child()
+            && self.status() == Status::Down
+            && matches!(self.refusal(), Some(CallError::Credential(_)))
     }
 
     /// Returns when a caller asked for a listing (see [`Self::list_for`]):

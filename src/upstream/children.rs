@@ -216,6 +216,19 @@ impl Children {
             Some(held) => held,
             None => tenants.entry(key.clone()).or_default(),
         };
+        // A user's child that could not start for want of their credential
+        // starts anew: the first attempt of the new one is this call's.
+        let stale = match scope {
+            Some(scope) => held.sessions.get(scope),
+            None => held.own.as_ref(),
+        }
+        .is_some_and(|c| acting.is_some() && c.up.lacks_credential());
+        if stale {
+            match scope {
+                Some(scope) => drop(held.sessions.remove(scope)),
+                None => held.own = None,
+            }
+        }
         let found = match scope {
             Some(scope) => held.sessions.get_mut(scope),
             None => held.own.as_mut(),
@@ -224,7 +237,6 @@ impl Children {
             child.used = Instant::now();
             if let Some(user) = acting {
                 child.up.act_for(tenant, user);
-                child.up.wake_for_user();
             }
             return Ok(Instance::Child(child.up.clone()));
         }

@@ -385,6 +385,30 @@ async fn nobody_attaches_an_account_to_another_user_and_a_state_serves_once() {
     consent_of(&gw.execute(&alice, WHOAMI, json!({})).await);
     assert!(parties.accepted().is_empty());
 
+    // An answer that names another server (RFC 9207): refused.
+    let (url, _) = consent_of(&gw.execute(&alice, WHOAMI, json!({})).await);
+    let mut hers = Browser::new("alice");
+    let at = hers.walk(&url, Some("/oauth/upstream/callback")).await;
+    let issuer = reqwest::Url::parse(&parties.upstream_as.issuer).unwrap();
+    let named = reqwest::Url::parse(&at.url).unwrap();
+    assert!(
+        named
+            .query_pairs()
+            .any(|(k, v)| k == "iss" && v == issuer.as_str().trim_end_matches('/'))
+    );
+    let forged: Vec<(String, String)> = named
+        .query_pairs()
+        .map(|(k, v)| match k.as_ref() {
+            "iss" => (k.into_owned(), "http://127.0.0.1:1".to_owned()),
+            _ => (k.into_owned(), v.into_owned()),
+        })
+        .collect();
+    let mut forged_url = named.clone();
+    forged_url.query_pairs_mut().clear().extend_pairs(forged);
+    let (status, _, page) = hers.send("GET", forged_url.as_str(), None).await;
+    assert_eq!(status, 400, "{page}");
+    assert!(parties.accepted().is_empty());
+
     // A server that refuses (carol may not use it): refused, counted.
     let carol = parties.idp.token_for("carol", "files").await;
     let (url, _) = consent_of(&gw.execute(&carol, WHOAMI, json!({})).await);
@@ -419,6 +443,16 @@ async fn an_expiring_token_is_refreshed_and_its_rotated_refresh_token_kept() {
         second["jti"], third["jti"],
         "refreshed again, with the rotated refresh token"
     );
+    // Its server down when the token needs refreshing: -32009 at once,
+    // never a hang and never the agent's token.
+    let mut parties = parties;
+    parties.upstream_as.kill();
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let started = std::time::Instant::now();
+    let down = gw.execute(&alice, WHOAMI, json!({})).await;
+    assert_eq!(down["error"]["code"], -32009, "{down}");
+    assert_eq!(down["error"]["data"]["reason"], "unreachable", "{down}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
     let metrics = admin_metrics(&gw).await;
     let refreshed = metric(
         &metrics,

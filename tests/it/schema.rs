@@ -128,6 +128,7 @@ fn the_charts_values_schema_takes_every_key_of_the_file() {
     gateway["tenants"] = tenants;
     gateway["limits"] = part(&file, &["gateway", "limits"]).clone();
     gateway["auth"] = part(&file, &["gateway", "auth"]).clone();
+    gateway["upstreamAuth"] = part(&file, &["gateway", "upstream_auth"]).clone();
     let text = serde_json::to_string_pretty(&values).unwrap() + "\n";
     kept_equal(path, &text);
 }

@@ -90,6 +90,10 @@ gateway:
   auth:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- with .Values.gateway.upstreamAuth }}
+  upstream_auth:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   {{- with include "mcp-gateway.storeUrl" . }}
   # Limits and sessions shared by every replica.
   store:

@@ -196,8 +196,6 @@ pub async fn run_with(
         tracing::info!(upstream = %up.name, delay_ms = delay.as_millis() as u64, "restarting upstream after a delay");
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            // A user's child: a call came that may bring the credential it lacked.
-            () = up.user_came() => backoff.reset(),
             _ = shutdown.cancelled() => return,
         }
     }

@@ -113,6 +113,12 @@ impl Provider {
             .to_owned()
     }
 
+    /// Ends it now (a server that went down), keeping the handle.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub(crate) fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
