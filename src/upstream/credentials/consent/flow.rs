@@ -398,10 +398,7 @@ mod tests {
 
     #[test]
     fn a_pkce_challenge_is_s256_of_its_verifier() {
-        // RFC 7636, appendix B.
-        assert_eq!(
-            digest("dBjftJeZ4CVP-mJ92K9Qmu_ZhJsFQxZk-IHSgnEYkV8"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-        );
+        // SHA-256("abc") of FIPS 180-2 (ba7816bf...15ad), base64url unpadded.
+        assert_eq!(digest("abc"), "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0");
     }
 }
