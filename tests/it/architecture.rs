@@ -377,13 +377,9 @@ const MAX_LINES: usize = 600;
 /// Files not split yet (issue 52), each held to the size it has now so
 /// that it can only shrink: a split lowers or removes its line here.
 const NOT_SPLIT_YET: &[(&str, usize)] = &[
-    ("upstream/modelcontext.rs", 645),
-    ("modelcontext/mod.rs", 666),
-    ("dispatch/core/tasks.rs", 677),
     ("dispatch/session.rs", 742),
     ("dispatch/core/held.rs", 754),
     ("dispatch/mcp/tools.rs", 778),
-    ("http/h1.rs", 819),
     ("upstream/http_pool.rs", 879),
     ("jsonrpc/scan.rs", 914),
     ("upstream/streamable.rs", 1370),
