@@ -59,6 +59,7 @@ mod face_names;
 mod listen;
 mod loading;
 mod prompts;
+mod rendering;
 mod reports;
 mod request;
 mod resources;
@@ -68,6 +69,7 @@ mod tools;
 
 pub use asking::{Asking, ClientCan};
 pub use listen::*;
+use rendering::*;
 pub use reports::*;
 pub use request::*;
 pub use stateless::*;
