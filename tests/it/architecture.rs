@@ -380,7 +380,6 @@ const NOT_SPLIT_YET: &[(&str, usize)] = &[
     ("dispatch/session.rs", 742),
     ("dispatch/core/held.rs", 754),
     ("upstream/http_pool.rs", 879),
-    ("jsonrpc/scan.rs", 914),
     ("upstream/streamable.rs", 1370),
 ];
 
