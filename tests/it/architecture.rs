@@ -377,7 +377,6 @@ const MAX_LINES: usize = 600;
 /// Files not split yet (issue 52), each held to the size it has now so
 /// that it can only shrink: a split lowers or removes its line here.
 const NOT_SPLIT_YET: &[(&str, usize)] = &[
-    ("dispatch/core/held.rs", 754),
     ("upstream/streamable.rs", 1370),
 ];
 
