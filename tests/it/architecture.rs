@@ -374,46 +374,23 @@ fn architecture_names_every_file() {
 /// The most lines a file of src/ may have.
 const MAX_LINES: usize = 600;
 
-/// Files not split yet (issue 52), each held to the size it has now so
-/// that it can only shrink: a split lowers or removes its line here.
-const NOT_SPLIT_YET: &[(&str, usize)] = &[
-    ("upstream/streamable.rs", 1370),
-];
-
 #[test]
 fn no_file_passes_600_lines() {
     let mut files = Vec::new();
     rust_files(&src(), &mut files);
-    let mut over = Vec::new();
-    for f in &files {
-        let lines = std::fs::read_to_string(f).unwrap().lines().count();
-        let rel = f
-            .strip_prefix(src())
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        let bound = NOT_SPLIT_YET
-            .iter()
-            .find(|(name, _)| *name == rel)
-            .map_or(MAX_LINES, |(_, n)| *n);
-        if lines > bound {
-            over.push(format!("{rel}: {lines} lines (at most {bound})"));
-        }
-    }
-    assert!(over.is_empty(), "split these along their jobs: {over:#?}");
-    // An exception that no longer needs to be one is let go.
-    let stale: Vec<&str> = NOT_SPLIT_YET
+    let over: Vec<String> = files
         .iter()
-        .filter(|(name, _)| {
-            let lines = std::fs::read_to_string(src().join(name)).map_or(0, |t| t.lines().count());
-            lines <= MAX_LINES
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            let rel = f
+                .strip_prefix(src())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (lines > MAX_LINES).then(|| format!("{rel}: {lines} lines (at most {MAX_LINES})"))
         })
-        .map(|(name, _)| *name)
         .collect();
-    assert!(
-        stale.is_empty(),
-        "no longer over {MAX_LINES} lines: {stale:?}"
-    );
+    assert!(over.is_empty(), "split these along their jobs: {over:#?}");
 }
 
 #[test]
