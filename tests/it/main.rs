@@ -38,6 +38,7 @@ mod progress;
 mod raw_http;
 mod readme;
 mod reload;
+mod replica_relay;
 mod replicas;
 mod resilience;
 mod rounds;
