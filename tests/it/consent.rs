@@ -617,3 +617,71 @@ async fn a_stdio_users_process_holds_the_token_they_consented_to() {
     assert_eq!(said["claims"]["iss"], parties.upstream_as.issuer.as_str());
     assert_eq!(said["claims"]["scope"], "read");
 }
+
+/// How many `tools/call` requests tenant `a` has had answered.
+async fn calls_answered(gw: &Gateway) -> f64 {
+    admin_metrics(gw)
+        .await
+        .lines()
+        .filter(|l| l.starts_with(r#"mcp_gateway_requests_total{method="tools/call""#))
+        .filter(|l| l.contains(r#"tenant="a""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_clients_of_both_eras_are_asked_then_call_once_connected() {
+    let parties = Parties::start(300);
+    let gw = start(&parties).await;
+    for (user, mode) in [("alice", "legacy"), ("bob", "auto")] {
+        let token = parties.idp.token_for(user, "files").await;
+        let (url, _) = consent_of(&gw.execute(&token, WHOAMI, json!({})).await);
+        let before = calls_answered(&gw).await;
+        let call = json!({"op": "call", "name": "p__whoami"});
+        let steps = match mode {
+            // The handshake era: told by error, and calls again later.
+            "legacy" => json!([call, {"op": "sleep", "s": 8}, call]),
+            // 2026-07-28: asked in the call, answers once the user is done.
+            _ => json!({"answers": {"elicit": {"action": "accept", "delay": 8}},
+                        "steps": [call, {"op": "asked"}]}),
+        };
+        let args = vec![
+            mode.to_owned(),
+            "http".into(),
+            gw.url.clone(),
+            token.clone(),
+        ];
+        let client = tokio::spawn(sdk_client_with(args, steps));
+        // The client's call was answered with the consent (the same waiting
+        // flow, so the same URL): the user follows it meanwhile.
+        until(|| async { calls_answered(&gw).await > before }).await;
+        assert_eq!(Browser::new(user).walk(&url, None).await.status, 200);
+        let (version, answers) = client.await.unwrap();
+        let whoami = |r: &Value| -> Value {
+            let text = r["content"][0]["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"));
+            serde_json::from_str(text).unwrap()
+        };
+        match mode {
+            "legacy" => {
+                assert_eq!(version, "2025-11-25");
+                assert_eq!(answers[0]["error"]["code"], -32042, "{answers:?}");
+                assert!(
+                    answers[0]["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains(&url)
+                );
+                assert_eq!(whoami(&answers[2])["sub"], user);
+            }
+            _ => {
+                assert_eq!(version, "2026-07-28");
+                assert_eq!(whoami(&answers[0])["sub"], user, "{answers:?}");
+                let asked = &answers[1]["asked"][0];
+                assert_eq!(asked["mode"], "url", "{answers:?}");
+                assert_eq!(asked["url"], url.as_str());
+            }
+        }
+    }
+}
