@@ -154,64 +154,8 @@ fn run(cli: Cli) -> ExitCode {
             admin_listen,
             log_format,
             workers,
-        } => {
-            let format = log_format.unwrap_or(if std::io::stderr().is_terminal() {
-                LogFormat::Text
-            } else {
-                LogFormat::Json
-            });
-            telemetry::init(format);
-            // One worker: a current-thread runtime, with no cross-thread
-            // wake-ups. By default, one worker per CPU the pod is given
-            // (its cgroup quota counts), so one CPU gets that runtime.
-            let workers = workers.unwrap_or_else(mcp_gateway::cpus::given).max(1);
-            let mut rt = if workers == 1 {
-                tokio::runtime::Builder::new_current_thread()
-            } else {
-                tokio::runtime::Builder::new_multi_thread()
-            };
-            if workers > 1 {
-                rt.worker_threads(workers);
-            }
-            tracing::info!(workers, "runtime");
-            let Ok(rt) = rt.enable_all().build() else {
-                eprintln!("mcp-gateway: cannot start the async runtime");
-                return ExitCode::FAILURE;
-            };
-            rt.block_on(serve(config, listen, admin_listen))
-        }
-        Command::Stdio { config, tenant } => {
-            // stdout carries frames only: logs go to stderr, as text unless redirected.
-            telemetry::init(if std::io::stderr().is_terminal() {
-                LogFormat::Text
-            } else {
-                LogFormat::Json
-            });
-            let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            else {
-                return ExitCode::FAILURE;
-            };
-            let tenant = tenant.unwrap_or_else(|| "demo".into());
-            let served = rt.block_on(async {
-                let config = match &config {
-                    Some(path) => Config::load_for(path, mcp_gateway::config::Purpose::Stdio)
-                        .map_err(|e| format!("{}: {e}", path.display()))?,
-                    None => embedded_demo().await?,
-                };
-                mcp_gateway::stdio_mode::run(config, &tenant)
-                    .await
-                    .map_err(|e| e.to_string())
-            });
-            match served {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("mcp-gateway: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        } => serve_command(config, listen, admin_listen, log_format, workers),
+        Command::Stdio { config, tenant } => stdio_command(config, tenant),
         Command::Check { schema: true, .. } => {
             let schema = mcp_gateway::config::raw::schema();
             println!(
@@ -225,57 +169,7 @@ fn run(cli: Cli) -> ExitCode {
             config: Some(config),
             elsewhere,
             ..
-        } => match Config::load_for(
-            &config,
-            match elsewhere {
-                true => mcp_gateway::config::Purpose::Elsewhere,
-                false => mcp_gateway::config::Purpose::Serve,
-            },
-        ) {
-            Ok(c) if !elsewhere && !cannot_start(&c).is_empty() => {
-                let problems = cannot_start(&c);
-                eprintln!(
-                    "{}: {} problem(s) the gateway would meet at run time:",
-                    config.display(),
-                    problems.len()
-                );
-                for p in problems {
-                    eprintln!("  - {p}");
-                }
-                ExitCode::FAILURE
-            }
-            Ok(c) => {
-                println!(
-                    "{}: ok ({} upstreams, {} tenants)",
-                    config.display(),
-                    c.upstreams.len(),
-                    c.tenants.len()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("{}: {e}", config.display());
-                // The commands are looked up in the same run, from the file
-                // as written, so that a missing executable is not news at
-                // the next one.
-                let missing = if elsewhere {
-                    Vec::new()
-                } else {
-                    commands_not_found(&config)
-                };
-                if !missing.is_empty() {
-                    eprintln!(
-                        "{}: and {} problem(s) the gateway would meet at run time:",
-                        config.display(),
-                        missing.len()
-                    );
-                    for p in missing {
-                        eprintln!("  - {p}");
-                    }
-                }
-                ExitCode::FAILURE
-            }
-        },
+        } => check_command(&config, elsewhere),
         Command::Pins { command } => pins_command(&command),
         Command::DemoUpstream {
             http,
@@ -305,6 +199,128 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             };
             rt.block_on(demo_upstream(opts, http))
+        }
+    }
+}
+
+/// `serve`: the runtime (one worker per CPU given, by default), then the gateway.
+fn serve_command(
+    config: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    admin_listen: Option<SocketAddr>,
+    log_format: Option<LogFormat>,
+    workers: Option<usize>,
+) -> ExitCode {
+    let format = log_format.unwrap_or(if std::io::stderr().is_terminal() {
+        LogFormat::Text
+    } else {
+        LogFormat::Json
+    });
+    telemetry::init(format);
+    // One worker: a current-thread runtime, with no cross-thread
+    // wake-ups. By default, one worker per CPU the pod is given
+    // (its cgroup quota counts), so one CPU gets that runtime.
+    let workers = workers.unwrap_or_else(mcp_gateway::cpus::given).max(1);
+    let mut rt = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    if workers > 1 {
+        rt.worker_threads(workers);
+    }
+    tracing::info!(workers, "runtime");
+    let Ok(rt) = rt.enable_all().build() else {
+        eprintln!("mcp-gateway: cannot start the async runtime");
+        return ExitCode::FAILURE;
+    };
+    rt.block_on(serve(config, listen, admin_listen))
+}
+
+/// `stdio`: one agent over stdin and stdout, on `config` or the embedded demo.
+fn stdio_command(config: Option<PathBuf>, tenant: Option<String>) -> ExitCode {
+    // stdout carries frames only: logs go to stderr, as text unless redirected.
+    telemetry::init(if std::io::stderr().is_terminal() {
+        LogFormat::Text
+    } else {
+        LogFormat::Json
+    });
+    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    else {
+        return ExitCode::FAILURE;
+    };
+    let tenant = tenant.unwrap_or_else(|| "demo".into());
+    let served = rt.block_on(async {
+        let config = match &config {
+            Some(path) => Config::load_for(path, mcp_gateway::config::Purpose::Stdio)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+            None => embedded_demo().await?,
+        };
+        mcp_gateway::stdio_mode::run(config, &tenant)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `check`: the file's problems, with their paths, and what the gateway
+/// would meet at run time (commands not on the child's PATH).
+fn check_command(config: &std::path::Path, elsewhere: bool) -> ExitCode {
+    let purpose = match elsewhere {
+        true => mcp_gateway::config::Purpose::Elsewhere,
+        false => mcp_gateway::config::Purpose::Serve,
+    };
+    match Config::load_for(config, purpose) {
+        Ok(c) if !elsewhere && !cannot_start(&c).is_empty() => {
+            let problems = cannot_start(&c);
+            eprintln!(
+                "{}: {} problem(s) the gateway would meet at run time:",
+                config.display(),
+                problems.len()
+            );
+            for p in problems {
+                eprintln!("  - {p}");
+            }
+            ExitCode::FAILURE
+        }
+        Ok(c) => {
+            println!(
+                "{}: ok ({} upstreams, {} tenants)",
+                config.display(),
+                c.upstreams.len(),
+                c.tenants.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", config.display());
+            // The commands are looked up in the same run, from the file
+            // as written, so that a missing executable is not news at
+            // the next one.
+            let missing = if elsewhere {
+                Vec::new()
+            } else {
+                commands_not_found(config)
+            };
+            if !missing.is_empty() {
+                eprintln!(
+                    "{}: and {} problem(s) the gateway would meet at run time:",
+                    config.display(),
+                    missing.len()
+                );
+                for p in missing {
+                    eprintln!("  - {p}");
+                }
+            }
+            ExitCode::FAILURE
         }
     }
 }

@@ -104,7 +104,6 @@ pub fn start_on(
 ) -> std::io::Result<Running> {
     let agent_addr = agent.local_addr()?;
     let admin_addr = admin.local_addr()?;
-    let limits = config.gateway.limits.clone();
     let core = Arc::new(Core::start(&config)?);
     let traces = start_traces(&config, &core.metrics).map_err(std::io::Error::other)?;
     let dispatcher = core.dispatcher.clone();
@@ -120,33 +119,13 @@ pub fn start_on(
     );
     // The edge's calls in flight, which the other replicas' cancellations reach.
     let calls = crate::http::calls::Calls::default();
-    let agent_app = agent::service(AgentState {
-        dispatcher: dispatcher.clone(),
-        keys: core.keys(),
-        max_body_bytes: limits.max_body_bytes,
-        max_batch: limits.max_batch,
-        body_read_timeout: limits.body_read_timeout,
-        sessions: crate::http::session::SessionLimits::new(
-            limits.max_sessions_per_tenant,
-            limits.session_idle_timeout,
-            limits.max_session_in_flight,
-        ),
-        max_connections_per_tenant: limits.max_connections_per_tenant,
-        connections: core.console.connections.clone(),
-        metrics: core.metrics.clone(),
-        allowed_origins: config.gateway.allowed_origins.clone(),
-        shutdown: shutdown.clone(),
-        mcp_sessions: Some(
-            crate::http::mcp_sessions::McpSessions::new(
-                &sealing,
-                limits.max_session_records_per_tenant,
-                dispatcher.subscription_budget().clone(),
-            )
-            .shared(store.clone()),
-        ),
-        calls: calls.clone(),
-        consents: core.consents.clone(),
-    });
+    let agent_app = agent::service(agent_state(
+        &config,
+        &core,
+        &shutdown,
+        &sealing,
+        calls.clone(),
+    ));
     let admin_app = admin::router(
         AdminState {
             dispatcher: dispatcher.clone(),
@@ -160,44 +139,14 @@ pub fn start_on(
         .window
         .spawn(core.metrics.clone(), shutdown.clone());
     let opts = ServeOptions {
-        header_read_timeout: limits.header_read_timeout,
-        max_connections: limits.max_connections,
+        header_read_timeout: config.gateway.limits.header_read_timeout,
+        max_connections: config.gateway.limits.max_connections,
         drain_deadline: config.gateway.shutdown_timeout,
         accept_errors: core.metrics.accept_errors.with_label_values::<&str>(&[]),
     };
-
-    let admin_stop = CancellationToken::new();
-    let admin_opts = ServeOptions {
-        drain_deadline: Duration::from_secs(1),
-        max_connections: crate::descriptors::ADMIN_CONNECTIONS,
-        ..opts.clone()
-    };
     let header_read_timeout = opts.header_read_timeout;
-    let admin_task = tokio::spawn(serve(
-        admin,
-        admin_opts,
-        admin_stop.clone(),
-        move |stream, stop| {
-            // Each request knows its peer (the console's login audit line).
-            let peer = stream.peer_addr().ok();
-            let app = tower::ServiceExt::map_request(
-                admin_app.clone(),
-                move |mut req: axum::http::Request<hyper::body::Incoming>| {
-                    if let Some(peer) = peer {
-                        req.extensions_mut()
-                            .insert(crate::http::console::Peer(peer));
-                    }
-                    req
-                },
-            );
-            http1(
-                hyper_util::rt::TokioIo::new(stream),
-                hyper_util::service::TowerToHyperService::new(app),
-                header_read_timeout,
-                stop,
-            )
-        },
-    ));
+    let admin_stop = CancellationToken::new();
+    let admin_task = serve_admin(admin, &opts, admin_app, admin_stop.clone());
     tracing::info!(addr = %agent_addr, "agent listener bound");
     tracing::info!(addr = %admin_addr, "admin listener bound");
     exposed_note(agent_addr, admin_addr, &config.gateway);
@@ -217,19 +166,7 @@ pub fn start_on(
     // so do the relay of upstreams' change notifications and the channel
     // the other replicas' come in on.
     let store_stop = CancellationToken::new();
-    let heard = core.shared.as_ref().and_then(|s| lock(&s.heard).take());
-    let here = Here {
-        dispatcher: dispatcher.clone(),
-        calls,
-    };
-    if let Some(limits) = dispatcher.shared_limits() {
-        tokio::spawn(limits.clone().keep_counts(store_stop.clone()));
-    }
-    let store_task = store.zip(heard).map(|(s, heard)| {
-        tokio::spawn(s.clone().relay(heard, here.clone(), store_stop.clone()));
-        tokio::spawn(s.clone().listen(here, store_stop.clone()));
-        tokio::spawn(s.run(store_stop.clone()))
-    });
+    let store_task = start_store(&core, store, calls, &store_stop);
     let task = tokio::spawn(async move {
         let agent_task = tokio::spawn(serve(agent, opts, stop.clone(), move |stream, stop| {
             agent::connection(agent_app.clone(), stream, header_read_timeout, stop)
@@ -256,6 +193,104 @@ pub fn start_on(
         dispatcher,
         shutdown,
         task,
+    })
+}
+
+/// What every connection and request of the agent edge shares.
+fn agent_state(
+    config: &Config,
+    core: &Core,
+    shutdown: &CancellationToken,
+    sealing: &crate::config::KeyDigest,
+    calls: crate::http::calls::Calls,
+) -> AgentState {
+    let limits = &config.gateway.limits;
+    let dispatcher = &core.dispatcher;
+    AgentState {
+        dispatcher: dispatcher.clone(),
+        keys: core.keys(),
+        max_body_bytes: limits.max_body_bytes,
+        max_batch: limits.max_batch,
+        body_read_timeout: limits.body_read_timeout,
+        sessions: crate::http::session::SessionLimits::new(
+            limits.max_sessions_per_tenant,
+            limits.session_idle_timeout,
+            limits.max_session_in_flight,
+        ),
+        max_connections_per_tenant: limits.max_connections_per_tenant,
+        connections: core.console.connections.clone(),
+        metrics: core.metrics.clone(),
+        allowed_origins: config.gateway.allowed_origins.clone(),
+        shutdown: shutdown.clone(),
+        mcp_sessions: Some(
+            crate::http::mcp_sessions::McpSessions::new(
+                sealing,
+                limits.max_session_records_per_tenant,
+                dispatcher.subscription_budget().clone(),
+            )
+            .shared(core.store().cloned()),
+        ),
+        calls,
+        consents: core.consents.clone(),
+    }
+}
+
+/// The admin listener served until `stop`, each request knowing its peer
+/// (the console's login audit line).
+fn serve_admin(
+    admin: TcpListener,
+    opts: &ServeOptions,
+    admin_app: axum::Router,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let admin_opts = ServeOptions {
+        drain_deadline: Duration::from_secs(1),
+        max_connections: crate::descriptors::ADMIN_CONNECTIONS,
+        ..opts.clone()
+    };
+    let header_read_timeout = opts.header_read_timeout;
+    tokio::spawn(serve(admin, admin_opts, stop, move |stream, stop| {
+        let peer = stream.peer_addr().ok();
+        let app = tower::ServiceExt::map_request(
+            admin_app.clone(),
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                if let Some(peer) = peer {
+                    req.extensions_mut()
+                        .insert(crate::http::console::Peer(peer));
+                }
+                req
+            },
+        );
+        http1(
+            hyper_util::rt::TokioIo::new(stream),
+            hyper_util::service::TowerToHyperService::new(app),
+            header_read_timeout,
+            stop,
+        )
+    }))
+}
+
+/// The store's beat, its counts kept, and the relay of change notifications
+/// both ways, until `stop`: the beat's task, when there is a store.
+fn start_store(
+    core: &Core,
+    store: Option<crate::store::Store>,
+    calls: crate::http::calls::Calls,
+    stop: &CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let dispatcher = &core.dispatcher;
+    let heard = core.shared.as_ref().and_then(|s| lock(&s.heard).take());
+    let here = Here {
+        dispatcher: dispatcher.clone(),
+        calls,
+    };
+    if let Some(limits) = dispatcher.shared_limits() {
+        tokio::spawn(limits.clone().keep_counts(stop.clone()));
+    }
+    store.zip(heard).map(|(s, heard)| {
+        tokio::spawn(s.clone().relay(heard, here.clone(), stop.clone()));
+        tokio::spawn(s.clone().listen(here, stop.clone()));
+        tokio::spawn(s.run(stop.clone()))
     })
 }
 
