@@ -185,74 +185,9 @@ impl ModelContext<'_> {
                 self.core.wait_for_starting(tenant).await;
                 Ok(json!({"resourceTemplates": self.templates(tenant)}))
             }
-            "resources/read" => {
-                let read = params
-                    .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
-                    .ok_or_else(|| invalid("params must be an object {\"uri\": string}"))?;
-                if crate::output::is_spill(self.core.gateway_id(), &read.uri) {
-                    return self.core.read_page(tenant, &read.uri).await.map(Out::Value);
-                }
-                let Some(def) = self
-                    .listed_definition(tenant, Kind::Resource, &read.uri)
-                    .await
-                else {
-                    return match self.read_by_template(tenant, &read.uri).await {
-                        Some(answer) => answer.map(Out::Value),
-                        None => Err(GatewayError::ResourceNotFound(read.uri.into_owned())),
-                    };
-                };
-                Ok(json!({"contents": [{
-                    "uri": read.uri,
-                    "mimeType": def.get("mediaType"),
-                    "text": def.get("content"),
-                }]}))
-            }
-            "prompts/list" => {
-                let mut out = String::from(r#"{"prompts":["#);
-                self.each_index(tenant, Kind::Prompt, |_, index| {
-                    push_all(&mut out, &index.prompts)
-                })
-                .await;
-                // Upstreams of the protocol have their prompts listed as they listed them.
-                for (upstream, own) in self.core.own_prompts(tenant) {
-                    for p in own.iter().filter_map(|p| self.own_prompt(&upstream, p)) {
-                        push_all(&mut out, &[p.to_string()]);
-                    }
-                }
-                out.push_str("]}");
-                return Ok(Out::Written(out));
-            }
-            "prompts/get" => {
-                let get = params
-                    .and_then(|p| serde_json::from_str::<Named<'_>>(p.get()).ok())
-                    .ok_or_else(|| invalid("params must be an object {\"name\": string}"))?;
-                if let Some(answer) = self.get_own_prompt(tenant, &get.name, call.arguments).await {
-                    return answer.map(Out::Value);
-                }
-                let def = self
-                    .prompt_named(tenant, &get.name)
-                    .await
-                    .ok_or_else(|| invalid(&format!("Unknown prompt: {}", get.name)))?;
-                let role = def.get("role").and_then(Value::as_str).unwrap_or("user");
-                // The protocol has no system role: a system prompt is carried
-                // as the user's, and says what it was in `_meta`.
-                let message = match role {
-                    "assistant" => {
-                        json!({"role": "assistant", "content": {"type": "text", "text": def.get("content")}})
-                    }
-                    "user" => {
-                        json!({"role": "user", "content": {"type": "text", "text": def.get("content")}})
-                    }
-                    _ => {
-                        json!({"role": "user", "content": {"type": "text", "text": def.get("content")}, "_meta": {"dev.mcp-gateway/role": role}})
-                    }
-                };
-                let mut result = json!({ "messages": [message] });
-                if let Some(d) = def.get("description") {
-                    result["description"] = d.clone();
-                }
-                Ok(result)
-            }
+            "resources/read" => return self.read_resource(tenant, params).await,
+            "prompts/list" => return Ok(self.list_prompts(tenant).await),
+            "prompts/get" => return self.get_prompt(tenant, params, call.arguments).await,
             _ => Err(GatewayError::MethodNotFound),
         };
         answer.map(Out::Value)
@@ -261,7 +196,7 @@ impl ModelContext<'_> {
 
 /// Items of a JSON array, appended after those `out` holds (which ends in
 /// `[` or an item).
-fn push_all(out: &mut String, items: &[impl AsRef<str>]) {
+pub(super) fn push_all(out: &mut String, items: &[impl AsRef<str>]) {
     for item in items {
         if !out.ends_with('[') {
             out.push(',');

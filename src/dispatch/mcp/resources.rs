@@ -4,6 +4,31 @@
 use super::*;
 
 impl ModelContext<'_> {
+    /// `resources/read`: a spilled page, a listed resource's text, or one
+    /// read through a template.
+    pub(super) async fn read_resource(&self, tenant: &Tenant, params: Option<Json<'_>>) -> Built {
+        let read = params
+            .and_then(|p| serde_json::from_str::<ByUri<'_>>(p.get()).ok())
+            .ok_or_else(|| invalid("params must be an object {\"uri\": string}"))?;
+        if crate::output::is_spill(self.core.gateway_id(), &read.uri) {
+            return self.core.read_page(tenant, &read.uri).await.map(Out::Value);
+        }
+        let Some(def) = self
+            .listed_definition(tenant, Kind::Resource, &read.uri)
+            .await
+        else {
+            return match self.read_by_template(tenant, &read.uri).await {
+                Some(answer) => answer.map(Out::Value),
+                None => Err(GatewayError::ResourceNotFound(read.uri.into_owned())),
+            };
+        };
+        Ok(Out::Value(json!({"contents": [{
+            "uri": read.uri,
+            "mimeType": def.get("mediaType"),
+            "text": def.get("content"),
+        }]})))
+    }
+
     /// The upstream and its own `uriTemplate` of a template the tenant is
     /// offered as `offered` (the namespaced template, as listed).
     pub(super) fn own_template_offered(
