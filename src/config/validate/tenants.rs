@@ -66,30 +66,8 @@ pub(super) fn tenants(
                 "at least one key is needed (or a gateway.auth.jwt issuer whose tokens name this tenant)",
             );
         }
-        let mut keys = Vec::new();
-        for (i, key) in t.api_keys.iter().enumerate() {
-            let kat = format!("{at}.api_keys[{i}]");
-            if let Some(digest) = key_digest(key, secrets, &kat, p) {
-                match owners.get(&digest) {
-                    Some(other) => p.add(&kat, format!("the same key is already given at {other}")),
-                    None => {
-                        owners.insert(digest, kat);
-                        keys.push(digest);
-                    }
-                }
-            }
-        }
-        let mut seen = Vec::new();
-        for (i, up) in t.upstreams.iter().enumerate() {
-            let uat = format!("{at}.upstreams[{i}]");
-            if !upstreams.contains(up) {
-                p.add(&uat, format!("unknown upstream '{up}'"));
-            } else if seen.contains(up) {
-                p.add(&uat, format!("upstream '{up}' is listed twice"));
-            } else {
-                seen.push(up.clone());
-            }
-        }
+        let keys = tenant_keys(&t.api_keys, &at, &mut owners, secrets, p);
+        let seen = tenant_upstreams(&t.upstreams, &at, upstreams, p);
         let rate_limit = match t.rate_limit {
             Some(r) if r.per_second == 0 || r.burst == Some(0) => {
                 p.add(
@@ -108,59 +86,11 @@ pub(super) fn tenants(
             p.add(format!("{at}.max_concurrency"), "must be greater than 0");
         }
         let mut policy = t.tools.unwrap_or_default();
-        let mut tools = ToolGlobs::default();
         // The ids this tenant's tools can have start with one of these.
         let prefixes: Vec<String> = gateway_id
             .map(|id| seen.iter().map(|u| format!("mcp://{id}/{u}/")).collect())
             .unwrap_or_default();
-        let reachable = |pattern: &str| gateway_id.is_none() || can_match(pattern, &prefixes);
-        // Every pattern on its own, so that each bad one is reported.
-        for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
-            let mut good = true;
-            for (i, pattern) in patterns.iter().enumerate() {
-                let pat = format!("{at}.tools.{list}[{i}]");
-                match globset::Glob::new(pattern) {
-                    Err(e) => {
-                        p.add(pat, format!("'{pattern}' is not a glob: {}", e.kind()));
-                        good = false;
-                    }
-                    Ok(_) if !reachable(pattern) => {
-                        p.add(pat, never_matches(pattern, &prefixes));
-                        good = false;
-                    }
-                    Ok(_) => {}
-                }
-            }
-            if !good {
-                continue;
-            }
-            let none: &[String] = &[];
-            let (allow, deny) = if list == "allow" {
-                (&patterns[..], none)
-            } else {
-                (none, &patterns[..])
-            };
-            match ToolGlobs::compile(allow, deny) {
-                Ok(compiled) if list == "allow" => tools.allow = compiled.allow,
-                Ok(compiled) => {
-                    tools.deny = compiled.deny;
-                    tools.deny_globs = compiled.deny_globs;
-                }
-                Err((list, i, why)) => p.add(format!("{at}.tools.{list}[{i}]"), why),
-            }
-        }
-        for (pattern, scope) in &policy.scopes {
-            let sat = format!("{at}.tools.scopes.{pattern}");
-            match globset::Glob::new(pattern) {
-                Ok(_) if scope.is_empty() || scope.contains(char::is_whitespace) => p.add(
-                    &sat,
-                    "a scope is one word (as in a token's space-separated scope)",
-                ),
-                Ok(_) if !reachable(pattern) => p.add(&sat, never_matches(pattern, &prefixes)),
-                Ok(glob) => tools.scoped.push((glob.compile_matcher(), scope.clone())),
-                Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
-            }
-        }
+        let tools = tool_globs(&policy, &at, &prefixes, gateway_id, p);
         let reach = Reach {
             at: &at,
             prefixes: &prefixes,
@@ -190,4 +120,112 @@ pub(super) fn tenants(
         });
     }
     out
+}
+
+/// A tenant's API keys as digests: each a key no other tenant (or entry)
+/// has; `owners` says where each was first given.
+fn tenant_keys(
+    api_keys: &[String],
+    at: &str,
+    owners: &mut HashMap<KeyDigest, String>,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Vec<KeyDigest> {
+    let mut keys = Vec::new();
+    for (i, key) in api_keys.iter().enumerate() {
+        let kat = format!("{at}.api_keys[{i}]");
+        if let Some(digest) = key_digest(key, secrets, &kat, p) {
+            match owners.get(&digest) {
+                Some(other) => p.add(&kat, format!("the same key is already given at {other}")),
+                None => {
+                    owners.insert(digest, kat);
+                    keys.push(digest);
+                }
+            }
+        }
+    }
+    keys
+}
+
+/// A tenant's upstreams: each a declared one, once.
+fn tenant_upstreams(
+    listed: &[String],
+    at: &str,
+    upstreams: &[String],
+    p: &mut Problems,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    for (i, up) in listed.iter().enumerate() {
+        let uat = format!("{at}.upstreams[{i}]");
+        if !upstreams.contains(up) {
+            p.add(&uat, format!("unknown upstream '{up}'"));
+        } else if seen.contains(up) {
+            p.add(&uat, format!("upstream '{up}' is listed twice"));
+        } else {
+            seen.push(up.clone());
+        }
+    }
+    seen
+}
+
+/// A tenant's `tools.allow`, `deny` and `scopes`, compiled: each pattern
+/// checked on its own (so that each bad one is reported), and one that no
+/// id of the tenant's upstreams (`prefixes`) can match refused.
+fn tool_globs(
+    policy: &crate::config::raw::RawToolPolicy,
+    at: &str,
+    prefixes: &[String],
+    gateway_id: Option<&str>,
+    p: &mut Problems,
+) -> ToolGlobs {
+    let mut tools = ToolGlobs::default();
+    let reachable = |pattern: &str| gateway_id.is_none() || can_match(pattern, prefixes);
+    // Every pattern on its own, so that each bad one is reported.
+    for (list, patterns) in [("allow", &policy.allow), ("deny", &policy.deny)] {
+        let mut good = true;
+        for (i, pattern) in patterns.iter().enumerate() {
+            let pat = format!("{at}.tools.{list}[{i}]");
+            match globset::Glob::new(pattern) {
+                Err(e) => {
+                    p.add(pat, format!("'{pattern}' is not a glob: {}", e.kind()));
+                    good = false;
+                }
+                Ok(_) if !reachable(pattern) => {
+                    p.add(pat, never_matches(pattern, prefixes));
+                    good = false;
+                }
+                Ok(_) => {}
+            }
+        }
+        if !good {
+            continue;
+        }
+        let none: &[String] = &[];
+        let (allow, deny) = if list == "allow" {
+            (&patterns[..], none)
+        } else {
+            (none, &patterns[..])
+        };
+        match ToolGlobs::compile(allow, deny) {
+            Ok(compiled) if list == "allow" => tools.allow = compiled.allow,
+            Ok(compiled) => {
+                tools.deny = compiled.deny;
+                tools.deny_globs = compiled.deny_globs;
+            }
+            Err((list, i, why)) => p.add(format!("{at}.tools.{list}[{i}]"), why),
+        }
+    }
+    for (pattern, scope) in &policy.scopes {
+        let sat = format!("{at}.tools.scopes.{pattern}");
+        match globset::Glob::new(pattern) {
+            Ok(_) if scope.is_empty() || scope.contains(char::is_whitespace) => p.add(
+                &sat,
+                "a scope is one word (as in a token's space-separated scope)",
+            ),
+            Ok(_) if !reachable(pattern) => p.add(&sat, never_matches(pattern, prefixes)),
+            Ok(glob) => tools.scoped.push((glob.compile_matcher(), scope.clone())),
+            Err(e) => p.add(&sat, format!("'{pattern}' is not a glob: {}", e.kind())),
+        }
+    }
+    tools
 }
