@@ -66,7 +66,45 @@ pub(super) fn upstream(
         };
         super::upstream_auth::auth(a, &up, settings, secrets, p)
     });
-    let transport = match (raw.stdio, raw.http) {
+    let transport = transport(&at, raw.stdio, raw.http, secrets, p);
+    if raw.per_session
+        && !(matches!(transport, Some(TransportSpec::Stdio(_))) && protocol != Some(Protocol::V1))
+    {
+        p.add(
+            format!("{at}.per_session"),
+            "is for stdio upstreams of the Model Context Protocol (not protocol: v1)",
+        );
+    }
+    Some(UpstreamSpec {
+        name: name.clone(),
+        transport: transport?,
+        protocol: protocol?,
+        timeout: timeout?,
+        required: raw.required,
+        max_concurrency: concurrency,
+        max_queue,
+        pin: raw.pin,
+        per_session: raw.per_session,
+        shared: raw.shared,
+        children,
+        auth: match auth {
+            Some(auth) => Some(auth?),
+            None => None,
+        },
+    })
+    .filter(|_| is_name(&name))
+}
+
+/// An upstream's one transport: a stdio command (its environment's values
+/// read as themselves, env:VAR or file:PATH) or an HTTP URL.
+fn transport(
+    at: &str,
+    stdio: Option<crate::config::raw::RawStdio>,
+    http_raw: Option<crate::config::raw::RawHttp>,
+    secrets: &dyn Secrets,
+    p: &mut Problems,
+) -> Option<TransportSpec> {
+    match (stdio, http_raw) {
         (Some(s), None) => {
             if s.command.trim().is_empty() {
                 p.add(format!("{at}.stdio.command"), "must not be empty");
@@ -95,7 +133,7 @@ pub(super) fn upstream(
                 })
             }
         }
-        (None, Some(h)) => http(&at, h.url, h.headers, secrets, p).map(|t| match t {
+        (None, Some(h)) => http(at, h.url, h.headers, secrets, p).map(|t| match t {
             TransportSpec::Http(spec) => TransportSpec::Http(HttpSpec {
                 notifications: h.notifications,
                 ..spec
@@ -103,43 +141,17 @@ pub(super) fn upstream(
             other => other,
         }),
         (Some(_), Some(_)) => {
-            p.add(&at, "give either stdio or http, not both");
+            p.add(at, "give either stdio or http, not both");
             None
         }
         (None, None) => {
             p.add(
-                &at,
+                at,
                 "needs a transport: stdio {command: ...} or http {url: ...}",
             );
             None
         }
-    };
-    if raw.per_session
-        && !(matches!(transport, Some(TransportSpec::Stdio(_))) && protocol != Some(Protocol::V1))
-    {
-        p.add(
-            format!("{at}.per_session"),
-            "is for stdio upstreams of the Model Context Protocol (not protocol: v1)",
-        );
     }
-    Some(UpstreamSpec {
-        name: name.clone(),
-        transport: transport?,
-        protocol: protocol?,
-        timeout: timeout?,
-        required: raw.required,
-        max_concurrency: concurrency,
-        max_queue,
-        pin: raw.pin,
-        per_session: raw.per_session,
-        shared: raw.shared,
-        children,
-        auth: match auth {
-            Some(auth) => Some(auth?),
-            None => None,
-        },
-    })
-    .filter(|_| is_name(&name))
 }
 
 /// The bounds of the children run for one tenant or one client session:
