@@ -46,25 +46,10 @@ pub(super) fn gateway(
         .admin_token
         .as_deref()
         .and_then(|t| key_digest(t, secrets, "gateway.admin_token", p));
-    let session_key = raw.session_secret.as_deref().and_then(|secret| {
-        let at = "gateway.session_secret";
-        if secret.starts_with("sha256:") {
-            p.add(
-                at,
-                "a session secret is used as it is: give it, or env:VAR, or file:PATH",
-            );
-            return None;
-        }
-        let value = secret_text(secret, secrets, at, p)?;
-        if value.len() < 32 {
-            p.add(
-                at,
-                "must be at least 32 characters (for example 32 random bytes, base64)",
-            );
-            return None;
-        }
-        Some(KeyDigest::of(value.as_bytes()))
-    });
+    let session_key = raw
+        .session_secret
+        .as_deref()
+        .and_then(|secret| session_key(secret, secrets, p));
     use crate::config::tool_names::{DEFAULT_BUDGET, MAX_NAME, MIN_BUDGET};
     let tool_name_budget = match raw.tool_name_budget {
         None => DEFAULT_BUDGET,
@@ -77,25 +62,7 @@ pub(super) fn gateway(
             DEFAULT_BUDGET
         }
     };
-    let mut allowed_origins = Vec::new();
-    for (i, origin) in raw.allowed_origins.into_iter().enumerate() {
-        match reqwest::Url::parse(&origin) {
-            Ok(url)
-                if matches!(url.scheme(), "http" | "https")
-                    && url.host_str().is_some()
-                    && url.path() == "/"
-                    && !origin.ends_with('/')
-                    && url.query().is_none()
-                    && url.username().is_empty() =>
-            {
-                allowed_origins.push(origin.to_ascii_lowercase());
-            }
-            _ => p.add(
-                format!("gateway.allowed_origins[{i}]"),
-                "is not an origin: scheme://host[:port], http or https, no path",
-            ),
-        }
-    }
+    let allowed_origins = allowed_origins(raw.allowed_origins, p);
     let shutdown_timeout = Duration::from_millis(raw.shutdown_timeout_ms.unwrap_or(25_000));
     let server_request_timeout =
         Duration::from_millis(raw.server_request_timeout_ms.unwrap_or(300_000).max(1));
@@ -131,6 +98,53 @@ pub(super) fn gateway(
         fixed: Default::default(),
     })
     .filter(|_| id_ok)
+}
+
+/// `gateway.session_secret`: used as it is (never a digest), 32 characters
+/// at least; its key.
+fn session_key(secret: &str, secrets: &dyn Secrets, p: &mut Problems) -> Option<KeyDigest> {
+    let at = "gateway.session_secret";
+    if secret.starts_with("sha256:") {
+        p.add(
+            at,
+            "a session secret is used as it is: give it, or env:VAR, or file:PATH",
+        );
+        return None;
+    }
+    let value = secret_text(secret, secrets, at, p)?;
+    if value.len() < 32 {
+        p.add(
+            at,
+            "must be at least 32 characters (for example 32 random bytes, base64)",
+        );
+        return None;
+    }
+    Some(KeyDigest::of(value.as_bytes()))
+}
+
+/// `gateway.allowed_origins`: each an origin (scheme://host[:port], http or
+/// https, no path), lower-cased.
+fn allowed_origins(raw: Vec<String>, p: &mut Problems) -> Vec<String> {
+    let mut allowed_origins = Vec::new();
+    for (i, origin) in raw.into_iter().enumerate() {
+        match reqwest::Url::parse(&origin) {
+            Ok(url)
+                if matches!(url.scheme(), "http" | "https")
+                    && url.host_str().is_some()
+                    && url.path() == "/"
+                    && !origin.ends_with('/')
+                    && url.query().is_none()
+                    && url.username().is_empty() =>
+            {
+                allowed_origins.push(origin.to_ascii_lowercase());
+            }
+            _ => p.add(
+                format!("gateway.allowed_origins[{i}]"),
+                "is not an origin: scheme://host[:port], http or https, no path",
+            ),
+        }
+    }
+    allowed_origins
 }
 
 /// `gateway.auth`: the resource identifier, and each issuer's settings.
