@@ -98,8 +98,9 @@ async fn a_store_that_loses_its_data_grows_no_limit() {
     let redis = Redis::start();
     let gws = two(&redis).await;
     // Settled (each replica has counted the other for as long as a replica
-    // counts as alive): both take their own shares too.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // counts as alive, some 5 to 6 s, later under load): both take their
+    // own shares too, so four run at once.
+    assert!(all_run(&gws, 4).await, "four run once settled");
     let running = {
         let gws = &gws;
         async move { at_once(gws, 4, 1500).await }
@@ -130,7 +131,7 @@ async fn a_store_that_loses_its_data_grows_no_limit() {
 async fn a_store_away_for_a_moment_leaves_the_limit_whole() {
     let mut redis = Redis::start();
     let gws = two(&redis).await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(all_run(&gws, 4).await, "four run once settled");
     redis.pause();
     store_up(&gws, 0.0).await;
     redis.resume();
