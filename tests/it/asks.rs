@@ -629,34 +629,8 @@ async fn a_client_that_leaves_mid_request_leaves_nothing_waiting() {
 /// A 2026-07-28 `tools/call` of `name` as `key`, its client declaring it
 /// can be asked to elicit; `round` holds what a retry adds to the params.
 async fn call_2026(gw: &Gateway, key: &str, name: &str, round: Value) -> Value {
-    let mut params = json!({
-        "name": name,
-        "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-        },
-    });
-    if let (Value::Object(params), Value::Object(round)) = (&mut params, round) {
-        params.extend(round);
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    let response = within(
-        gw.client
-            .post(&gw.url)
-            .bearer_auth(key)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", name)
-            .body(body.to_string())
-            .send(),
-    )
-    .await
-    .unwrap();
-    let text = within(response.text()).await.unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"))
+    let form = json!({"elicitation": {"form": {}}});
+    crate::support::call_2026(gw, key, name, form, round).await
 }
 
 /// The pid of the child that serves `key`'s session `session` on `upstream`.

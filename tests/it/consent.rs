@@ -527,38 +527,6 @@ fn check_refuses_a_consent_without_what_it_needs() {
     assert!(!said.contains("short"), "a key is never echoed");
 }
 
-/// A 2026-07-28 `tools/call` of `p__whoami`, its client declaring
-/// `capabilities`; `round` holds what a retry adds to the params.
-async fn call_2026(gw: &Gateway, key: &str, capabilities: Value, round: Value) -> Value {
-    let mut params = json!({
-        "name": "p__whoami",
-        "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        },
-    });
-    if let (Value::Object(params), Value::Object(round)) = (&mut params, round) {
-        params.extend(round);
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    let response = gw
-        .client
-        .post(&gw.url)
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "p__whoami")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let text = response.text().await.unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_is_asked_by_url_elicitation_and_its_retry_runs_the_call() {
     let parties = Parties::start(300);
@@ -567,9 +535,16 @@ async fn a_2026_client_is_asked_by_url_elicitation_and_its_retry_runs_the_call()
     let url_mode = json!({"elicitation": {"url": {}}});
 
     // Without URL elicitation: -32010.
-    let r = call_2026(&gw, &alice, json!({"elicitation": {"form": {}}}), json!({})).await;
+    let r = call_2026(
+        &gw,
+        &alice,
+        "p__whoami",
+        json!({"elicitation": {"form": {}}}),
+        json!({}),
+    )
+    .await;
     consent_of(&r);
-    let r = call_2026(&gw, &alice, url_mode.clone(), json!({})).await;
+    let r = call_2026(&gw, &alice, "p__whoami", url_mode.clone(), json!({})).await;
     let result = &r["result"];
     assert_eq!(result["resultType"], "input_required", "{r}");
     let requests = result["inputRequests"].as_object().unwrap();
@@ -581,11 +556,11 @@ async fn a_2026_client_is_asked_by_url_elicitation_and_its_retry_runs_the_call()
     let state = result["requestState"].clone();
     // Retried before connecting: asked again.
     let retry = json!({"inputResponses": {key: {"action": "accept"}}, "requestState": state});
-    let again = call_2026(&gw, &alice, url_mode.clone(), retry.clone()).await;
+    let again = call_2026(&gw, &alice, "p__whoami", url_mode.clone(), retry.clone()).await;
     assert_eq!(again["result"]["resultType"], "input_required", "{again}");
 
     assert_eq!(Browser::new("alice").walk(&url, None).await.status, 200);
-    let done = call_2026(&gw, &alice, url_mode, retry).await;
+    let done = call_2026(&gw, &alice, "p__whoami", url_mode, retry).await;
     let text = done["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("{done}"));

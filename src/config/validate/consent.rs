@@ -3,7 +3,7 @@
 //! echoed), a flow's life, and each identity provider's login client; an
 //! upstream that asks for consent without them is refused, with its path.
 
-use super::values::checked_url;
+use super::values::{basic_auth, checked_url};
 use super::*;
 use crate::config::consent::{
     ConsentClient, ConsentServer, ConsentSettings, DEFAULT_TTL, Login, SealingKeys, UserConsent,
@@ -160,17 +160,7 @@ pub(super) fn user_consent(
             return None;
         }
     };
-    let basic = match raw.auth_method.as_deref() {
-        None | Some("client_secret_basic") => true,
-        Some("client_secret_post") => false,
-        Some(other) => {
-            p.add(
-                format!("{at}.auth_method"),
-                format!("'{other}' is not client_secret_basic or client_secret_post"),
-            );
-            return None;
-        }
-    };
+    let basic = basic_auth(raw.auth_method.as_deref(), at, p)?;
     let client = match (raw.client_id, raw.client_secret) {
         (Some(client_id), secret) => {
             let client_secret = match secret {

@@ -3,7 +3,7 @@
 //! client's secret read like a header's (itself, env:VAR, file:PATH), and
 //! a header the configured `http.headers` does not also set.
 
-use super::values::checked_url;
+use super::values::{basic_auth, checked_url};
 use super::*;
 use crate::config::raw::{RawClientCredentials, RawUpstreamAuth, RawUpstreamAuthSettings};
 use crate::config::signing::{SigningKey, SigningKeys};
@@ -330,17 +330,7 @@ fn client(
         (Some(url), None) => TokenEndpoint::Url(checked_url(url, &format!("{at}.token_url"), p)?),
         (None, Some(url)) => TokenEndpoint::Issuer(checked_url(url, &format!("{at}.issuer"), p)?),
     };
-    let basic = match raw.auth_method.as_deref() {
-        None | Some("client_secret_basic") => true,
-        Some("client_secret_post") => false,
-        Some(other) => {
-            p.add(
-                format!("{at}.auth_method"),
-                format!("'{other}' is not client_secret_basic or client_secret_post"),
-            );
-            return None;
-        }
-    };
+    let basic = basic_auth(raw.auth_method.as_deref(), at, p)?;
     let secret = super::header_value(
         &raw.client_secret,
         secrets,

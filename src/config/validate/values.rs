@@ -53,3 +53,19 @@ pub(super) fn checked_url(url: String, at: &str, p: &mut Problems) -> Option<Str
         }
     }
 }
+
+/// A client's `auth_method` at `at`: `client_secret_basic` (the default,
+/// true) or `client_secret_post` (false); anything else is a problem.
+pub(super) fn basic_auth(method: Option<&str>, at: &str, p: &mut Problems) -> Option<bool> {
+    match method {
+        None | Some("client_secret_basic") => Some(true),
+        Some("client_secret_post") => Some(false),
+        Some(other) => {
+            p.add(
+                format!("{at}.auth_method"),
+                format!("'{other}' is not client_secret_basic or client_secret_post"),
+            );
+            None
+        }
+    }
+}

@@ -611,3 +611,42 @@ pub fn p256_pem() -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
     format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n")
 }
+
+/// A 2026-07-28 `tools/call` of `name` as `key`, its client declaring
+/// `capabilities`; `round` holds what a retry adds to the params.
+pub async fn call_2026(
+    gw: &Gateway,
+    key: &str,
+    name: &str,
+    capabilities: Value,
+    round: Value,
+) -> Value {
+    let mut params = json!({
+        "name": name,
+        "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        },
+    });
+    if let (Value::Object(params), Value::Object(round)) = (&mut params, round) {
+        params.extend(round);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+    let response = within(
+        gw.client
+            .post(&gw.url)
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .body(body.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    let text = within(response.text()).await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"))
+}
