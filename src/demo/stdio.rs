@@ -32,27 +32,8 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
         crate::stdio_pipes::stdin(),
         ContentLengthCodec::new(MAX_FRAME),
     );
-    // Messages are framed here; `Raw` bytes (misbehaving test tools) go out as they are.
-    let (tx, mut rx) = mpsc::channel::<Out>(1024);
-    let writer = tokio::spawn(async move {
-        let mut stdout = crate::stdio_pipes::stdout();
-        let mut buf = BytesMut::new();
-        while let Some(first) = rx.recv().await {
-            buf.clear();
-            // Everything already queued goes out in one write.
-            let mut next = Some(first);
-            while let Some(out) = next {
-                match out {
-                    Out::Message(body) => encode_into(&body, &mut buf),
-                    Out::Raw(bytes) => buf.extend_from_slice(&bytes),
-                }
-                next = rx.try_recv().ok();
-            }
-            if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    let (tx, rx) = mpsc::channel::<Out>(1024);
+    let writer = tokio::spawn(write_out(rx));
     let mut initialized = false;
     let mut tasks = JoinSet::new();
     let mut forwarder = None;
@@ -96,47 +77,9 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                     );
                     let _ = tx.send(Out::Message(out.into())).await;
                 } else {
-                    let (server, tx) = (server.clone(), tx.clone());
                     let (id, method, params) =
                         (id.to_buf(), method.into_owned(), params.map(Json::to_buf));
-                    tasks.spawn(async move {
-                        let answer = server
-                            .call(&method, params.as_ref().map(JsonBuf::as_json))
-                            .await;
-                        let mut out = Vec::new();
-                        let result = match answer {
-                            Answer::Result(v) => Some(v),
-                            Answer::Error(e) => {
-                                write_reply(
-                                    &mut out,
-                                    Some(id.as_json()),
-                                    Reply::RawError(e.to_string().as_bytes()),
-                                );
-                                None
-                            }
-                            Answer::Crash => std::process::exit(3),
-                            Answer::Raw(raw, then) => {
-                                let _ = tx.send(Out::Raw(raw.into())).await;
-                                then
-                            }
-                            Answer::StderrFlood(lines) => {
-                                for i in 0..lines {
-                                    eprintln!("flood line {i}");
-                                }
-                                Some(serde_json::json!({"output": {}}))
-                            }
-                        };
-                        if let Some(v) = result {
-                            write_reply(
-                                &mut out,
-                                Some(id.as_json()),
-                                Reply::Result(v.to_string().as_bytes()),
-                            );
-                        }
-                        if !out.is_empty() {
-                            let _ = tx.send(Out::Message(out.into())).await;
-                        }
-                    });
+                    tasks.spawn(answer(server.clone(), id, method, params, tx.clone()));
                 }
             }
             Incoming::Invalid { id, error } => {
@@ -148,18 +91,10 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
                 if method == "initialized" && initialized && forwarder.is_none() =>
             {
                 // Notifications flow only after `initialized`.
-                let (mut changes, tx) = (server.subscribe_changes(), tx.clone());
-                forwarder = Some(tokio::spawn(async move {
-                    while let Ok(id) = changes.recv().await {
-                        if tx
-                            .send(Out::Message(super::change_notification(&id).into()))
-                            .await
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                }));
+                forwarder = Some(tokio::spawn(forward_changes(
+                    server.subscribe_changes(),
+                    tx.clone(),
+                )));
             }
             // (A response is an invalid request here: `without_responses`.)
             Incoming::Notification { .. } | Incoming::Ignored | Incoming::Response { .. } => {}
@@ -172,4 +107,89 @@ pub async fn serve(server: Arc<DemoServer>) -> std::io::Result<()> {
     drop(tx);
     let _ = writer.await;
     Ok(())
+}
+
+/// Writes what is queued to stdout: messages framed, `Raw` bytes
+/// (misbehaving test tools) as they are, everything already queued in one
+/// write.
+async fn write_out(mut rx: mpsc::Receiver<Out>) {
+    let mut stdout = crate::stdio_pipes::stdout();
+    let mut buf = BytesMut::new();
+    while let Some(first) = rx.recv().await {
+        buf.clear();
+        let mut next = Some(first);
+        while let Some(out) = next {
+            match out {
+                Out::Message(body) => encode_into(&body, &mut buf),
+                Out::Raw(bytes) => buf.extend_from_slice(&bytes),
+            }
+            next = rx.try_recv().ok();
+        }
+        if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+/// One request answered by the demo server, in a task of its own so that
+/// a slow tool holds up no other.
+async fn answer(
+    server: Arc<DemoServer>,
+    id: JsonBuf,
+    method: String,
+    params: Option<JsonBuf>,
+    tx: mpsc::Sender<Out>,
+) {
+    let answer = server
+        .call(&method, params.as_ref().map(JsonBuf::as_json))
+        .await;
+    let mut out = Vec::new();
+    let result = match answer {
+        Answer::Result(v) => Some(v),
+        Answer::Error(e) => {
+            write_reply(
+                &mut out,
+                Some(id.as_json()),
+                Reply::RawError(e.to_string().as_bytes()),
+            );
+            None
+        }
+        Answer::Crash => std::process::exit(3),
+        Answer::Raw(raw, then) => {
+            let _ = tx.send(Out::Raw(raw.into())).await;
+            then
+        }
+        Answer::StderrFlood(lines) => {
+            for i in 0..lines {
+                eprintln!("flood line {i}");
+            }
+            Some(serde_json::json!({"output": {}}))
+        }
+    };
+    if let Some(v) = result {
+        write_reply(
+            &mut out,
+            Some(id.as_json()),
+            Reply::Result(v.to_string().as_bytes()),
+        );
+    }
+    if !out.is_empty() {
+        let _ = tx.send(Out::Message(out.into())).await;
+    }
+}
+
+/// The server's listing changes, as notifications, until the writer is gone.
+async fn forward_changes(
+    mut changes: tokio::sync::broadcast::Receiver<String>,
+    tx: mpsc::Sender<Out>,
+) {
+    while let Ok(id) = changes.recv().await {
+        if tx
+            .send(Out::Message(super::change_notification(&id).into()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
 }

@@ -143,37 +143,7 @@ pub async fn respond_classified(
                     started.map(|s| s.elapsed()).unwrap_or_default(),
                 )
             });
-            // The envelope around a result is under 64 bytes beside the id.
-            let room = match &result {
-                Ok(Payload::Raw(r)) => r.get().len(),
-                Ok(Payload::Text(t)) => t.len(),
-                _ => 64,
-            };
-            let mut out = Vec::with_capacity(room + id.get().len() + 64);
-            let out = match result {
-                Ok(Payload::Raw(r)) => {
-                    write_reply(&mut out, Some(id), Reply::Result(r.get().as_bytes()));
-                    Outgoing::Flat(out)
-                }
-                Ok(Payload::Text(t)) => {
-                    write_reply(&mut out, Some(id), Reply::Result(t.as_bytes()));
-                    Outgoing::Flat(out)
-                }
-                // The listing's parts go out between the envelope's head and tail, uncopied.
-                Ok(Payload::Parts(p)) => {
-                    write_result_head(&mut out, Some(id));
-                    let mut all = Vec::with_capacity(p.len() + 2);
-                    all.push(Bytes::from(out));
-                    all.extend(p);
-                    all.push(Bytes::from_static(b"}"));
-                    Outgoing::Parts(all)
-                }
-                Err(e) => {
-                    write_gateway_error(&mut out, Some(id), &e);
-                    Outgoing::Flat(out)
-                }
-            };
-            (Some(out), line)
+            (Some(enveloped(id, result)), line)
         }
         Incoming::Notification { method, .. } => {
             tracing::debug!(method = %method, "notification from agent");
@@ -184,21 +154,55 @@ pub async fn respond_classified(
         // answer, so there it is an invalid request.
         Incoming::Response { .. } if via.http.is_some_and(|h| h.say_modelcontext()) => (None, None),
         incoming @ Incoming::Response { .. } => match incoming.without_responses() {
-            Incoming::Invalid { id, error } => {
-                let mut out = Vec::new();
-                write_error(&mut out, id, &error);
-                (Some(Outgoing::Flat(out)), None)
-            }
+            Incoming::Invalid { id, error } => (Some(invalid(id, &error)), None),
             _ => (None, None),
         },
-        Incoming::Invalid { id, error } => {
-            let mut out = Vec::new();
-            write_error(&mut out, id, &error);
-            (Some(Outgoing::Flat(out)), None)
-        }
+        Incoming::Invalid { id, error } => (Some(invalid(id, &error)), None),
         Incoming::Ignored => (None, None),
     };
     (out, line, status)
+}
+
+/// A request's answer in its JSON-RPC envelope under the request's id.
+fn enveloped(id: Json<'_>, result: Result<Payload, GatewayError>) -> Outgoing {
+    // The envelope around a result is under 64 bytes beside the id.
+    let room = match &result {
+        Ok(Payload::Raw(r)) => r.get().len(),
+        Ok(Payload::Text(t)) => t.len(),
+        _ => 64,
+    };
+    let mut out = Vec::with_capacity(room + id.get().len() + 64);
+    match result {
+        Ok(Payload::Raw(r)) => {
+            write_reply(&mut out, Some(id), Reply::Result(r.get().as_bytes()));
+            Outgoing::Flat(out)
+        }
+        Ok(Payload::Text(t)) => {
+            write_reply(&mut out, Some(id), Reply::Result(t.as_bytes()));
+            Outgoing::Flat(out)
+        }
+        // The listing's parts go out between the envelope's head and tail, uncopied.
+        Ok(Payload::Parts(p)) => {
+            write_result_head(&mut out, Some(id));
+            let mut all = Vec::with_capacity(p.len() + 2);
+            all.push(Bytes::from(out));
+            all.extend(p);
+            all.push(Bytes::from_static(b"}"));
+            Outgoing::Parts(all)
+        }
+        Err(e) => {
+            write_gateway_error(&mut out, Some(id), &e);
+            Outgoing::Flat(out)
+        }
+    }
+}
+
+/// The answer to a message that is not a valid request: its error, under
+/// its id when it had one.
+fn invalid(id: Option<Json<'_>>, error: &crate::jsonrpc::ErrorObject) -> Outgoing {
+    let mut out = Vec::new();
+    write_error(&mut out, id, error);
+    Outgoing::Flat(out)
 }
 
 /// The trace a request runs in: a span of the gateway's (when traces are

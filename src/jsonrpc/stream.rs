@@ -191,52 +191,9 @@ impl ValueEnd {
                 (b']', Some(false)) => self.close(false),
                 _ => self.decide(),
             },
-            State::Str { key } => match b {
-                b'"' => {
-                    if key {
-                        self.state = State::Colon;
-                    } else {
-                        self.value_ended();
-                    }
-                    true
-                }
-                b'\\' => {
-                    self.state = State::Escape { key };
-                    true
-                }
-                0..0x20 => self.decide(),
-                _ => true,
-            },
-            State::Escape { key } => match b {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                    self.state = State::Str { key };
-                    true
-                }
-                b'u' => {
-                    self.state = State::Unicode {
-                        key,
-                        left: 4,
-                        bad: false,
-                    };
-                    true
-                }
-                _ => self.decide(),
-            },
-            State::Unicode { key, left, bad } => {
-                let bad = bad || !b.is_ascii_hexdigit();
-                if left > 1 {
-                    self.state = State::Unicode {
-                        key,
-                        left: left - 1,
-                        bad,
-                    };
-                } else if bad {
-                    return self.decide();
-                } else {
-                    self.state = State::Str { key };
-                }
-                true
-            }
+            State::Str { key } => self.in_string(key, b),
+            State::Escape { key } => self.escaped(key, b),
+            State::Unicode { key, left, bad } => self.in_unicode(key, left, bad, b),
             State::Number(n) => match n.next(b) {
                 Some(n) => {
                     self.state = State::Number(n);
@@ -261,6 +218,65 @@ impl ValueEnd {
                 _ => self.decide(),
             },
         }
+    }
+
+    /// A byte inside a string (a key's when `key`).
+    #[inline]
+    fn in_string(&mut self, key: bool, b: u8) -> bool {
+        match b {
+            b'"' => {
+                if key {
+                    self.state = State::Colon;
+                } else {
+                    self.value_ended();
+                }
+                true
+            }
+            b'\\' => {
+                self.state = State::Escape { key };
+                true
+            }
+            0..0x20 => self.decide(),
+            _ => true,
+        }
+    }
+
+    /// The byte after a backslash in a string.
+    #[inline]
+    fn escaped(&mut self, key: bool, b: u8) -> bool {
+        match b {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                self.state = State::Str { key };
+                true
+            }
+            b'u' => {
+                self.state = State::Unicode {
+                    key,
+                    left: 4,
+                    bad: false,
+                };
+                true
+            }
+            _ => self.decide(),
+        }
+    }
+
+    /// One of the four hex digits of a `\u` escape; `bad` once one was not.
+    #[inline]
+    fn in_unicode(&mut self, key: bool, left: u8, bad: bool, b: u8) -> bool {
+        let bad = bad || !b.is_ascii_hexdigit();
+        if left > 1 {
+            self.state = State::Unicode {
+                key,
+                left: left - 1,
+                bad,
+            };
+        } else if bad {
+            return self.decide();
+        } else {
+            self.state = State::Str { key };
+        }
+        true
     }
 
     /// The first byte of a value.

@@ -305,7 +305,14 @@ impl Upstream {
                 result
             }
         };
-        if let Err(e) = &result {
+        self.account(op, method, started, &result);
+        result
+    }
+
+    /// What a call's end tells: a failure of the gateway's own words marks
+    /// the upstream suspect, and the call is counted with its duration.
+    fn account(&self, op: Op, method: &str, started: Instant, result: &Result<JsonBuf, CallError>) {
+        if let Err(e) = result {
             if let CallError::Unavailable(_) = e {
                 self.suspect.notify_one();
             }
@@ -317,7 +324,7 @@ impl Upstream {
         }
         let seconds = started.elapsed().as_secs_f64();
         let labels = [&*self.name, method];
-        match (&result, op) {
+        match (result, op) {
             (Ok(_), Op::CallTool) => {
                 let hot = self.hot();
                 hot.execute_ok.inc();
@@ -335,6 +342,5 @@ impl Upstream {
                     .observe(seconds);
             }
         }
-        result
     }
 }

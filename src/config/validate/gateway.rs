@@ -181,81 +181,92 @@ pub(super) fn auth(raw: RawAuth, tenants: &[String], p: &mut Problems) -> AuthSe
             p.add(format!("{at}.issuer"), "this issuer is configured twice");
         }
         named.push(j.issuer.clone());
-        let keys = match (j.jwks_url, j.jwks_file) {
-            (Some(url), None) => match reqwest::Url::parse(&url) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
-                    Some(KeySource::Url(url))
-                }
-                _ => {
-                    p.add(
-                        format!("{at}.jwks_url"),
-                        "must be an http:// or https:// URL",
-                    );
-                    None
-                }
-            },
-            (None, Some(file)) => Some(KeySource::File(PathBuf::from(file))),
-            _ => {
-                p.add(&at, "give exactly one of jwks_url and jwks_file");
-                None
-            }
-        };
-        for (k, t) in j.tenants.iter().enumerate() {
-            if !tenants.contains(t) {
-                p.add(
-                    format!("{at}.tenants[{k}]"),
-                    format!("unknown tenant '{t}'"),
-                );
-            }
-        }
-        if !j.tenants.is_empty() && j.tenant_claim.is_none() {
-            p.add(
-                format!("{at}.tenants"),
-                "only an issuer with a tenant_claim takes a list of the tenants it may name",
-            );
-        }
-        let tenant = match (j.tenant_claim, j.tenant) {
-            (Some(claim), None) if !claim.is_empty() => Some(TenantFrom::Claim(claim)),
-            (None, Some(t)) if tenants.contains(&t) => Some(TenantFrom::Fixed(t)),
-            (None, Some(t)) => {
-                p.add(format!("{at}.tenant"), format!("unknown tenant '{t}'"));
-                None
-            }
-            _ => {
-                p.add(&at, "give exactly one of tenant_claim and tenant");
-                None
-            }
-        };
-        let audiences = if j.audiences.is_empty() {
-            resource.iter().cloned().collect()
-        } else {
-            j.audiences
-        };
-        let leeway = Duration::from_secs(j.leeway_s.unwrap_or(30));
-        if leeway > Duration::from_secs(300) {
-            p.add(format!("{at}.leeway_s"), "at most 300 (a small clock skew)");
-        }
-        let refresh = Duration::from_secs(j.refresh_s.unwrap_or(300));
-        if refresh < crate::auth::MIN_REFETCH {
-            p.add(format!("{at}.refresh_s"), "at least 10");
-        }
-        if let (Some(keys), Some(tenant)) = (keys, tenant) {
-            issuers.push(IssuerSpec {
-                issuer: j.issuer,
-                audiences,
-                keys,
-                tenant,
-                tenants: j.tenants,
-                leeway,
-                refresh,
-            });
-        }
+        issuers.extend(issuer(&at, j, tenants, resource.as_deref(), p));
     }
     AuthSettings {
         resource,
         issuers,
         signing: None,
     }
+}
+
+/// One of `gateway.auth.jwt`: where its keys are, which tenant its tokens
+/// name, the audiences they must carry (the resource's by default), and
+/// its clock leeway and key refresh, each within bounds.
+fn issuer(
+    at: &str,
+    j: crate::config::raw::RawJwt,
+    tenants: &[String],
+    resource: Option<&str>,
+    p: &mut Problems,
+) -> Option<IssuerSpec> {
+    let keys = match (j.jwks_url, j.jwks_file) {
+        (Some(url), None) => match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
+                Some(KeySource::Url(url))
+            }
+            _ => {
+                p.add(
+                    format!("{at}.jwks_url"),
+                    "must be an http:// or https:// URL",
+                );
+                None
+            }
+        },
+        (None, Some(file)) => Some(KeySource::File(PathBuf::from(file))),
+        _ => {
+            p.add(at, "give exactly one of jwks_url and jwks_file");
+            None
+        }
+    };
+    for (k, t) in j.tenants.iter().enumerate() {
+        if !tenants.contains(t) {
+            p.add(
+                format!("{at}.tenants[{k}]"),
+                format!("unknown tenant '{t}'"),
+            );
+        }
+    }
+    if !j.tenants.is_empty() && j.tenant_claim.is_none() {
+        p.add(
+            format!("{at}.tenants"),
+            "only an issuer with a tenant_claim takes a list of the tenants it may name",
+        );
+    }
+    let tenant = match (j.tenant_claim, j.tenant) {
+        (Some(claim), None) if !claim.is_empty() => Some(TenantFrom::Claim(claim)),
+        (None, Some(t)) if tenants.contains(&t) => Some(TenantFrom::Fixed(t)),
+        (None, Some(t)) => {
+            p.add(format!("{at}.tenant"), format!("unknown tenant '{t}'"));
+            None
+        }
+        _ => {
+            p.add(at, "give exactly one of tenant_claim and tenant");
+            None
+        }
+    };
+    let audiences = if j.audiences.is_empty() {
+        resource.iter().map(|r| r.to_string()).collect()
+    } else {
+        j.audiences
+    };
+    let leeway = Duration::from_secs(j.leeway_s.unwrap_or(30));
+    if leeway > Duration::from_secs(300) {
+        p.add(format!("{at}.leeway_s"), "at most 300 (a small clock skew)");
+    }
+    let refresh = Duration::from_secs(j.refresh_s.unwrap_or(300));
+    if refresh < crate::auth::MIN_REFETCH {
+        p.add(format!("{at}.refresh_s"), "at least 10");
+    }
+    Some(IssuerSpec {
+        issuer: j.issuer,
+        audiences,
+        keys: keys?,
+        tenant: tenant?,
+        tenants: j.tenants,
+        leeway,
+        refresh,
+    })
 }
 
 pub(super) fn limits(raw: RawLimits, p: &mut Problems) -> Option<Limits> {

@@ -39,31 +39,7 @@ impl Session {
                             None => true,
                         }
                     }
-                    ("subscriptions/listen", _) => {
-                        let opened = if self.listens.len() >= MAX_LISTENS {
-                            Err(GatewayError::InvalidParams(format!(
-                                "a session holds at most {MAX_LISTENS} listens; cancel one first"
-                            )))
-                        } else {
-                            super::mcp::ModelContext::new(&self.dispatcher).open_listen(
-                                &self.tenant,
-                                id,
-                                params,
-                                None,
-                            )
-                        };
-                        match opened {
-                            Ok(filter) => {
-                                self.listen(id, filter);
-                                true
-                            }
-                            Err(e) => {
-                                let mut reply = Vec::new();
-                                write_gateway_error(&mut reply, Some(id), &e);
-                                self.send(reply).await
-                            }
-                        }
-                    }
+                    ("subscriptions/listen", _) => self.open_listen(id, params).await,
                     ("resources/subscribe" | "resources/unsubscribe", mcp::Era::Handshake) => {
                         let mut reply = Vec::new();
                         match self.subscribe(uri_of(params), method == "resources/subscribe") {
@@ -80,22 +56,7 @@ impl Session {
                 }
             }
             Incoming::Notification { method, params } => {
-                match &*method {
-                    "notifications/initialized" => self.start_notifications(),
-                    "notifications/cancelled" => {
-                        // A listen ends; a call in flight is dropped, which
-                        // cancels it upstream too, and is not answered.
-                        if let Some(id) = cancelled_request(params) {
-                            if let Some(listen) = self.listens.remove(id.get()) {
-                                listen.abort();
-                            }
-                            if let Some(call) = self.calls.remove(id.get()) {
-                                call.abort();
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+                self.on_notification(&method, params);
                 true
             }
             Incoming::Invalid { id, error } => {
@@ -114,6 +75,54 @@ impl Session {
                 true
             }
             Incoming::Ignored => true,
+        }
+    }
+
+    /// `subscriptions/listen`: a listen of the session's own, within its
+    /// bound; its refusal is answered at once.
+    async fn open_listen(&mut self, id: Json<'_>, params: Option<Json<'_>>) -> bool {
+        let opened = if self.listens.len() >= MAX_LISTENS {
+            Err(GatewayError::InvalidParams(format!(
+                "a session holds at most {MAX_LISTENS} listens; cancel one first"
+            )))
+        } else {
+            super::mcp::ModelContext::new(&self.dispatcher).open_listen(
+                &self.tenant,
+                id,
+                params,
+                None,
+            )
+        };
+        match opened {
+            Ok(filter) => {
+                self.listen(id, filter);
+                true
+            }
+            Err(e) => {
+                let mut reply = Vec::new();
+                write_gateway_error(&mut reply, Some(id), &e);
+                self.send(reply).await
+            }
+        }
+    }
+
+    /// A client's notification: `initialized` starts the session's
+    /// notifications; `cancelled` ends a listen, or drops a call in flight,
+    /// which cancels it upstream too and leaves it unanswered.
+    fn on_notification(&mut self, method: &str, params: Option<Json<'_>>) {
+        match method {
+            "notifications/initialized" => self.start_notifications(),
+            "notifications/cancelled" => {
+                if let Some(id) = cancelled_request(params) {
+                    if let Some(listen) = self.listens.remove(id.get()) {
+                        listen.abort();
+                    }
+                    if let Some(call) = self.calls.remove(id.get()) {
+                        call.abort();
+                    }
+                }
+            }
+            _ => {}
         }
     }
 

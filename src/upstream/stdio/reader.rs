@@ -2,6 +2,8 @@
 //! calls, its notifications and requests, garbage counted and skipped), and
 //! its stderr copied into the gateway log, rate-limited.
 
+use std::borrow::Cow;
+
 use super::framing::Framing;
 use super::*;
 
@@ -59,82 +61,10 @@ impl Reader {
                 }
             }
             Ok(UpstreamMessage::Notification { method, params }) => {
-                // Progress goes to the call waiting for it, ahead of its answer.
-                if method == "notifications/progress" {
-                    if let Some(params) = params {
-                        self.up.progress().deliver(params);
-                    }
-                    return;
-                }
-                // A child of one client session logs for that client.
-                if method == "notifications/message"
-                    && self.up.serves_one_session().is_some()
-                    && params.is_some_and(|p| self.up.progress().deliver_message_any(p))
-                {
-                    return;
-                }
-                // The child withdrawing a request it forwarded to a client.
-                if method == "notifications/cancelled"
-                    && params.is_some_and(|p| self.up.progress().withdraw(p))
-                {
-                    return;
-                }
-                if self
-                    .events
-                    .try_send((method.into_owned(), params.map(Json::to_buf)))
-                    .is_err()
-                {
-                    tracing::warn!(upstream = %self.up.name, "notification dropped: too many queued");
-                }
+                self.on_notification(method, params)
             }
             Ok(UpstreamMessage::Request { id, method, params }) => {
-                tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request");
-                // A child of one client session asks that client, through
-                // one of its calls in flight.
-                if let Some((wait, counted)) = self.up.serves_one_session()
-                    && crate::upstream::progress::ASKED.contains(&&*method)
-                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
-                {
-                    let (reply, answered) = tokio::sync::oneshot::channel();
-                    let ask = crate::upstream::progress::Ask {
-                        id: id.to_buf(),
-                        method: (&*method).into(),
-                        params: params.map(Json::to_buf),
-                        reply,
-                    };
-                    if self.up.progress().deliver_ask_any(ask).is_ok() {
-                        let (wait, counted) = (*wait, counted.clone());
-                        let (outbox, id, up) = (self.outbox.clone(), id.to_buf(), self.up.clone());
-                        let withdrawn = up.progress().asked(&id);
-                        runtime.spawn(async move {
-                            use crate::metrics::ServerRequest;
-                            let waiting = &counted.server_requests_waiting;
-                            let (out, outcome) = crate::upstream::progress::answer_of(
-                                &id, answered, wait, waiting, &withdrawn,
-                            )
-                            .await;
-                            up.progress().answered(&id);
-                            let outcome = if outcome == ServerRequest::Withdrawn {
-                                outcome
-                            } else {
-                                match outbox.try_send(Bytes::from(out)) {
-                                    Ok(()) => outcome,
-                                    Err(_) => ServerRequest::Failed,
-                                }
-                            };
-                            counted.server_request(outcome);
-                        });
-                        return;
-                    }
-                }
-                let (out, outcome) = answer_server_request(self.dialect, id, &method);
-                // The outbox is bounded: a child that asks faster than it
-                // reads its answers loses answers, never the gateway's memory.
-                let outcome = match self.outbox.try_send(Bytes::from(out)) {
-                    Ok(()) => outcome,
-                    Err(_) => crate::metrics::ServerRequest::Dropped,
-                };
-                self.up.metrics().server_request(outcome);
+                self.on_request(id, &method, params)
             }
             Err(broken) => {
                 self.protocol_error(broken.why);
@@ -146,6 +76,101 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// A notification from the child: progress and a session's log go to
+    /// the call or client they belong to, the rest to the upstream's events.
+    fn on_notification(&self, method: Cow<'_, str>, params: Option<Json<'_>>) {
+        // Progress goes to the call waiting for it, ahead of its answer.
+        if method == "notifications/progress" {
+            if let Some(params) = params {
+                self.up.progress().deliver(params);
+            }
+            return;
+        }
+        // A child of one client session logs for that client.
+        if method == "notifications/message"
+            && self.up.serves_one_session().is_some()
+            && params.is_some_and(|p| self.up.progress().deliver_message_any(p))
+        {
+            return;
+        }
+        // The child withdrawing a request it forwarded to a client.
+        if method == "notifications/cancelled"
+            && params.is_some_and(|p| self.up.progress().withdraw(p))
+        {
+            return;
+        }
+        if self
+            .events
+            .try_send((method.into_owned(), params.map(Json::to_buf)))
+            .is_err()
+        {
+            tracing::warn!(upstream = %self.up.name, "notification dropped: too many queued");
+        }
+    }
+
+    /// A request from the child: a child of one client session asks that
+    /// client; any other request gets the gateway's own answer.
+    fn on_request(&self, id: Json<'_>, method: &str, params: Option<Json<'_>>) {
+        tracing::debug!(upstream = %self.up.name, method = %method, "upstream sent a request");
+        if self.ask_client(id, method, params) {
+            return;
+        }
+        let (out, outcome) = answer_server_request(self.dialect, id, method);
+        // The outbox is bounded: a child that asks faster than it
+        // reads its answers loses answers, never the gateway's memory.
+        let outcome = match self.outbox.try_send(Bytes::from(out)) {
+            Ok(()) => outcome,
+            Err(_) => crate::metrics::ServerRequest::Dropped,
+        };
+        self.up.metrics().server_request(outcome);
+    }
+
+    /// Forwards a child's request to its one client session, through one of
+    /// its calls in flight, and sends the answer back when it comes; false
+    /// when the child serves no one session or no call could take it.
+    fn ask_client(&self, id: Json<'_>, method: &str, params: Option<Json<'_>>) -> bool {
+        let Some((wait, counted)) = self.up.serves_one_session() else {
+            return false;
+        };
+        if !crate::upstream::progress::ASKED.contains(&method) {
+            return false;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        let ask = crate::upstream::progress::Ask {
+            id: id.to_buf(),
+            method: method.into(),
+            params: params.map(Json::to_buf),
+            reply,
+        };
+        if self.up.progress().deliver_ask_any(ask).is_err() {
+            return false;
+        }
+        let (wait, counted) = (*wait, counted.clone());
+        let (outbox, id, up) = (self.outbox.clone(), id.to_buf(), self.up.clone());
+        let withdrawn = up.progress().asked(&id);
+        runtime.spawn(async move {
+            use crate::metrics::ServerRequest;
+            let waiting = &counted.server_requests_waiting;
+            let (out, outcome) =
+                crate::upstream::progress::answer_of(&id, answered, wait, waiting, &withdrawn)
+                    .await;
+            up.progress().answered(&id);
+            let outcome = if outcome == ServerRequest::Withdrawn {
+                outcome
+            } else {
+                match outbox.try_send(Bytes::from(out)) {
+                    Ok(()) => outcome,
+                    Err(_) => ServerRequest::Failed,
+                }
+            };
+            counted.server_request(outcome);
+        });
+        true
     }
 }
 
