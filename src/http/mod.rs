@@ -21,6 +21,8 @@ mod relay;
 mod request_id;
 pub mod serve;
 pub mod session;
+mod session_answers;
+mod session_stream;
 mod session_tools;
 mod state;
 mod streamed;

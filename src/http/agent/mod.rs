@@ -120,9 +120,12 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for AgentSer
                 // and method are refused before credentials are looked at.
                 && request.headers().contains_key("mcp-session-id")
             {
-                let response =
-                    super::handshake::session_request(&edge, request.method(), request.headers())
-                        .await;
+                let response = super::session_stream::session_request(
+                    &edge,
+                    request.method(),
+                    request.headers(),
+                )
+                .await;
                 edge.count(response.status());
                 response
             } else {
