@@ -6,8 +6,6 @@
 //! Python SDK that verifies every bearer token it receives
 //! (`tests/fixtures/protected_server.py`).
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::support::oidc::Provider;
@@ -20,7 +18,7 @@ const WHOAMI: &str = "mcp://gw/p/tool/whoami";
 /// and (for token exchange) its authorization server.
 struct Parties {
     idp: Provider,
-    server: Server,
+    server: Protected,
     upstream_as: Option<Provider>,
     dir: tempfile::TempDir,
 }
@@ -30,17 +28,11 @@ impl Parties {
     /// otherwise the gateway (its issuer file is written by the test).
     fn start(exchange: bool) -> Parties {
         let dir = tempfile::tempdir().unwrap();
-        let issuer_file = dir.path().join("issuer");
-        let mut cmd = Command::new(venv().join("bin/python"));
-        cmd.arg(root().join("tests/fixtures/protected_server.py"))
-            .arg(&issuer_file)
-            .arg(dir.path().join("tokens.jsonl"))
-            .arg("--stateful");
-        let server = start_server(cmd, "PORT ", false);
+        let server = Protected::start(&["--stateful"]);
         let idp = Provider::start(0, RESOURCE);
         let upstream_as = exchange.then(|| {
             let p = Provider::exchanging(&server.url, &idp.issuer, &dir.path().join("actor"));
-            std::fs::write(&issuer_file, &p.issuer).unwrap();
+            server.trust(&p.issuer);
             p
         });
         Parties {
@@ -49,15 +41,6 @@ impl Parties {
             upstream_as,
             dir,
         }
-    }
-
-    /// The claims of every token the upstream accepted, in order.
-    fn accepted(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("tokens.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 
     /// The gateway's config: tenant `a` (key `ka`, and JWTs of the IdP),
@@ -127,7 +110,7 @@ async fn each_user_calls_with_their_own_exchanged_token_and_session() {
     assert_ne!(first["session"], theirs["session"], "users' sessions apart");
     // The agents' tokens never reached the upstream: every token it
     // accepted is its own server's.
-    let seen = parties.accepted();
+    let seen = parties.server.accepted();
     assert!(seen.len() >= 5, "{seen:?}");
     assert!(
         seen.iter().all(|c| c["iss"] == upstream_as.issuer.as_str()),
@@ -162,11 +145,9 @@ async fn past_max_cached_tokens_the_least_recently_used_token_goes() {
     let auth = format!(
         "{{token_exchange: {{token_url: {token_url:?}, client_id: gw, client_secret: secret, scope: files}}}}"
     );
-    let config = parties.config(&auth).replace(
-        "    token_timeout_ms: 3000\n",
-        "    token_timeout_ms: 3000\n    max_cached_tokens: 1\n",
-    );
-    assert!(config.contains("max_cached_tokens: 1"));
+    let config = Doc::parse(&parties.config(&auth))
+        .set("gateway.upstream_auth.max_cached_tokens", 1)
+        .yaml();
     let gw = Gateway::start(&config).await;
     let alice = parties.idp.token_for("alice", "files").await;
     let bob = parties.idp.token_for("bob", "files").await;
@@ -230,11 +211,8 @@ async fn an_identity_assertion_says_who_the_user_is() {
     let parties = Parties::start(false);
     let gw = Gateway::start(&parties.config("{assertion: {ttl_s: 120}}")).await;
     let jwks_url = format!("http://{}/.well-known/jwks.json", gw.agent_addr());
-    std::fs::write(
-        parties.dir.path().join("issuer"),
-        format!("https://gw.test\n{jwks_url}\n"),
-    )
-    .unwrap();
+    // The upstream trusts the gateway, and where it publishes its keys.
+    parties.server.trust(&format!("https://gw.test\n{jwks_url}\n"));
     let jwks = gw.client.get(&jwks_url).send().await.unwrap();
     let jwks: Value = serde_json::from_str(&jwks.text().await.unwrap()).unwrap();
     assert_eq!(jwks["keys"][0]["alg"], "ES256");
@@ -315,16 +293,15 @@ async fn a_stdio_users_process_holds_their_credential_alone() {
     let parties = Parties::start(false);
     let python = venv().join("bin/python");
     let server = root().join("tests/fixtures/env_server.py");
-    let stdio = format!(
-        "stdio: {{command: {python:?}, args: [{server:?}]}}\n    per_session: true\n    protocol: modelcontextprotocol\n    auth: {{assertion: {{audience: github}}, env: GH_TOKEN}}"
-    );
-    let yaml = parties.config("{}").replace(
-        &format!(
-            "http: {{url: {:?}}}\n    protocol: modelcontextprotocol\n    auth: {{}}",
-            parties.server.url
-        ),
-        &stdio,
-    );
+    let stdio = json!({
+        "stdio": {"command": python, "args": [server]},
+        "per_session": true,
+        "protocol": "modelcontextprotocol",
+        "auth": {"assertion": {"audience": "github"}, "env": "GH_TOKEN"},
+    });
+    let yaml = Doc::parse(&parties.config("{}"))
+        .set("upstreams.p", stdio)
+        .yaml();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["p"]).await;
     let id = "mcp://gw/p/tool/whoami";

@@ -313,12 +313,12 @@ async fn only_the_session_a_request_went_to_can_answer_it() {
 
 /// The Python SDK's server over stdio, a child per client session.
 fn per_session(max_children: u32, idle_timeout_ms: u32) -> String {
-    sdk_stdio().replace(
-        "timeout_ms: 1000}",
-        &format!(
-            "timeout_ms: 20000, per_session: true, max_children: {max_children}, idle_timeout_ms: {idle_timeout_ms}}}"
-        ),
-    )
+    Doc::parse(&sdk_stdio())
+        .set("timeout_ms", 20000)
+        .set("per_session", true)
+        .set("max_children", max_children)
+        .set("idle_timeout_ms", idle_timeout_ms)
+        .yaml()
 }
 
 fn children(text: &str) -> Option<f64> {
@@ -649,17 +649,17 @@ async fn pid_as(gw: &Gateway, key: &str, session: &str, upstream: &str) -> Strin
 /// until its retry ends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_are_bounded_per_tenant_and_hold_the_upstreams_slots() {
-    let child = |keys: &str| {
-        sdk_stdio().replace(
-            "timeout_ms: 1000}",
-            &format!("timeout_ms: 20000, per_session: true, {keys}}}"),
-        )
+    let child = |keys: &[(&str, u32)]| {
+        let doc = Doc::parse(&sdk_stdio())
+            .set("timeout_ms", 20000)
+            .set("per_session", true);
+        keys.iter().fold(doc, |doc, (key, n)| doc.set(key, n))
     };
     let yaml = format!(
         "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\n  lim: {}\ntenants:\n  a: {}\n  b: {}\n  c: {{api_keys: [kc], upstreams: [loc], max_concurrency: 1}}\n",
         "s".repeat(40),
-        child("max_children: 2"),
-        child("max_concurrency: 1, max_queue: 0"),
+        child(&[("max_children", 2)]),
+        child(&[("max_concurrency", 1), ("max_queue", 0)]),
         tenant("ka", &["loc", "lim"]),
         tenant("kb", &["loc", "lim"]),
     );

@@ -454,14 +454,10 @@ fn sighup_reloads_the_config() {
         String::from_utf8_lossy(&head[9..12]).into_owned()
     };
     assert_eq!(metrics("anything"), "200");
-    std::fs::write(
-        &config,
-        text("").replace(
-            "gateway: {reload_poll_ms: 0}",
-            "gateway: {reload_poll_ms: 0, admin_token: rotated-token, store: {url: \"redis://127.0.0.1:1/0\"}}",
-        ),
-    )
-    .unwrap();
+    let rotated = Doc::parse(&text(""))
+        .set("gateway.admin_token", "rotated-token")
+        .set("gateway.store", json!({"url": "redis://127.0.0.1:1/0"}));
+    std::fs::write(&config, rotated.yaml()).unwrap();
     p.signal("-HUP");
     let line = p.wait_log("restart warning", restart);
     assert_eq!(line["settings"], "[\"gateway.store\"]", "{line}");

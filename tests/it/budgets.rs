@@ -209,12 +209,13 @@ async fn the_stub_stands_for_a_value_that_cannot_be_cut_and_the_quota_bounds_pag
 fn check_refuses_zero_budgets_and_small_pages() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = config("{max_bytes: 0, page_bytes: 512, spill_ttl_ms: 0}")
-        .replace("{max_bytes: 100000}", "{max_tokens: 0}")
-        .replace(
-            "gateway: {id: gw}",
-            "gateway: {id: gw, limits: {max_spill_bytes: 0}}",
-        );
+    let yaml = Doc::parse(&config("{max_bytes: 0, page_bytes: 512, spill_ttl_ms: 0}"))
+        .set(
+            "tenants.a.tools.overrides.mcp://gw/s/s/tools/add:v1.output",
+            json!({"max_tokens": 0}),
+        )
+        .set("gateway.limits", json!({"max_spill_bytes": 0}))
+        .yaml();
     std::fs::write(&path, yaml).unwrap();
     let said = check_refused(&path);
     for path in [

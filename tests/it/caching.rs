@@ -233,17 +233,17 @@ fn a_hit_is_audited_as_cached() {
 fn check_refuses_zero_cache_settings() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let tools = TOOLS
-        .replace(
-            "{ttl_ms: 60000, max_entries: 3, hints: true}",
-            "{ttl_ms: 0, max_entries: 0}",
+    let yaml = Doc::parse(&config("http://127.0.0.1:9/mcp", "", TOOLS))
+        .set(
+            "tenants.a.tools.cache",
+            json!({"ttl_ms": 0, "max_entries": 0}),
         )
-        .replace("{cache: {ttl_ms: 300}}", "{cache: {ttl_ms: 0}}");
-    let yaml = config(
-        "http://127.0.0.1:9/mcp",
-        ", limits: {max_cache_bytes: 0}",
-        &tools,
-    );
+        .set(
+            "tenants.a.tools.overrides.mcp://gw/h/h/tools/add:v1.cache",
+            json!({"ttl_ms": 0}),
+        )
+        .set("gateway.limits", json!({"max_cache_bytes": 0}))
+        .yaml();
     std::fs::write(&path, yaml).unwrap();
     let said = check_refused(&path);
     for path in [

@@ -8,7 +8,6 @@
 //! an HTTP client, as a user would.
 
 use std::net::SocketAddr;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -21,38 +20,21 @@ const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1
 
 struct Parties {
     idp: Provider,
-    server: Server,
+    server: Protected,
     upstream_as: Provider,
-    dir: tempfile::TempDir,
 }
 
 impl Parties {
     fn start(ttl_s: u64) -> Parties {
-        let dir = tempfile::tempdir().unwrap();
-        let issuer_file = dir.path().join("issuer");
-        let mut cmd = Command::new(venv().join("bin/python"));
-        cmd.arg(root().join("tests/fixtures/protected_server.py"))
-            .arg(&issuer_file)
-            .arg(dir.path().join("tokens.jsonl"));
-        let server = start_server(cmd, "PORT ", false);
+        let server = Protected::start(&[]);
         let idp = Provider::with_pages("idp", RESOURCE, 300);
         let upstream_as = Provider::with_pages("upstream", &server.url, ttl_s);
-        std::fs::write(&issuer_file, &upstream_as.issuer).unwrap();
+        server.trust(&upstream_as.issuer);
         Parties {
             idp,
             server,
             upstream_as,
-            dir,
         }
-    }
-
-    /// The claims of every token the upstream accepted, in order.
-    fn accepted(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("tokens.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 
     /// The config of a gateway at `addr`; `store`: a redis URL to share.
@@ -263,7 +245,7 @@ async fn a_user_connects_once_in_a_browser_and_then_calls_with_their_own_token()
         gw.agent_addr()
     )));
     assert!(id.len() >= 22, "128 random bits at least");
-    assert!(parties.accepted().is_empty());
+    assert!(parties.server.accepted().is_empty());
     // A 2025-11-25 client is asked by URL-mode elicitation.
     let r = mcp_request(
         &gw,
@@ -308,7 +290,7 @@ async fn a_user_connects_once_in_a_browser_and_then_calls_with_their_own_token()
     assert_ne!(bobs, url);
     // The agent's token never reached the upstream: every token it saw is
     // its own server's, alice's.
-    let seen = parties.accepted();
+    let seen = parties.server.accepted();
     assert!(!seen.is_empty());
     assert!(
         seen.iter()
@@ -383,7 +365,7 @@ async fn nobody_attaches_an_account_to_another_user_and_a_state_serves_once() {
     let (status, _, _) = hers.send("GET", &at.url, None).await;
     assert_eq!(status, 400, "the state was spent by the refused attempt");
     consent_of(&gw.execute(&alice, WHOAMI, json!({})).await);
-    assert!(parties.accepted().is_empty());
+    assert!(parties.server.accepted().is_empty());
 
     // An answer that names another server (RFC 9207): refused.
     let (url, _) = consent_of(&gw.execute(&alice, WHOAMI, json!({})).await);
@@ -407,7 +389,7 @@ async fn nobody_attaches_an_account_to_another_user_and_a_state_serves_once() {
     forged_url.query_pairs_mut().clear().extend_pairs(forged);
     let (status, _, page) = hers.send("GET", forged_url.as_str(), None).await;
     assert_eq!(status, 400, "{page}");
-    assert!(parties.accepted().is_empty());
+    assert!(parties.server.accepted().is_empty());
 
     // A server that refuses (carol may not use it): refused, counted.
     let carol = parties.idp.token_for("carol", "files").await;

@@ -327,7 +327,8 @@ async fn config_view(b: &mut Browser, path: &Path) {
         "none"
     );
     let good = std::fs::read_to_string(path).unwrap();
-    std::fs::write(path, good.replace("refresh_ms: 1000", "refresh_ms: 5")).unwrap();
+    let bad = Doc::parse(&good).set("gateway.admin_ui.refresh_ms", 5);
+    std::fs::write(path, bad.yaml()).unwrap();
     wait_long(
         b,
         "[data-testid=reload-outcome]",

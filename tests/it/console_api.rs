@@ -328,14 +328,9 @@ async fn the_figures_follow_real_calls_and_reloads() {
     assert_eq!(config["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(config["gateway_id"], "gw");
     assert_eq!(config["last_reload"], Value::Null);
-    std::fs::write(
-        &path,
-        text.replace(
-            "tenants:",
-            "tenants:\n  b: {api_keys: [kb], upstreams: [s]}",
-        ),
-    )
-    .unwrap();
+    let with_b =
+        Doc::parse(&text).set("tenants.b", json!({"api_keys": ["kb"], "upstreams": ["s"]}));
+    std::fs::write(&path, with_b.yaml()).unwrap();
     let config = within(async {
         loop {
             let config = get("config").await;

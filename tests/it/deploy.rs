@@ -91,7 +91,9 @@ async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() 
         "s".repeat(40),
         redis.url(),
         stdio_upstream("s", &[]),
-        crate::support::sdk_stdio().replace("timeout_ms: 1000}", "per_session: true}"),
+        Doc::parse(&crate::support::sdk_stdio())
+            .remove("timeout_ms")
+            .set("per_session", true),
     );
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;

@@ -553,14 +553,13 @@ async fn load_tools_needs_a_session_and_a_visible_tool() {
 /// The JSON-RPC answer in a body that is JSON or an event stream.
 async fn answer_of(response: reqwest::Response) -> Value {
     let text = response.text().await.unwrap();
-    let line = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|l| l.contains("\"id\""))
-        .unwrap_or(&text)
-        .to_owned();
-    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {text}"))
+    if let Some(answer) = sse::messages(&text)
+        .into_iter()
+        .find(|m| m.get("id").is_some())
+    {
+        return answer;
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 /// With a store, what a session loaded on one replica is in its listing

@@ -26,6 +26,7 @@ mod discovery;
 mod edge;
 mod fuzz_corpus;
 mod hardening;
+mod house;
 mod idp;
 mod isolation;
 pub(crate) mod jwt;

@@ -408,7 +408,7 @@ async fn a_call_that_times_out_is_cancelled_upstream_over_either_transport() {
     let server = sdk_server();
     let yaml = format!(
         "gateway: {{id: gw}}\nupstreams:\n  web: {}\n  local: {}\ntenants:\n  a: {}\n",
-        http(&server.url).replace("timeout_ms: 10000", "timeout_ms: 1000"),
+        Doc::parse(&http(&server.url)).set("timeout_ms", 1000),
         sdk_stdio(),
         tenant("ka", &["web", "local"]),
     );
@@ -435,7 +435,7 @@ async fn pinning_and_policies_hold_for_these_upstreams() {
     let yaml = format!(
         "gateway: {{id: gw, pins_file: {:?}}}\nupstreams:\n  sdk: {}\ntenants:\n  a: {}\n  b: {{api_keys: [kb], upstreams: [sdk], tools: {{deny: [\"*/tool/explode\"]}}}}\n",
         pins.display().to_string(),
-        http(&server.url).replace("timeout_ms: 10000}", "timeout_ms: 10000, pin: true}"),
+        Doc::parse(&http(&server.url)).set("pin", true),
         tenant("ka", &["sdk"]),
     );
     let gw = Gateway::start(&yaml).await;

@@ -71,7 +71,9 @@ async fn readiness_waits_for_required_upstreams_only() {
     );
     gw.stop().await;
 
-    let required = optional.replace("d: {http: {url: ", "d: {required: true, http: {url: ");
+    let required = Doc::parse(&optional)
+        .set("upstreams.d.required", true)
+        .yaml();
     let gw = Gateway::start(&required).await;
     gw.wait_ready(&["s"]).await;
     let (status, body) = gw.get_admin("/readyz").await;

@@ -113,17 +113,7 @@ async fn the_answer_is_a_stream_only_when_something_came_before_the_result() {
         .await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(headers["content-type"], "text/event-stream", "{text}");
-    let messages: Vec<Value> = text
-        .split("\r\n\r\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|event| {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .collect();
-            serde_json::from_str(&data.join("\n")).unwrap()
-        })
-        .collect();
+    let messages = sse::messages(&text);
     assert_eq!(messages.len(), 3, "{text}");
     for (i, report) in messages[..2].iter().enumerate() {
         assert_eq!(report["method"], "notifications/progress", "{text}");
@@ -278,7 +268,7 @@ async fn a_client_that_cancels_its_call_over_http_cancels_it_upstream() {
         "s".repeat(40),
         // A timeout past the client's patience: only the client's own
         // cancellation can end the upstream call in time.
-        http(&server.url).replace("10000", "60000"),
+        Doc::parse(&http(&server.url)).set("timeout_ms", 60000),
         tenant("ka", &["web"]),
     );
     let gw = Gateway::start(&yaml).await;
@@ -337,11 +327,7 @@ async fn a_client_that_stops_reading_loses_its_oldest_progress_not_its_result() 
     };
     until(|| async { dropped().await > 0.0 }).await;
     let text = within(response.text()).await.unwrap();
-    let events: Vec<Value> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let events = sse::messages(&text);
     let last = events.last().unwrap();
     let result = &last["result"];
     assert!(

@@ -38,11 +38,8 @@ async fn an_invalid_config_is_rejected_and_the_running_one_keeps_serving() {
     std::fs::write(&path, &good).unwrap();
     let gw = start_watching(&path).await;
     gw.wait_ready(&["s"]).await;
-    std::fs::write(
-        &path,
-        good.replace("upstreams: [s]", "upstreams: [s, ghost]"),
-    )
-    .unwrap();
+    let ghost = Doc::parse(&good).set("tenants.a.upstreams", ["s", "ghost"]);
+    std::fs::write(&path, ghost.yaml()).unwrap();
     wait_reloads(&gw, "rejected", 1.0).await;
     assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
     std::fs::write(&path, "not: [valid").unwrap();

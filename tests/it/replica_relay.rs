@@ -19,7 +19,7 @@ async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
     let yaml = format!(
         "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
         redis.url(),
-        http(&server.url).replace("10000", "60000"),
+        Doc::parse(&http(&server.url)).set("timeout_ms", 60000),
         tenant("ka", &["web"]),
     );
     let (one, two) = two_replicas(&yaml, "web").await;
@@ -206,9 +206,8 @@ async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
     let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "web__chatty", "arguments": {}}});
     let heard = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        sse::messages(text)
+            .into_iter()
             .filter(|m| m["method"] == "notifications/message")
             .map(|m| m["params"]["level"].as_str().unwrap().to_owned())
             .collect()
@@ -260,25 +259,11 @@ async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
         .as_str()
         .unwrap_or_else(|| panic!("{created}"))
         .to_owned();
-    let heard = within(async {
-        let mut seen = String::new();
-        loop {
-            let chunk = stream.chunk().await.unwrap().expect("the stream is open");
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            let done = seen
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-                .find(|m| {
-                    m["method"] == "notifications/tasks/status"
-                        && m["params"]["status"] == "completed"
-                });
-            if let Some(done) = done {
-                return done;
-            }
-        }
-    })
-    .await;
+    let completed = |m: &Value| {
+        m["method"] == "notifications/tasks/status" && m["params"]["status"] == "completed"
+    };
+    let messages = sse::read_until(&mut stream, |ms| ms.iter().any(completed)).await;
+    let heard = messages.iter().find(|m| completed(m)).unwrap();
     assert_eq!(heard["params"]["taskId"], task, "{heard}");
     drop(stream);
     for gw in [one, two] {

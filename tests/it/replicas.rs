@@ -106,11 +106,13 @@ async fn a_tenants_concurrency_holds_for_three_replicas_together() {
     let redis = Redis::start();
     let gws = three(&redis, "local", ", max_concurrency: 4").await;
     // Twelve slow calls at once, four on each replica: four run.
-    let sleep = json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
-        "params": {"id": "mcp://gw/s/s/tools/sleep", "arguments": {"ms": 1500}}})
-    .to_string();
+    let sleep = |ms: u64| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
+            "params": {"id": "mcp://gw/s/s/tools/sleep", "arguments": {"ms": ms}}})
+        .to_string()
+    };
     let calls = (0..12).map(|i| {
-        let (gw, body) = (&gws[i % 3], sleep.clone());
+        let (gw, body) = (&gws[i % 3], sleep(1500));
         async move {
             gw.post_raw(Some("ka"), Some("application/json"), body)
                 .await
@@ -129,7 +131,7 @@ async fn a_tenants_concurrency_holds_for_three_replicas_together() {
     let mut again = Vec::new();
     for _ in 0..20 {
         let calls = (0..4).map(|i| {
-            let (gw, body) = (&gws[i % 3], sleep.replace("1500", "10"));
+            let (gw, body) = (&gws[i % 3], sleep(10));
             async move {
                 gw.post_raw(Some("ka"), Some("application/json"), body)
                     .await

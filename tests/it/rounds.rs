@@ -278,8 +278,12 @@ async fn any_replica_with_the_secret_takes_the_retry_and_a_round_ends_in_time() 
     // The round's lifetime is the server requests' timeout.
     let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 1000")).await;
     let other = Gateway::start(&config(&server, "")).await;
-    let stranger =
-        Gateway::start(&config(&server, "").replace(&"s".repeat(40), &"t".repeat(40))).await;
+    let stranger = Gateway::start(
+        &Doc::parse(&config(&server, ""))
+            .set("gateway.session_secret", "t".repeat(40))
+            .yaml(),
+    )
+    .await;
     for g in [&gw, &other, &stranger] {
         g.wait_ready(&["res"]).await;
     }
@@ -630,10 +634,10 @@ async fn the_arguments_a_tool_mirrors_reach_the_upstream_in_their_headers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_continued_on_another_replica_reports_through_the_replica_the_retry_reached() {
     let redis = Redis::start();
-    let upstream = sdk_stdio().replace(
-        "timeout_ms: 1000}",
-        "timeout_ms: 20000, per_session: true, max_children: 4}",
-    );
+    let upstream = Doc::parse(&sdk_stdio())
+        .set("timeout_ms", 20000)
+        .set("per_session", true)
+        .set("max_children", 4);
     let yaml = format!(
         "gateway: {{id: gw, session_secret: {:?}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  loc: {upstream}\ntenants:\n  a: {}\n",
         "s".repeat(40),

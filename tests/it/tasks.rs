@@ -216,7 +216,7 @@ async fn a_task_waiting_for_input_asks_the_client_that_waits_for_its_result() {
 async fn task_ids_are_sealed_to_their_tenant_and_listed_per_tenant() {
     // One stdio child shared by both tenants (shared: true): the upstream
     // lists every task it runs, whoever created it.
-    let shared = everything_stdio().replace("protocol:", "shared: true, protocol:");
+    let shared = Doc::parse(&everything_stdio()).set("shared", true).yaml();
     let gw = Gateway::start(&config(&shared)).await;
     gw.wait_ready(&["ev"]).await;
     let create = |topic: &str| json!({"name": RESEARCH, "arguments": {"topic": topic}, "task": {"ttl": 60000}});
@@ -550,22 +550,9 @@ async fn a_2026_client_listening_for_its_task_hears_its_status() {
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
     let mut stream = within(open(listen(tasks_extension()))).await.unwrap();
     assert_eq!(stream.status(), 200);
-    let mut seen = String::new();
-    let heard = within(async {
-        loop {
-            let chunk = stream.chunk().await.unwrap().expect("the listen is open");
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            let messages: Vec<Value> = seen
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .filter_map(|d| serde_json::from_str(d).ok())
-                .collect();
-            if messages.iter().any(|m| {
-                m["method"] == "notifications/tasks" && m["params"]["status"] == "completed"
-            }) {
-                return messages;
-            }
-        }
+    let heard = sse::read_until(&mut stream, |ms| {
+        ms.iter()
+            .any(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed")
     })
     .await;
     let ack = &heard[0];
@@ -593,6 +580,7 @@ async fn a_2026_client_listening_for_its_task_hears_its_status() {
         .unwrap_or_default();
     assert!(text.contains("listening"), "{done}");
     // Nothing of the other tenant's task reached this listen.
+    let seen = Value::from(heard.clone()).to_string();
     assert!(!seen.contains(&theirs), "{seen}");
     drop(stream);
     gw.stop().await;

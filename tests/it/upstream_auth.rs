@@ -3,8 +3,6 @@
 //! an upstream on the official Python SDK that serves only requests bearing
 //! a token that server issued for it (`tests/fixtures/protected_server.py`).
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::support::oidc::Provider;
@@ -15,29 +13,15 @@ const WHOAMI: &str = "mcp://gw/p/tool/whoami";
 /// The protected upstream, and the authorization server that issues
 /// tokens for it; the files it reads its issuer from and logs tokens to.
 struct Parties {
-    server: Server,
+    server: Protected,
     provider: Provider,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
 }
 
 fn parties(reject_first: u32) -> Parties {
-    let dir = tempfile::tempdir().unwrap();
-    let (issuer_file, log) = (dir.path().join("issuer"), dir.path().join("tokens.jsonl"));
-    let mut cmd = Command::new(venv().join("bin/python"));
-    cmd.arg(root().join("tests/fixtures/protected_server.py"))
-        .arg(&issuer_file)
-        .arg(&log)
-        .args(["--reject-first", &reject_first.to_string()]);
-    let server = start_server(cmd, "PORT ", false);
+    let server = Protected::start(&["--reject-first", &reject_first.to_string()]);
     let provider = Provider::start(0, &server.url);
-    std::fs::write(&issuer_file, &provider.issuer).unwrap();
-    Parties {
-        server,
-        provider,
-        log,
-        _dir: dir,
-    }
+    server.trust(&provider.issuer);
+    Parties { server, provider }
 }
 
 fn config(parties: &Parties, secret: &str) -> String {
@@ -54,15 +38,6 @@ fn config_with(parties: &Parties, secret: &str, endpoint: &str) -> String {
     )
 }
 
-/// The claims of every token the upstream accepted, in order.
-fn accepted(parties: &Parties) -> Vec<Value> {
-    std::fs::read_to_string(&parties.log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn whoami(r: &Value) -> Value {
     let text = r["result"]["output"]["content"][0]["text"]
         .as_str()
@@ -75,7 +50,9 @@ async fn a_client_credentials_token_reaches_the_upstream_and_is_reused() {
     let parties = parties(0);
     // protocol: auto (the default): the question which protocol it speaks
     // bears the credential too.
-    let yaml = config(&parties, "secret").replace("    protocol: modelcontextprotocol\n", "");
+    let yaml = Doc::parse(&config(&parties, "secret"))
+        .remove("upstreams.p.protocol")
+        .yaml();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["p"]).await;
     let first = whoami(&gw.execute("ka", WHOAMI, json!({})).await);
@@ -87,7 +64,7 @@ async fn a_client_credentials_token_reaches_the_upstream_and_is_reused() {
     // Every request the upstream served bore that token: the question of
     // its protocol, the handshake, the listing and both calls; never the
     // agent's key.
-    let seen = accepted(&parties);
+    let seen = parties.server.accepted();
     assert!(seen.len() >= 4, "{seen:?}");
     assert!(seen.iter().all(|c| c["jti"] == first["jti"]), "{seen:?}");
     let metrics = gw.metrics().await;
@@ -139,7 +116,7 @@ async fn a_refusing_authorization_server_fails_calls_with_the_reason() {
     assert_eq!(r["error"]["data"]["error"], "invalid_client");
     assert!(!r.to_string().contains("not-the-secret"));
     assert!(
-        accepted(&parties).is_empty(),
+        parties.server.accepted().is_empty(),
         "nothing reached the upstream"
     );
     let metrics = gw.metrics().await;
@@ -223,7 +200,10 @@ fn credentials_are_audited_without_a_secret() {
         call["credential"], "cached",
         "the handshake fetched it: {call}"
     );
-    let token = accepted(&parties)[0]["jti"].as_str().unwrap().to_owned();
+    let token = parties.server.accepted()[0]["jti"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let logged = p.seen_text();
     assert!(
         !logged.contains("secret\""),

@@ -15,13 +15,18 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub(crate) mod browser;
+mod doc;
 pub(crate) mod jwt;
 pub(crate) mod oidc;
 mod process;
+mod protected;
 mod redis;
 mod sdk;
+pub(crate) mod sse;
 
+pub(crate) use doc::Doc;
 pub(crate) use process::{Process, children_of};
+pub(crate) use protected::Protected;
 pub(crate) use redis::Redis;
 pub(crate) use sdk::*;
 
@@ -562,10 +567,8 @@ pub async fn heard(stream: &mut reqwest::Response, until: &str) -> Vec<String> {
     let mut seen = String::new();
     within(async {
         loop {
-            let methods: Vec<String> = seen
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            let methods: Vec<String> = sse::so_far(&seen)
+                .iter()
                 .map(|m| m["method"].as_str().unwrap_or_default().to_owned())
                 .collect();
             if methods.iter().any(|m| m == until) {

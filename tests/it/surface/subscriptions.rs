@@ -137,10 +137,9 @@ async fn a_listen_honours_only_readable_uris_within_its_bytes() {
     }
     let mut resp = within(r.send()).await.unwrap();
     assert_eq!(resp.status(), 200);
-    let first = within(resp.chunk()).await.unwrap().unwrap();
-    let text = String::from_utf8_lossy(&first);
-    let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
-    let ack: Value = serde_json::from_str(data).unwrap();
+    let ack = sse::read_until(&mut resp, |ms| !ms.is_empty())
+        .await
+        .remove(0);
     assert_eq!(
         ack["method"], "notifications/subscriptions/acknowledged",
         "{ack}"
