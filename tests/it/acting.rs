@@ -45,17 +45,38 @@ impl Parties {
 
     /// The gateway's config: tenant `a` (key `ka`, and JWTs of the IdP),
     /// the upstream `p` with this `auth`.
-    fn config(&self, auth: &str) -> String {
+    fn config(&self, auth: Value) -> String {
         let key = self.dir.path().join("sign.pem");
         std::fs::write(&key, p256_pem()).unwrap();
-        format!(
-            "gateway:\n  id: gw\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {idp:?}\n        jwks_url: \"{idp}/jwks\"\n        tenant_claim: tenant\n  upstream_auth:\n    token_timeout_ms: 3000\n    issuer: \"https://gw.test\"\n    signing_keys: [\"file:{key}\"]\n\
-             upstreams:\n  p:\n    http: {{url: {url:?}}}\n    protocol: modelcontextprotocol\n    auth: {auth}\ntenants:\n  a: {tenant}\n",
-            idp = self.idp.issuer,
-            key = key.display(),
-            url = self.server.url,
-            tenant = tenant("ka", &["p"]),
-        )
+        json!({
+            "gateway": {
+                "id": "gw",
+                "auth": {
+                    "resource": RESOURCE,
+                    "jwt": [
+                        {
+                            "issuer": self.idp.issuer,
+                            "jwks_url": format!("{}/jwks", self.idp.issuer),
+                            "tenant_claim": "tenant",
+                        },
+                    ],
+                },
+                "upstream_auth": {
+                    "token_timeout_ms": 3000,
+                    "issuer": "https://gw.test",
+                    "signing_keys": [format!("file:{}", key.display())],
+                },
+            },
+            "upstreams": {
+                "p": {
+                    "http": {"url": self.server.url},
+                    "protocol": "modelcontextprotocol",
+                    "auth": auth,
+                },
+            },
+            "tenants": {"a": tenant("ka", &["p"])},
+        })
+        .to_string()
     }
 }
 
@@ -76,10 +97,10 @@ async fn mcp_call(gw: &Gateway, token: &str, name: &str) -> Value {
 async fn each_user_calls_with_their_own_exchanged_token_and_session() {
     let parties = Parties::start(true);
     let token_url = format!("{}/token", parties.upstream_as.as_ref().unwrap().issuer);
-    let auth = format!(
-        "{{token_exchange: {{token_url: {token_url:?}, client_id: gw, client_secret: secret, scope: files, actor_token: true}}}}"
-    );
-    let gw = Gateway::start(&parties.config(&auth)).await;
+    let auth = json!({"token_exchange": {
+        "token_url": token_url, "client_id": "gw", "client_secret": "secret", "scope": "files", "actor_token": true,
+    }});
+    let gw = Gateway::start(&parties.config(auth)).await;
     std::fs::write(
         parties.dir.path().join("actor"),
         format!("http://{}/.well-known/jwks.json", gw.agent_addr()),
@@ -142,10 +163,10 @@ async fn each_user_calls_with_their_own_exchanged_token_and_session() {
 async fn past_max_cached_tokens_the_least_recently_used_token_goes() {
     let parties = Parties::start(true);
     let token_url = format!("{}/token", parties.upstream_as.as_ref().unwrap().issuer);
-    let auth = format!(
-        "{{token_exchange: {{token_url: {token_url:?}, client_id: gw, client_secret: secret, scope: files}}}}"
-    );
-    let config = Doc::parse(&parties.config(&auth))
+    let auth = json!({"token_exchange": {
+        "token_url": token_url, "client_id": "gw", "client_secret": "secret", "scope": "files",
+    }});
+    let config = Doc::parse(&parties.config(auth))
         .set("gateway.upstream_auth.max_cached_tokens", 1)
         .yaml();
     let gw = Gateway::start(&config).await;
@@ -177,10 +198,8 @@ async fn past_max_cached_tokens_the_least_recently_used_token_goes() {
 async fn an_unlisted_upstream_answers_with_why() {
     let parties = Parties::start(true);
     let token_url = format!("{}/token", parties.upstream_as.as_ref().unwrap().issuer);
-    let auth = format!(
-        "{{token_exchange: {{token_url: {token_url:?}, client_id: gw, client_secret: secret}}}}"
-    );
-    let gw = Gateway::start(&parties.config(&auth)).await;
+    let auth = json!({"token_exchange": {"token_url": token_url, "client_id": "gw", "client_secret": "secret"}});
+    let gw = Gateway::start(&parties.config(auth)).await;
     let keyed = within(mcp_call(&gw, "ka", "p__whoami")).await;
     assert_eq!(keyed["error"]["code"], -32009, "{keyed}");
     assert_eq!(keyed["error"]["data"]["reason"], "no_user");
@@ -209,10 +228,12 @@ async fn an_unlisted_upstream_answers_with_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_assertion_says_who_the_user_is() {
     let parties = Parties::start(false);
-    let gw = Gateway::start(&parties.config("{assertion: {ttl_s: 120}}")).await;
+    let gw = Gateway::start(&parties.config(json!({"assertion": {"ttl_s": 120}}))).await;
     let jwks_url = format!("http://{}/.well-known/jwks.json", gw.agent_addr());
     // The upstream trusts the gateway, and where it publishes its keys.
-    parties.server.trust(&format!("https://gw.test\n{jwks_url}\n"));
+    parties
+        .server
+        .trust(&format!("https://gw.test\n{jwks_url}\n"));
     let jwks = gw.client.get(&jwks_url).send().await.unwrap();
     let jwks: Value = serde_json::from_str(&jwks.text().await.unwrap()).unwrap();
     assert_eq!(jwks["keys"][0]["alg"], "ES256");
@@ -256,12 +277,49 @@ fn check_refuses_per_user_modes_it_cannot_run() {
         "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n",
     )
     .unwrap();
-    let te = "{token_exchange: {token_url: \"http://127.0.0.1:9/t\", client_id: c, client_secret: s, actor_token: true}}";
-    let yaml = format!(
-        "gateway: {{id: gw, upstream_auth: {{issuer: \"https://gw.test\", signing_keys: [\"file:{bad}\"]}}}}\nupstreams:\n  te: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {te}}}\n  as: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{ttl_s: 301}}}}}}\n  two: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{}}, token_exchange: {{token_url: \"http://127.0.0.1:9/t\", client_id: c, client_secret: s}}}}}}\n  st: {{stdio: {{command: x}}, auth: {{assertion: {{}}, env: GH_TOKEN}}}}\n  noenv: {{stdio: {{command: x}}, per_session: true, auth: {{assertion: {{}}}}}}\n  hdr: {{stdio: {{command: x}}, per_session: true, auth: {{assertion: {{}}, env: T, header: x-t}}}}\n  httpenv: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{assertion: {{}}, env: T}}}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["te"]),
-        bad = dir.path().join("bad.pem").display(),
-    );
+    let te = json!({"token_exchange": {
+        "token_url": "http://127.0.0.1:9/t", "client_id": "c", "client_secret": "s", "actor_token": true,
+    }});
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "upstream_auth": {
+                "issuer": "https://gw.test",
+                "signing_keys": [format!("file:{}", dir.path().join("bad.pem").display())],
+            },
+        },
+        "upstreams": {
+            "te": {"http": {"url": "http://127.0.0.1:9/mcp"}, "auth": te},
+            "as": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": {"assertion": {"ttl_s": 301}},
+            },
+            "two": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": {
+                    "assertion": {},
+                    "token_exchange": {
+                        "token_url": "http://127.0.0.1:9/t",
+                        "client_id": "c",
+                        "client_secret": "s",
+                    },
+                },
+            },
+            "st": {"stdio": {"command": "x"}, "auth": {"assertion": {}, "env": "GH_TOKEN"}},
+            "noenv": {"stdio": {"command": "x"}, "per_session": true, "auth": {"assertion": {}}},
+            "hdr": {
+                "stdio": {"command": "x"},
+                "per_session": true,
+                "auth": {"assertion": {}, "env": "T", "header": "x-t"},
+            },
+            "httpenv": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": {"assertion": {}, "env": "T"},
+            },
+        },
+        "tenants": {"a": tenant("ka", &["te"])},
+    })
+    .to_string();
     std::fs::write(&path, yaml).unwrap();
     let said = check_refused(&path);
     for (path, why) in [
@@ -299,7 +357,7 @@ async fn a_stdio_users_process_holds_their_credential_alone() {
         "protocol": "modelcontextprotocol",
         "auth": {"assertion": {"audience": "github"}, "env": "GH_TOKEN"},
     });
-    let yaml = Doc::parse(&parties.config("{}"))
+    let yaml = Doc::parse(&parties.config(json!({})))
         .set("upstreams.p", stdio)
         .yaml();
     let gw = Gateway::start(&yaml).await;

@@ -17,14 +17,14 @@ const ELICIT: &str = "evh__trigger-elicitation-request";
 const SAMPLE: &str = "evh__trigger-sampling-request";
 const ROOTS: &str = "evh__get-roots-list";
 
-fn config(server: &Server, extra: &str) -> String {
-    format!(
-        "gateway: {{id: gw, session_secret: {:?}{extra}}}\nupstreams:\n  evh: {}\ntenants:\n  a: {}\n  b: {}\n",
-        "s".repeat(40),
-        http(&server.url),
-        tenant("ka", &["evh"]),
-        tenant("kb", &["evh"]),
-    )
+/// The gateway's configuration, `gateway`'s keys added to its own.
+fn config(server: &Server, gateway: Value) -> String {
+    json!({
+        "gateway": with_keys(json!({"id": "gw", "session_secret": "s".repeat(40)}), gateway),
+        "upstreams": {"evh": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["evh"]), "b": tenant("kb", &["evh"])},
+    })
+    .to_string()
 }
 
 fn answering(name: &str, sample: &str) -> Value {
@@ -37,7 +37,7 @@ fn answering(name: &str, sample: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstreams_requests_reach_the_client_of_the_call_and_its_answers_go_back() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     let steps = json!({
         "answers": answering("Ada Lovelace", "a sampled answer"),
@@ -79,7 +79,7 @@ async fn an_upstreams_requests_reach_the_client_of_the_call_and_its_answers_go_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tenants_asked_at_once_each_answer_only_their_own() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     let steps = |name: &str| {
         json!({
@@ -107,7 +107,7 @@ async fn a_client_of_the_stdio_mode_is_asked_too() {
     let server = everything_http(0);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    std::fs::write(&path, config(&server, "")).unwrap();
+    std::fs::write(&path, config(&server, json!({}))).unwrap();
     let steps = json!({
         "answers": answering("Grace Hopper", "sampled through stdio"),
         "steps": [
@@ -126,7 +126,7 @@ async fn a_client_of_the_stdio_mode_is_asked_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_client_cannot_answer_never_reaches_it_and_is_refused_upstream() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     // server-everything asks for roots when its session starts, outside
     // any call (on its session's own stream): refused. Tenant a's calls run
@@ -183,7 +183,7 @@ async fn what_a_client_cannot_answer_never_reaches_it_and_is_refused_upstream() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_answers_costs_the_call_not_the_gateway() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 500")).await;
+    let gw = Gateway::start(&config(&server, json!({"server_request_timeout_ms": 500}))).await;
     gw.wait_ready(&["evh"]).await;
     let steps = json!({
         "answers": {"elicit": {"action": "accept", "content": {"name": "late"}, "delay": 5}},
@@ -247,7 +247,7 @@ async fn post_in(gw: &Gateway, key: &str, session: &str, body: Value) -> reqwest
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_session_a_request_went_to_can_answer_it() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     let mine = open_session(&gw, "ka").await;
     let theirs = open_session(&gw, "kb").await;
@@ -312,13 +312,12 @@ async fn only_the_session_a_request_went_to_can_answer_it() {
 }
 
 /// The Python SDK's server over stdio, a child per client session.
-fn per_session(max_children: u32, idle_timeout_ms: u32) -> String {
-    Doc::parse(&sdk_stdio())
+fn per_session(max_children: u32, idle_timeout_ms: u32) -> Doc {
+    Doc::of(sdk_stdio())
         .set("timeout_ms", 20000)
         .set("per_session", true)
         .set("max_children", max_children)
         .set("idle_timeout_ms", idle_timeout_ms)
-        .yaml()
 }
 
 fn children(text: &str) -> Option<f64> {
@@ -327,13 +326,12 @@ fn children(text: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_child_per_session_asks_only_its_own_client() {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n  b: {}\n",
-        "s".repeat(40),
-        per_session(4, 60_000),
-        tenant("ka", &["loc"]),
-        tenant("kb", &["loc"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {"loc": per_session(4, 60_000)},
+        "tenants": {"a": tenant("ka", &["loc"]), "b": tenant("kb", &["loc"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["loc"]).await;
     let steps = |name: &str| {
@@ -376,13 +374,12 @@ async fn a_stdio_child_per_session_asks_only_its_own_client() {
 /// `input_required` round, and the child ends with the call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_child_per_request_chain_asks_a_2026_07_28_client() {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n  b: {}\n",
-        "s".repeat(40),
-        per_session(4, 60_000),
-        tenant("ka", &["loc"]),
-        tenant("kb", &["loc"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {"loc": per_session(4, 60_000)},
+        "tenants": {"a": tenant("ka", &["loc"]), "b": tenant("kb", &["loc"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["loc"]).await;
     let steps = |name: &str| {
@@ -421,12 +418,12 @@ async fn pid_in(gw: &Gateway, session: &str) -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_per_session_are_bounded_and_end_with_their_session_or_when_idle() {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n",
-        "s".repeat(40),
-        per_session(1, 3000),
-        tenant("ka", &["loc"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {"loc": per_session(1, 3000)},
+        "tenants": {"a": tenant("ka", &["loc"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["loc"]).await;
     let (one, two) = (open_session(&gw, "ka").await, open_session(&gw, "ka").await);
@@ -468,11 +465,12 @@ fn gone(pid: i32) -> bool {
 async fn a_stdio_child_per_session_asks_a_client_of_the_stdio_mode() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n",
-        per_session(2, 60_000),
-        tenant("ka", &["loc"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"loc": per_session(2, 60_000)},
+        "tenants": {"a": tenant("ka", &["loc"])},
+    })
+    .to_string();
     std::fs::write(&path, yaml).unwrap();
     let steps = json!({
         "answers": {"elicit": {"action": "accept", "content": {"name": "Katherine"}}},
@@ -485,7 +483,7 @@ async fn a_stdio_child_per_session_asks_a_client_of_the_stdio_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_runs_only_as_a_task_says_so_and_fails_cleanly() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     // MCP v1.0: listed with a description that says so; calling it is
     // refused with -32603 before it reaches the upstream.
@@ -529,12 +527,12 @@ async fn a_tool_that_runs_only_as_a_task_says_so_and_fails_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_the_upstream_withdraws_is_withdrawn_from_its_client() {
     let server = sdk_server();
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
-        "s".repeat(40),
-        http(&server.url),
-        tenant("ka", &["web"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {"web": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["web"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["web"]).await;
     // The client would answer after 2 s; the server gives up after 0.5 s
@@ -570,7 +568,7 @@ async fn a_request_the_upstream_withdraws_is_withdrawn_from_its_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_elicitation_and_its_prerequisite_error_reach_the_client() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     let steps = json!({
         "answers": {"elicit": {"action": "accept"}},
@@ -601,7 +599,7 @@ async fn a_url_elicitation_and_its_prerequisite_error_reach_the_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_mid_request_leaves_nothing_waiting() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     let session = open_session(&gw, "ka").await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -650,19 +648,24 @@ async fn pid_as(gw: &Gateway, key: &str, session: &str, upstream: &str) -> Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_are_bounded_per_tenant_and_hold_the_upstreams_slots() {
     let child = |keys: &[(&str, u32)]| {
-        let doc = Doc::parse(&sdk_stdio())
+        let doc = Doc::of(sdk_stdio())
             .set("timeout_ms", 20000)
             .set("per_session", true);
         keys.iter().fold(doc, |doc, (key, n)| doc.set(key, n))
     };
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\n  lim: {}\ntenants:\n  a: {}\n  b: {}\n  c: {{api_keys: [kc], upstreams: [loc], max_concurrency: 1}}\n",
-        "s".repeat(40),
-        child(&[("max_children", 2)]),
-        child(&[("max_concurrency", 1), ("max_queue", 0)]),
-        tenant("ka", &["loc", "lim"]),
-        tenant("kb", &["loc", "lim"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {
+            "loc": child(&[("max_children", 2)]),
+            "lim": child(&[("max_concurrency", 1), ("max_queue", 0)]),
+        },
+        "tenants": {
+            "a": tenant("ka", &["loc", "lim"]),
+            "b": tenant("kb", &["loc", "lim"]),
+            "c": {"api_keys": ["kc"], "upstreams": ["loc"], "max_concurrency": 1},
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["loc", "lim"]).await;
     let held = |answer: &Value| answer["result"]["resultType"] == "input_required";
@@ -729,12 +732,12 @@ async fn children_are_bounded_per_tenant_and_hold_the_upstreams_slots() {
 /// such call runs on the one process that serves the tenant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_word_in_the_arguments_starts_no_child() {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  loc: {}\ntenants:\n  a: {}\n",
-        "s".repeat(40),
-        per_session(4, 60_000),
-        tenant("ka", &["loc"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {"loc": per_session(4, 60_000)},
+        "tenants": {"a": tenant("ka", &["loc"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["loc"]).await;
     let mut pids = std::collections::HashSet::new();

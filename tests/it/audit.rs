@@ -37,10 +37,17 @@ fn refused_calls_are_audited_within_the_tenants_share_of_the_log() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1, burst: 1}}}}\n",
-            stdio_upstream("s", &[])
-        ),
+        json!({
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {
+                "a": {
+                    "api_keys": ["ka"],
+                    "upstreams": ["s"],
+                    "rate_limit": {"per_second": 1, "burst": 1},
+                },
+            },
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
@@ -104,10 +111,17 @@ fn the_audit_line_of_a_renamed_tool_says_its_id_and_the_name_called() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  s: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s]\n    tools:\n      overrides:\n        \"mcp://gateway/s/s/tools/echo:v1\": {{name: say}}\n",
-            stdio_upstream("s", &[])
-        ),
+        json!({
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {
+                "a": {
+                    "api_keys": ["ka"],
+                    "upstreams": ["s"],
+                    "tools": {"overrides": {"mcp://gateway/s/s/tools/echo:v1": {"name": "say"}}},
+                },
+            },
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);

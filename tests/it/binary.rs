@@ -86,11 +86,11 @@ fn serve_one_upstream(name: &str) -> (Process, String, tempfile::TempDir) {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  {name}: {}\ntenants:\n  demo: {}\n",
-            stdio_upstream(name, &[]),
-            tenant("demo-key", &[name])
-        ),
+        json!({
+            "upstreams": {name: stdio_upstream(name, &[])},
+            "tenants": {"demo": tenant("demo-key", &[name])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
@@ -330,11 +330,12 @@ fn sigterm_drains_in_flight_calls_then_exits_cleanly() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{shutdown_timeout_ms: 10000}}\nupstreams:\n  s: {}\ntenants:\n  demo: {}\n",
-            stdio_upstream("s", &["--record", record.to_str().unwrap()]),
-            tenant("demo-key", &["s"])
-        ),
+        json!({
+            "gateway": {"shutdown_timeout_ms": 10000},
+            "upstreams": {"s": stdio_upstream("s", &["--record", record.to_str().unwrap()])},
+            "tenants": {"demo": tenant("demo-key", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     // One worker: the current-thread runtime the benchmarks use.
@@ -402,21 +403,18 @@ fn sigterm_drains_in_flight_calls_then_exits_cleanly() {
 fn sighup_reloads_the_config() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gw.yaml");
-    let text = |extra: &str| {
-        format!(
-            "gateway: {{reload_poll_ms: 0}}\nupstreams:\n  s: {}\ntenants:\n  demo: {}\n{extra}",
-            stdio_upstream("s", &[]),
-            tenant("demo-key", &["s"])
-        )
+    let text = |tenants: Value| {
+        json!({
+            "gateway": {"reload_poll_ms": 0},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": with_keys(json!({"demo": tenant("demo-key", &["s"])}), tenants),
+        })
+        .to_string()
     };
-    std::fs::write(&config, text("")).unwrap();
+    std::fs::write(&config, text(json!({}))).unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
     p.wait_log("ready", |v| v["message"] == "upstream ready");
-    std::fs::write(
-        &config,
-        text("  other: {api_keys: [other-key], upstreams: [s]}\n"),
-    )
-    .unwrap();
+    std::fs::write(&config, text(json!({"other": tenant("other-key", &["s"])}))).unwrap();
     p.signal("-HUP");
     let line = p.wait_log("reloaded", |v| v["message"] == "configuration reloaded");
     assert!(
@@ -454,7 +452,7 @@ fn sighup_reloads_the_config() {
         String::from_utf8_lossy(&head[9..12]).into_owned()
     };
     assert_eq!(metrics("anything"), "200");
-    let rotated = Doc::parse(&text(""))
+    let rotated = Doc::parse(&text(json!({})))
         .set("gateway.admin_token", "rotated-token")
         .set("gateway.store", json!({"url": "redis://127.0.0.1:1/0"}));
     std::fs::write(&config, rotated.yaml()).unwrap();
@@ -489,10 +487,11 @@ fn proxy_variables_are_ignored_on_both_http_paths() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  h: {{http: {{url: {url:?}, notifications: true}}}}\ntenants:\n  demo: {}\n",
-            tenant("demo-key", &["h"])
-        ),
+        json!({
+            "upstreams": {"h": {"http": {"url": url, "notifications": true}}},
+            "tenants": {"demo": tenant("demo-key", &["h"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let env: Vec<(&str, &str)> = [
@@ -531,11 +530,11 @@ fn audit_lines_never_wait_for_stderr_and_those_dropped_are_counted() {
     let name = "t".repeat(64);
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  s: {}\ntenants:\n  {name}: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("demo-key", &["s"])
-        ),
+        json!({
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {name.clone(): tenant("demo-key", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut child = Command::new(BIN)
@@ -662,12 +661,17 @@ fn the_audit_line_of_a_token_names_its_subject_never_the_token() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: jwks.json\n        tenant: demo\n\
-             upstreams:\n  s: {}\ntenants:\n  demo: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("demo-key", &["s"])
-        ),
+        json!({
+            "gateway": {
+                "auth": {
+                    "resource": RESOURCE,
+                    "jwt": [{"issuer": ISSUER, "jwks_file": "jwks.json", "tenant": "demo"}],
+                },
+            },
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"demo": tenant("demo-key", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);

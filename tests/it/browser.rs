@@ -134,11 +134,12 @@ async fn a_page_of_a_listed_origin_calls_the_gateway_and_another_is_refused() {
     let gateway_url = format!("http://127.0.0.1:{agent_port}/mcp");
     let (listed, mut listed_reports, _a) = page_server(page(&gateway_url)).await;
     let (other, mut other_reports, _b) = page_server(page(&gateway_url)).await;
-    let yaml = format!(
-        "gateway: {{id: gw, allowed_origins: [\"http://127.0.0.1:{listed}\"]}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "allowed_origins": [format!("http://127.0.0.1:{}", listed)]},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let secrets = mcp_gateway::config::SystemSecrets::default();
     let config = mcp_gateway::config::Config::from_yaml(&yaml, &secrets).unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();

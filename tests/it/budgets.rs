@@ -11,13 +11,23 @@ use crate::support::*;
 const ECHO: &str = "mcp://gw/s/s/tools/echo:v1";
 const MARK: &str = "dev.mcp-gateway/truncated";
 
-fn config(output: &str) -> String {
-    format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  ev: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s, ev]\n    tools:\n      output: {output}\n      overrides:\n        \"mcp://gw/s/s/tools/add:v1\": {{output: {{max_bytes: 100000}}}}\n  b: {}\n",
-        stdio_upstream("s", &[]),
-        everything_stdio(),
-        tenant("kb", &["s", "ev"]),
-    )
+fn config(output: Value) -> String {
+    json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[]), "ev": everything_stdio()},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["s", "ev"],
+                "tools": {
+                    "output": output,
+                    "overrides": {"mcp://gw/s/s/tools/add:v1": {"output": {"max_bytes": 100000}}},
+                },
+            },
+            "b": tenant("kb", &["s", "ev"]),
+        },
+    })
+    .to_string()
 }
 
 /// Lines of text, `n` bytes in all.
@@ -55,7 +65,7 @@ async fn pages(gw: &Gateway, key: &str, mark: &Value) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn results_over_budget_are_cut_and_kept_whole_in_the_tenants_pages() {
-    let gw = Gateway::start(&config("{max_bytes: 400, page_bytes: 1024}")).await;
+    let gw = Gateway::start(&config(json!({"max_bytes": 400, "page_bytes": 1024}))).await;
     gw.wait_ready(&["s", "ev"]).await;
     let long = long_text(3000);
 
@@ -111,7 +121,7 @@ async fn results_over_budget_are_cut_and_kept_whole_in_the_tenants_pages() {
 /// against the listed schema.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_face_cuts_blocks_and_values_as_its_clients_expect() {
-    let gw = Gateway::start(&config("{max_bytes: 400, page_bytes: 1024}")).await;
+    let gw = Gateway::start(&config(json!({"max_bytes": 400, "page_bytes": 1024}))).await;
     gw.wait_ready(&["s", "ev"]).await;
     let long = long_text(3000);
     // Content blocks (server-everything's echo has no outputSchema): the
@@ -184,7 +194,7 @@ async fn the_official_face_cuts_blocks_and_values_as_its_clients_expect() {
 /// result over the whole spill quota is cut with nothing kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stub_stands_for_a_value_that_cannot_be_cut_and_the_quota_bounds_pages() {
-    let gw = Gateway::start(&config("{max_tokens: 2, spill_quota_bytes: 2000}")).await;
+    let gw = Gateway::start(&config(json!({"max_tokens": 2, "spill_quota_bytes": 2000}))).await;
     gw.wait_ready(&["s"]).await;
     // 8 bytes: not even {"text":""} fits; the stub instead.
     let r = gw
@@ -209,13 +219,15 @@ async fn the_stub_stands_for_a_value_that_cannot_be_cut_and_the_quota_bounds_pag
 fn check_refuses_zero_budgets_and_small_pages() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = Doc::parse(&config("{max_bytes: 0, page_bytes: 512, spill_ttl_ms: 0}"))
-        .set(
-            "tenants.a.tools.overrides.mcp://gw/s/s/tools/add:v1.output",
-            json!({"max_tokens": 0}),
-        )
-        .set("gateway.limits", json!({"max_spill_bytes": 0}))
-        .yaml();
+    let yaml = Doc::parse(&config(
+        json!({"max_bytes": 0, "page_bytes": 512, "spill_ttl_ms": 0}),
+    ))
+    .set(
+        "tenants.a.tools.overrides.mcp://gw/s/s/tools/add:v1.output",
+        json!({"max_tokens": 0}),
+    )
+    .set("gateway.limits", json!({"max_spill_bytes": 0}))
+    .yaml();
     std::fs::write(&path, yaml).unwrap();
     let said = check_refused(&path);
     for path in [
@@ -234,12 +246,19 @@ fn check_refuses_zero_budgets_and_small_pages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_store_any_replica_reads_the_pages() {
     let redis = Redis::start();
-    let yaml = format!(
-        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s]\n    tools: {{output: {{max_bytes: 300, page_bytes: 1024}}}}\n  b: {}\n",
-        redis.url(),
-        stdio_upstream("s", &[]),
-        tenant("kb", &["s"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "store": {"url": redis.url()}},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["s"],
+                "tools": {"output": {"max_bytes": 300, "page_bytes": 1024}},
+            },
+            "b": tenant("kb", &["s"]),
+        },
+    })
+    .to_string();
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     for gw in [&one, &two] {
         gw.wait_ready(&["s"]).await;
@@ -270,7 +289,7 @@ async fn with_a_store_any_replica_reads_the_pages() {
 fn a_cut_calls_audit_line_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    std::fs::write(&path, config("{max_bytes: 300}")).unwrap();
+    std::fs::write(&path, config(json!({"max_bytes": 300}))).unwrap();
     let mut p = Process::spawn(&["serve", "--config", path.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");
     p.wait_log("ready", |v| {
@@ -303,10 +322,26 @@ fn a_cut_calls_audit_line_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everythings_links_images_and_structured_content_are_cut_as_the_contract_says() {
     let structured = "mcp://gw/ev/tool/get-structured-content";
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ev: {ev}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [ev]\n    tools:\n      output: {{max_bytes: 300}}\n      overrides: {{\"{structured}\": {{output: {{max_bytes: 50}}}}}}\n  c:\n    api_keys: [kc]\n    upstreams: [ev]\n    tools: {{overrides: {{\"{structured}\": {{output: {{max_bytes: 40}}}}}}}}\n",
-        ev = everything_stdio(),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"ev": everything_stdio()},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["ev"],
+                "tools": {
+                    "output": {"max_bytes": 300},
+                    "overrides": {structured: {"output": {"max_bytes": 50}}},
+                },
+            },
+            "c": {
+                "api_keys": ["kc"],
+                "upstreams": ["ev"],
+                "tools": {"overrides": {structured: {"output": {"max_bytes": 40}}}},
+            },
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ev"]).await;
     let steps = json!([
@@ -386,10 +421,20 @@ async fn everythings_links_images_and_structured_content_are_cut_as_the_contract
 /// pages; pages are gone after their TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_five_megabyte_result_reads_back_whole_and_its_pages_expire() {
-    let yaml = format!(
-        "gateway: {{id: gw, limits: {{max_body_bytes: 8388608}}}}\nupstreams:\n  s: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s]\n    tools:\n      output: {{max_bytes: 65536, page_bytes: 1048576, spill_ttl_ms: 3000}}\n",
-        stdio_upstream("s", &[]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "limits": {"max_body_bytes": 8388608}},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["s"],
+                "tools": {
+                    "output": {"max_bytes": 65536, "page_bytes": 1048576, "spill_ttl_ms": 3000},
+                },
+            },
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let long = long_text(5 << 20);

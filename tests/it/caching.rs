@@ -22,20 +22,31 @@ async fn calls(gw: &Gateway, url: &str) -> u64 {
     v["calls"].as_u64().unwrap()
 }
 
-fn config(h: &str, extra: &str, tools: &str) -> String {
-    format!(
-        "gateway: {{id: gw{extra}}}\nupstreams:\n  h: {{http: {{url: {h:?}}}}}\n  ev: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [h, ev]\n    tools:\n{tools}\n  b: {}\n",
-        everything_stdio(),
-        tenant("kb", &["h", "ev"]),
-    )
+/// The gateway's configuration, `gateway`'s keys added to its own; tenant
+/// `a` curates its tools as [`tools`] says.
+fn config(h: &str, gateway: Value) -> String {
+    json!({
+        "gateway": with_keys(json!({"id": "gw"}), gateway),
+        "upstreams": {"h": {"http": {"url": h}}, "ev": everything_stdio()},
+        "tenants": {
+            "a": {"api_keys": ["ka"], "upstreams": ["h", "ev"], "tools": tools()},
+            "b": tenant("kb", &["h", "ev"]),
+        },
+    })
+    .to_string()
 }
 
-const TOOLS: &str = r#"      cache: {ttl_ms: 60000, max_entries: 3, hints: true}
-      overrides:
-        "mcp://gw/h/h/tools/echo:v1": {cache: true}
-        "mcp://gw/h/h/tools/add:v1": {cache: {ttl_ms: 300}}
-        "mcp://gw/h/h/tools/fail": {cache: true}
-        "mcp://gw/ev/tool/get-sum": {cache: false}"#;
+fn tools() -> Value {
+    json!({
+        "cache": {"ttl_ms": 60000, "max_entries": 3, "hints": true},
+        "overrides": {
+            "mcp://gw/h/h/tools/echo:v1": {"cache": true},
+            "mcp://gw/h/h/tools/add:v1": {"cache": {"ttl_ms": 300}},
+            "mcp://gw/h/h/tools/fail": {"cache": true},
+            "mcp://gw/ev/tool/get-sum": {"cache": false},
+        },
+    })
+}
 
 fn age(r: &Value) -> Option<u64> {
     r["_meta"][CACHED]["ageMs"].as_u64()
@@ -44,7 +55,7 @@ fn age(r: &Value) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn equal_calls_are_answered_from_the_tenants_cache_in_both_faces() {
     let (h, _server) = http_upstream("h").await;
-    let gw = Gateway::start(&config(&h, "", TOOLS)).await;
+    let gw = Gateway::start(&config(&h, json!({}))).await;
     gw.wait_ready(&["h", "ev"]).await;
 
     // MCP v1.0: the second call is the first's result, said to be cached.
@@ -117,7 +128,7 @@ async fn equal_calls_are_answered_from_the_tenants_cache_in_both_faces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_expire_are_bounded_and_go_with_a_restart() {
     let (h, _server) = http_upstream("h").await;
-    let gw = Gateway::start(&config(&h, "", TOOLS)).await;
+    let gw = Gateway::start(&config(&h, json!({}))).await;
     gw.wait_ready(&["h"]).await;
     // Three entries at most: a fourth drops the least recently used.
     let echo = |text: &str| gw.execute("ka", ECHO, json!({"text": text}));
@@ -140,10 +151,18 @@ async fn entries_expire_are_bounded_and_go_with_a_restart() {
     gw.stop().await;
 
     // A stdio child that crashes and is started again answers anew.
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [s]\n    tools: {{overrides: {{\"mcp://gw/s/s/tools/pid\": {{cache: true}}}}}}\n",
-        stdio_upstream("s", &[]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["s"],
+                "tools": {"overrides": {"mcp://gw/s/s/tools/pid": {"cache": true}}},
+            },
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let pid = "mcp://gw/s/s/tools/pid";
@@ -177,8 +196,7 @@ async fn entries_expire_are_bounded_and_go_with_a_restart() {
 async fn with_a_store_replicas_share_the_cache() {
     let redis = Redis::start();
     let (h, _server) = http_upstream("h").await;
-    let store = format!(", store: {{url: {:?}}}", redis.url());
-    let yaml = config(&h, &store, TOOLS);
+    let yaml = config(&h, json!({"store": {"url": redis.url()}}));
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     for gw in [&one, &two] {
         gw.wait_ready(&["h"]).await;
@@ -203,10 +221,18 @@ async fn with_a_store_replicas_share_the_cache() {
 fn a_hit_is_audited_as_cached() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  h: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [h]\n    tools: {{overrides: {{\"{ECHO}\": {{cache: true}}}}}}\n",
-        stdio_upstream("h", &[]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"h": stdio_upstream("h", &[])},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["h"],
+                "tools": {"overrides": {ECHO: {"cache": true}}},
+            },
+        },
+    })
+    .to_string();
     std::fs::write(&path, yaml).unwrap();
     let mut p = Process::spawn(&["serve", "--config", path.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");
@@ -233,7 +259,7 @@ fn a_hit_is_audited_as_cached() {
 fn check_refuses_zero_cache_settings() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = Doc::parse(&config("http://127.0.0.1:9/mcp", "", TOOLS))
+    let yaml = Doc::parse(&config("http://127.0.0.1:9/mcp", json!({})))
         .set(
             "tenants.a.tools.cache",
             json!({"ttl_ms": 0, "max_entries": 0}),
@@ -263,18 +289,30 @@ fn check_refuses_zero_cache_settings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstreams_ttl_bounds_how_long_its_listing_is_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = |name: &str, extra: &str| {
+    let upstream = |name: &str, extra: &[&str]| {
         let record = dir.path().join(name);
-        format!(
-            "{{stdio: {{command: {BIN:?}, args: [demo-upstream, --name, {name}, --modelcontext, --record, {record:?}{extra}]}}, protocol: modelcontextprotocol}}"
-        )
+        let mut args = json!([
+            "demo-upstream",
+            "--name",
+            name,
+            "--modelcontext",
+            "--record",
+            record
+        ]);
+        args.as_array_mut()
+            .unwrap()
+            .extend(extra.iter().map(|a| json!(a)));
+        json!({"stdio": {"command": BIN, "args": args}, "protocol": "modelcontextprotocol"})
     };
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  kept: {}\n  plain: {}\ntenants:\n  a: {}\n",
-        upstream("kept", ", --listing-ttl-ms, '1000'"),
-        upstream("plain", ""),
-        tenant("ka", &["kept", "plain"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "kept": upstream("kept", &["--listing-ttl-ms", "1000"]),
+            "plain": upstream("plain", &[]),
+        },
+        "tenants": {"a": tenant("ka", &["kept", "plain"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["kept", "plain"]).await;
     let listed = |name: &str| {
@@ -299,19 +337,27 @@ async fn an_upstreams_ttl_bounds_how_long_its_listing_is_kept() {
 async fn a_changed_definition_answers_anew() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = |extra: &[&str]| {
-        format!(
-            "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  h: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [h]\n    tools: {{overrides: {{\"mcp://gw/h/h/tools/pid\": {{cache: true}}}}}}\n",
-            stdio_upstream("h", extra),
-        )
+    let config = |extra: &[&str]| {
+        json!({
+            "gateway": {"id": "gw", "reload_poll_ms": 50},
+            "upstreams": {"h": stdio_upstream("h", extra)},
+            "tenants": {
+                "a": {
+                    "api_keys": ["ka"],
+                    "upstreams": ["h"],
+                    "tools": {"overrides": {"mcp://gw/h/h/tools/pid": {"cache": true}}},
+                },
+            },
+        })
+        .to_string()
     };
-    std::fs::write(&path, yaml(&[])).unwrap();
+    std::fs::write(&path, config(&[])).unwrap();
     let gw = start_watching(&path).await;
     gw.wait_ready(&["h"]).await;
     let pid = "mcp://gw/h/h/tools/pid";
     gw.execute("ka", pid, json!({})).await;
     assert!(age(&gw.execute("ka", pid, json!({})).await["result"]).is_some());
-    std::fs::write(&path, yaml(&["--description-suffix", " Changed."])).unwrap();
+    std::fs::write(&path, config(&["--description-suffix", " Changed."])).unwrap();
     wait_reloads(&gw, "applied", 1.0).await;
     gw.wait_ready(&["h"]).await;
     let r = within(async {
@@ -332,10 +378,14 @@ async fn a_changed_definition_answers_anew() {
 /// upstream marks read-only and idempotent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hints_alone_cache_what_the_upstream_marks_safe() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a:\n    api_keys: [ka]\n    upstreams: [ev]\n    tools: {{cache: {{hints: true}}}}\n",
-        everything_stdio(),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"ev": everything_stdio()},
+        "tenants": {
+            "a": {"api_keys": ["ka"], "upstreams": ["ev"], "tools": {"cache": {"hints": true}}},
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ev"]).await;
     let echo = "mcp://gw/ev/tool/echo";

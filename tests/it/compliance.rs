@@ -13,11 +13,17 @@ async fn frames_and_handshake_toward_an_independent_strict_upstream() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/strict_upstream.py"
     );
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  py: {{stdio: {{command: python3, args: [{script:?}, {:?}]}}, protocol: v1}}\ntenants:\n  a: {}\n",
-        log.to_str().unwrap(),
-        tenant("ka", &["py"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "py": {
+                "stdio": {"command": "python3", "args": [script, log.to_str().unwrap()]},
+                "protocol": "v1",
+            },
+        },
+        "tenants": {"a": tenant("ka", &["py"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["py"]).await;
     let tools = gw.list("ka", "mcp/listTools").await;

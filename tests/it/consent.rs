@@ -39,24 +39,45 @@ impl Parties {
 
     /// The config of a gateway at `addr`; `store`: a redis URL to share.
     fn config(&self, addr: SocketAddr, store: Option<&str>) -> String {
-        let upstream = format!(
-            "{{http: {{url: {:?}}}, protocol: modelcontextprotocol, auth: {{user_consent: {{scope: \"read write\"}}}}}}",
-            self.server.url
-        );
-        self.config_with(addr, store, &upstream)
+        let upstream = json!({
+            "http": {"url": self.server.url},
+            "protocol": "modelcontextprotocol",
+            "auth": {"user_consent": {"scope": "read write"}},
+        });
+        self.config_with(addr, store, upstream)
     }
 
-    /// The same, with upstream `p` as `upstream` (a YAML flow mapping).
-    fn config_with(&self, addr: SocketAddr, store: Option<&str>, upstream: &str) -> String {
-        let store = store.map_or(String::new(), |url| {
-            format!("  session_secret: {KEY:?}\n  store: {{url: {url:?}}}\n")
+    /// The same, with upstream `p` as given.
+    fn config_with(&self, addr: SocketAddr, store: Option<&str>, upstream: Value) -> String {
+        let idp = &self.idp.issuer;
+        let mut gateway = json!({
+            "id": "gw",
+            "admin_token": "admin-secret",
+            "auth": {
+                "resource": RESOURCE,
+                "jwt": [{
+                    "issuer": idp,
+                    "jwks_url": format!("{idp}/jwks"),
+                    "tenant_claim": "tenant",
+                    "login": {"client_id": "gw-login", "client_secret": "secret"},
+                }],
+            },
+            "upstream_auth": {
+                "token_timeout_ms": 3000,
+                "public_url": format!("http://{addr}"),
+                "encryption_keys": [{"id": "k1", "key": KEY}],
+            },
         });
-        format!(
-            "gateway:\n  id: gw\n  admin_token: admin-secret\n{store}  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {idp:?}\n        jwks_url: \"{idp}/jwks\"\n        tenant_claim: tenant\n        login: {{client_id: gw-login, client_secret: secret}}\n  upstream_auth:\n    token_timeout_ms: 3000\n    public_url: \"http://{addr}\"\n    encryption_keys: [{{id: k1, key: {KEY:?}}}]\n\
-             upstreams:\n  p: {upstream}\ntenants:\n  a: {tenant}\n",
-            idp = self.idp.issuer,
-            tenant = tenant("ka", &["p"]),
-        )
+        if let Some(url) = store {
+            gateway["session_secret"] = json!(KEY);
+            gateway["store"] = json!({"url": url});
+        }
+        json!({
+            "gateway": gateway,
+            "upstreams": {"p": upstream},
+            "tenants": {"a": tenant("ka", &["p"])},
+        })
+        .to_string()
     }
 }
 
@@ -556,11 +577,16 @@ async fn a_stdio_users_process_holds_the_token_they_consented_to() {
     let parties = Parties::start(300);
     let python = venv().join("bin/python");
     let server = root().join("tests/fixtures/env_server.py");
-    let stdio = format!(
-        "{{stdio: {{command: {python:?}, args: [{server:?}]}}, per_session: true, protocol: modelcontextprotocol, auth: {{user_consent: {{issuer: {:?}, scope: read}}, env: GH_TOKEN}}}}",
-        parties.upstream_as.issuer
-    );
-    let gw = Gateway::start_at(|addr| parties.config_with(addr, None, &stdio)).await;
+    let stdio = json!({
+        "stdio": {"command": python, "args": [server]},
+        "per_session": true,
+        "protocol": "modelcontextprotocol",
+        "auth": {
+            "user_consent": {"issuer": parties.upstream_as.issuer, "scope": "read"},
+            "env": "GH_TOKEN",
+        },
+    });
+    let gw = Gateway::start_at(|addr| parties.config_with(addr, None, stdio.clone())).await;
     gw.wait_ready_as(&["p"], Some("admin-secret")).await;
     let alice = parties.idp.token_for("alice", "files").await;
     let (url, _) = consent_of(&gw.execute(&alice, WHOAMI, json!({})).await);

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
 use crate::support::*;
@@ -30,34 +30,33 @@ fn shots() -> PathBuf {
 /// A configuration with a stdio upstream `s` that starts only while
 /// `flag` exists (so a test can keep it down), an HTTP upstream `h`, and a
 /// tenant `a` that hides one tool of `s` and denies one of `h`.
-pub(crate) fn config(flag: &Path, http: &str, extra_gateway: &str) -> String {
+pub(crate) fn config(flag: &Path, http: &str, gateway: Value) -> String {
     let start = format!(
         "test -f '{}' && exec '{BIN}' demo-upstream --name s --test-tools",
         flag.display()
     );
-    format!(
-        r#"gateway:
-  id: gw
-  admin_token: {ADMIN}
-  admin_ui: {{refresh_ms: 1000}}
-{extra_gateway}
-upstreams:
-  s:
-    stdio: {{command: sh, args: ["-c", {start:?}], env: {{PATH: /usr/bin:/bin, SECRET_ENV: {env}}}}}
-  h:
-    http: {{url: {http:?}, headers: {{X-Secret: {header}}}}}
-tenants:
-  a:
-    api_keys: [{key}]
-    upstreams: [s, h]
-    tools:
-      deny: ["mcp://gw/h/*echo*"]
-      hide: ["mcp://gw/s/*add*"]
-"#,
-        env = SECRETS[2],
-        header = SECRETS[3],
-        key = SECRETS[1],
-    )
+    let own = json!({"id": "gw", "admin_token": ADMIN, "admin_ui": {"refresh_ms": 1000}});
+    json!({
+        "gateway": with_keys(own, gateway),
+        "upstreams": {
+            "s": {
+                "stdio": {
+                    "command": "sh",
+                    "args": ["-c", start],
+                    "env": {"PATH": "/usr/bin:/bin", "SECRET_ENV": SECRETS[2]},
+                },
+            },
+            "h": {"http": {"url": http, "headers": {"X-Secret": SECRETS[3]}}},
+        },
+        "tenants": {
+            "a": {
+                "api_keys": [SECRETS[1]],
+                "upstreams": ["s", "h"],
+                "tools": {"deny": ["mcp://gw/h/*echo*"], "hide": ["mcp://gw/s/*add*"]},
+            },
+        },
+    })
+    .to_string()
 }
 
 /// Logs in through the form at `base` (`.../ui/`): refused with a wrong
@@ -141,7 +140,7 @@ fn digest(path: &Path) -> String {
     format!("sha256:{hex}")
 }
 
-/// A gateway on [`config`] (with `extra_gateway`), watching its file,
+/// A gateway on [`config`] (with `gateway`'s keys), watching its file,
 /// ready: the gateway, the directory that holds its file and the flag,
 /// and the HTTP upstream's task.
 pub(crate) struct Started {
@@ -151,13 +150,13 @@ pub(crate) struct Started {
 }
 
 impl Started {
-    pub(crate) async fn new(extra_gateway: &str) -> Started {
+    pub(crate) async fn new(gateway: Value) -> Started {
         let dir = tempfile::tempdir().unwrap();
         let flag = dir.path().join("up");
         std::fs::write(&flag, "").unwrap();
         let (http, task) = http_upstream("h").await;
         let path = dir.path().join("gw.yaml");
-        std::fs::write(&path, config(&flag, &http, extra_gateway)).unwrap();
+        std::fs::write(&path, config(&flag, &http, gateway)).unwrap();
         let gw = start_watching(&path).await;
         gw.wait_ready_as(&["s", "h"], Some(ADMIN)).await;
         Started {
@@ -182,7 +181,7 @@ pub(crate) async fn api_json(gw: &Gateway, path: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_logs_in_and_watches_upstreams_go_down_and_come_back() {
-    let started = Started::new("  reload_poll_ms: 100").await;
+    let started = Started::new(json!({"reload_poll_ms": 100})).await;
     let (gw, flag) = (&started.gw, started.dir.path().join("up"));
     let path = started.dir.path().join("gw.yaml");
     let base = format!("{}/ui/", gw.admin);
@@ -361,12 +360,19 @@ async fn a_quarantined_definition_is_approved_from_the_page() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
     let write = |extra: &[&str]| {
-        let up = StdioUpstream::new("s", extra).with("pin", true).yaml();
-        let yaml = format!(
-            "gateway: {{id: gw, admin_token: {ADMIN}, admin_ui: {{refresh_ms: 1000}}, pins_file: {:?}, reload_poll_ms: 100}}\nupstreams:\n  s: {up}\ntenants:\n  a: {}\n",
-            dir.path().join("pins.json"),
-            tenant("ka", &["s"]),
-        );
+        let up = StdioUpstream::new("s", extra).with("pin", true).value();
+        let yaml = json!({
+            "gateway": {
+                "id": "gw",
+                "admin_token": ADMIN,
+                "admin_ui": {"refresh_ms": 1000},
+                "pins_file": dir.path().join("pins.json"),
+                "reload_poll_ms": 100,
+            },
+            "upstreams": {"s": up},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string();
         std::fs::write(&path, yaml).unwrap();
     };
     write(&[]);

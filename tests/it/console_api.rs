@@ -10,12 +10,14 @@ use serde_json::{Value, json};
 use crate::console::ADMIN;
 use crate::support::*;
 
-fn yaml(gateway: &str) -> String {
-    format!(
-        "gateway: {{id: gw{gateway}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    )
+/// The gateway's configuration, `gateway`'s keys added to its own.
+fn config(gateway: Value) -> String {
+    json!({
+        "gateway": with_keys(json!({"id": "gw"}), gateway),
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string()
 }
 
 fn client() -> reqwest::Client {
@@ -67,7 +69,7 @@ async fn session(gw: &Gateway) -> (String, String) {
 
 #[tokio::test]
 async fn without_an_admin_token_every_console_path_is_forbidden() {
-    let gw = Gateway::start(&yaml("")).await;
+    let gw = Gateway::start(&config(json!({}))).await;
     for path in [
         "/ui",
         "/ui/",
@@ -90,9 +92,9 @@ async fn without_an_admin_token_every_console_path_is_forbidden() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
-    let off = Gateway::start(&yaml(&format!(
-        ", admin_token: {ADMIN}, admin_ui: {{enabled: false}}"
-    )))
+    let off = Gateway::start(&config(
+        json!({"admin_token": ADMIN, "admin_ui": {"enabled": false}}),
+    ))
     .await;
     let r = client()
         .get(format!("{}/ui/", off.admin))
@@ -105,7 +107,7 @@ async fn without_an_admin_token_every_console_path_is_forbidden() {
 
 #[tokio::test]
 async fn reads_need_a_session_or_the_token_and_changes_need_the_csrf_token() {
-    let gw = Gateway::start(&yaml(&format!(", admin_token: {ADMIN}"))).await;
+    let gw = Gateway::start(&config(json!({"admin_token": ADMIN}))).await;
     gw.wait_ready_as(&["s"], Some(ADMIN)).await;
     let api = |p: &str| format!("{}/ui/api/{p}", gw.admin);
     // Nobody: pages send to the login (relative), the API answers 401.
@@ -238,7 +240,7 @@ async fn reads_need_a_session_or_the_token_and_changes_need_the_csrf_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_logins_wait_their_turn_and_the_right_token_does_not() {
-    let gw = Gateway::start(&yaml(&format!(", admin_token: {ADMIN}"))).await;
+    let gw = Gateway::start(&config(json!({"admin_token": ADMIN}))).await;
     let login = |token: &'static str| {
         client()
             .post(format!("{}/ui/login", gw.admin))
@@ -286,7 +288,7 @@ async fn refused_logins_wait_their_turn_and_the_right_token_does_not() {
 async fn the_figures_follow_real_calls_and_reloads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let text = yaml(&format!(", admin_token: {ADMIN}, reload_poll_ms: 100"));
+    let text = config(json!({"admin_token": ADMIN, "reload_poll_ms": 100}));
     std::fs::write(&path, &text).unwrap();
     let gw = start_watching(&path).await;
     gw.wait_ready_as(&["s"], Some(ADMIN)).await;
@@ -361,9 +363,8 @@ fn hex(bytes: &[u8]) -> String {
 fn logins_and_decisions_are_audited_and_bad_settings_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let bad = yaml(&format!(
-        ", admin_token: {ADMIN}, admin_ui: {{refresh_ms: 10, session_ttl_s: 5}}"
-    ));
+    let bad =
+        config(json!({"admin_token": ADMIN, "admin_ui": {"refresh_ms": 10, "session_ttl_s": 5}}));
     std::fs::write(&path, bad).unwrap();
     let out = check_refused(&path);
     assert!(
@@ -371,9 +372,9 @@ fn logins_and_decisions_are_audited_and_bad_settings_refused() {
             && out.contains("gateway.admin_ui.session_ttl_s"),
         "{out}"
     );
-    let good = yaml(&format!(
-        ", admin_token: {ADMIN}, listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0"
-    ));
+    let good = config(
+        json!({"admin_token": ADMIN, "listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0"}),
+    );
     std::fs::write(&path, good).unwrap();
     let mut p = Process::spawn(&["serve", "--config", path.to_str().unwrap()]);
     let admin = p.addr("admin listener bound");

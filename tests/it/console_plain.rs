@@ -2,6 +2,8 @@
 //! and out by forms) and behind an ingress that strips a path prefix (every
 //! link, form, redirect and poll stays under it), in a real browser.
 
+use serde_json::json;
+
 use crate::console::{Started, api_json, log_in, nothing_leaked};
 use crate::support::browser::Browser;
 
@@ -45,7 +47,7 @@ const VIEWS: [(&str, &[&str]); 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_javascript_every_view_is_complete_and_forms_work() {
-    let started = Started::new("").await;
+    let started = Started::new(json!({})).await;
     let gw = &started.gw;
     let mut b = Browser::start_no_js().await;
     let base = format!("{}/ui/", gw.admin);
@@ -136,7 +138,7 @@ async fn ingress(admin: String) -> (String, tokio::task::JoinHandle<()>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_a_prefix_every_link_form_and_poll_stays_under_it() {
-    let started = Started::new("").await;
+    let started = Started::new(json!({})).await;
     let gw = &started.gw;
     let (front, _proxy) = ingress(gw.admin.clone()).await;
     let mut b = Browser::start().await;

@@ -7,27 +7,32 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn curated(ev: &str, ev2: &str, time: &str, say: &str) -> String {
-    format!(
-        r#"gateway: {{id: gw, reload_poll_ms: 50}}
-upstreams:
-  ev: {ev}
-  ev2: {ev2}
-  time: {time}
-tenants:
-  a:
-    api_keys: [ka]
-    upstreams: [ev, ev2, time]
-    tools:
-      deny: ["mcp://gw/ev2/tool/get-tiny-image"]
-      hide: ["mcp://gw/ev/tool/get-env", "mcp://gw/ev*/tool/toggle-*"]
-      bare_names: true
-      overrides:
-        "mcp://gw/ev/tool/echo": {{name: {say}, title: Say, description: "Repeats it."}}
-        "mcp://gw/time/tool/convert_time": {{description: "Converts a time."}}
-  b: {{api_keys: [kb], upstreams: [ev, time]}}
-"#
-    )
+fn curated(ev: &Value, ev2: &Value, time: &Value, say: &str) -> String {
+    json!({
+        "gateway": {"id": "gw", "reload_poll_ms": 50},
+        "upstreams": {"ev": ev, "ev2": ev2, "time": time},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["ev", "ev2", "time"],
+                "tools": {
+                    "deny": ["mcp://gw/ev2/tool/get-tiny-image"],
+                    "hide": ["mcp://gw/ev/tool/get-env", "mcp://gw/ev*/tool/toggle-*"],
+                    "bare_names": true,
+                    "overrides": {
+                        "mcp://gw/ev/tool/echo": {
+                            "name": say,
+                            "title": "Say",
+                            "description": "Repeats it.",
+                        },
+                        "mcp://gw/time/tool/convert_time": {"description": "Converts a time."},
+                    },
+                },
+            },
+            "b": {"api_keys": ["kb"], "upstreams": ["ev", "time"]},
+        },
+    })
+    .to_string()
 }
 
 fn names(tools: &Value) -> Vec<String> {
@@ -188,27 +193,31 @@ fn check_refuses_curation_that_cannot_hold() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            r#"gateway: {{id: gw, tool_name_budget: 24}}
-upstreams:
-  ev: {}
-tenants:
-  a:
-    api_keys: [ka]
-    upstreams: [ev]
-    tools:
-      hide: ["mcp://gw/ev/tool/[", "mcp://elsewhere/ev/*"]
-      overrides:
-        "mcp://gw/ev/tool/*": {{name: all}}
-        "mcp://gw/other/tool/echo": {{name: other}}
-        "mcp://gw/ev/tool/echo": {{name: say}}
-        "mcp://gw/ev/tool/add": {{name: say}}
-        "mcp://gw/ev/tool/get-sum": {{name: "has space"}}
-        "mcp://gw/ev/tool/get-env": {{name: my__env}}
-        "mcp://gw/ev/tool/get-tiny-image": {{name: a-name-much-longer-than-the-budget}}
-"#,
-            stdio_upstream("ev", &[])
-        ),
+        json!({
+            "gateway": {"id": "gw", "tool_name_budget": 24},
+            "upstreams": {"ev": stdio_upstream("ev", &[])},
+            "tenants": {
+                "a": {
+                    "api_keys": ["ka"],
+                    "upstreams": ["ev"],
+                    "tools": {
+                        "hide": ["mcp://gw/ev/tool/[", "mcp://elsewhere/ev/*"],
+                        "overrides": {
+                            "mcp://gw/ev/tool/*": {"name": "all"},
+                            "mcp://gw/other/tool/echo": {"name": "other"},
+                            "mcp://gw/ev/tool/echo": {"name": "say"},
+                            "mcp://gw/ev/tool/add": {"name": "say"},
+                            "mcp://gw/ev/tool/get-sum": {"name": "has space"},
+                            "mcp://gw/ev/tool/get-env": {"name": "my__env"},
+                            "mcp://gw/ev/tool/get-tiny-image": {
+                                "name": "a-name-much-longer-than-the-budget",
+                            },
+                        },
+                    },
+                },
+            },
+        })
+        .to_string(),
     )
     .unwrap();
     let err = check_refused(&config);

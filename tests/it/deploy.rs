@@ -79,22 +79,67 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
 async fn the_dashboard_alerts_and_readme_use_only_metrics_the_gateway_exports() {
     use serde_json::json;
     // An upstream that asks for users' consent (its series exist at once).
-    const CONSENT: &str = concat!(
-        "auth: {resource: \"http://gw.test/mcp\", jwt: [{issuer: \"http://127.0.0.1:9\", jwks_url: \"http://127.0.0.1:9/jwks\", tenant: a, login: {client_id: l, client_secret: s}}]}, ",
-        "upstream_auth: {public_url: \"http://127.0.0.1:9\", encryption_keys: [{id: k, key: \"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\"}]}"
-    );
+    let consent = json!({
+        "auth": {
+            "resource": "http://gw.test/mcp",
+            "jwt": [{
+                "issuer": "http://127.0.0.1:9",
+                "jwks_url": "http://127.0.0.1:9/jwks",
+                "tenant": "a",
+                "login": {"client_id": "l", "client_secret": "s"},
+            }],
+        },
+        "upstream_auth": {
+            "public_url": "http://127.0.0.1:9",
+            "encryption_keys": [{
+                "id": "k",
+                "key": "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+            }],
+        },
+    });
     // With a store, and limits that lease and borrow from it, so that its
     // series exist too; and an upstream with a child per session.
     let redis = crate::support::Redis::start();
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}, store: {{url: {:?}}}, {CONSENT}}}\nupstreams:\n  s: {}\n  loc: {}\n  cred: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{client_credentials: {{token_url: \"http://127.0.0.1:9/token\", client_id: c, client_secret: s}}}}}}\n  con: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{user_consent: {{issuer: \"http://127.0.0.1:9\"}}}}}}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 1}}\n  b: {{api_keys: [kb], upstreams: [s], tools: {{discovery: {{mode: auto, threshold: 1000}}}}}}\n",
-        "s".repeat(40),
-        redis.url(),
-        stdio_upstream("s", &[]),
-        Doc::parse(&crate::support::sdk_stdio())
+    let yaml = json!({
+        "gateway": with_keys(
+            json!({"id": "gw", "session_secret": "s".repeat(40), "store": {"url": redis.url()}}),
+            consent,
+        ),
+        "upstreams": {
+            "s": stdio_upstream("s", &[]),
+            "loc": Doc::of(crate::support::sdk_stdio())
             .remove("timeout_ms")
             .set("per_session", true),
-    );
+            "cred": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": {
+                    "client_credentials": {
+                        "token_url": "http://127.0.0.1:9/token",
+                        "client_id": "c",
+                        "client_secret": "s",
+                    },
+                },
+            },
+            "con": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": {"user_consent": {"issuer": "http://127.0.0.1:9"}},
+            },
+        },
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["s"],
+                "rate_limit": {"per_second": 1000, "burst": 1000},
+                "max_concurrency": 1,
+            },
+            "b": {
+                "api_keys": ["kb"],
+                "upstreams": ["s"],
+                "tools": {"discovery": {"mode": "auto", "threshold": 1000}},
+            },
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     within(async {

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// A stdio upstream as a user would write it: no `protocol:`.
-fn plain_stdio(command: &str, args: &[&str]) -> String {
-    format!("{{stdio: {{command: {command:?}, args: {}}}}}", json!(args))
+fn plain_stdio(command: &str, args: &[&str]) -> Value {
+    json!({"stdio": {"command": command, "args": args}})
 }
 
 async fn readiness(gw: &Gateway) -> Value {
@@ -47,20 +47,18 @@ async fn standard_and_v1_servers_work_without_a_protocol_key() {
     let upstreams = [
         ("time", plain_stdio(&time, &["--local-timezone", "UTC"])),
         ("ev", plain_stdio("node", &[&everything, "stdio"])),
-        ("v1s", StdioUpstream::new("v1s", &[]).yaml()),
-        ("evh", format!("{{http: {{url: {:?}}}}}", evh.url)),
-        ("modern", format!("{{http: {{url: {:?}}}}}", modern.url)),
-        ("v1h", format!("{{http: {{url: {v1_url:?}}}}}")),
+        ("v1s", stdio_upstream("v1s", &[])),
+        ("evh", json!({"http": {"url": evh.url}})),
+        ("modern", json!({"http": {"url": modern.url}})),
+        ("v1h", json!({"http": {"url": v1_url}})),
     ];
     let names: Vec<&str> = upstreams.iter().map(|(n, _)| *n).collect();
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n{}tenants:\n  a: {}\n",
-        upstreams
-            .iter()
-            .map(|(n, y)| format!("  {n}: {y}\n"))
-            .collect::<String>(),
-        tenant("ka", &names)
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": upstreams.iter().map(|(n, u)| (n.to_string(), u.clone())).collect::<serde_json::Map<_, _>>(),
+        "tenants": {"a": tenant("ka", &names)},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&names).await;
     let ready = readiness(&gw).await;
@@ -113,13 +111,16 @@ async fn not_found() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_speaks_neither_is_reported_down_with_why() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  junk: {}\n  web: {{http: {{url: {:?}}}}}\n  s: {}\ntenants:\n  a: {}\n",
-        plain_stdio("sh", &["-c", "echo this is not a protocol"]),
-        not_found().await,
-        stdio_upstream("s", &[]),
-        tenant("ka", &["junk", "web", "s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "junk": plain_stdio("sh", &["-c", "echo this is not a protocol"]),
+            "web": {"http": {"url": not_found().await}},
+            "s": stdio_upstream("s", &[]),
+        },
+        "tenants": {"a": tenant("ka", &["junk", "web", "s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let seen = within(async {

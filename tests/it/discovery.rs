@@ -14,12 +14,41 @@ use crate::support::*;
 fn config(threshold: usize) -> String {
     let python = venv().join("bin/python");
     let server = root().join("tests/fixtures/catalog_server.py");
-    format!(
-        "gateway: {{id: gw}}\nupstreams:\n  cat: {{stdio: {{command: {python:?}, args: [{server:?}]}}, protocol: modelcontextprotocol, timeout_ms: 20000}}\n\
-         tenants:\n  direct: {{api_keys: [kx], upstreams: [cat]}}\n  search:\n    api_keys: [ks]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: search, always: [\"mcp://gw/cat/tool/weather_*\"], max_loaded: 2}}\n\
-         \x20 auto:\n    api_keys: [ka]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: auto, threshold: {threshold}}}\n\
-         \x20 denied:\n    api_keys: [kd]\n    upstreams: [cat]\n    tools:\n      deny: [\"mcp://gw/cat/tool/github_*\"]\n      discovery: {{mode: search}}\n"
-    )
+    json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "cat": {
+                "stdio": {"command": python, "args": [server]},
+                "protocol": "modelcontextprotocol",
+                "timeout_ms": 20000,
+            },
+        },
+        "tenants": {
+            "direct": {"api_keys": ["kx"], "upstreams": ["cat"]},
+            "search": {
+                "api_keys": ["ks"],
+                "upstreams": ["cat"],
+                "tools": {
+                    "discovery": {
+                        "mode": "search",
+                        "always": ["mcp://gw/cat/tool/weather_*"],
+                        "max_loaded": 2,
+                    },
+                },
+            },
+            "auto": {
+                "api_keys": ["ka"],
+                "upstreams": ["cat"],
+                "tools": {"discovery": {"mode": "auto", "threshold": threshold}},
+            },
+            "denied": {
+                "api_keys": ["kd"],
+                "upstreams": ["cat"],
+                "tools": {"deny": ["mcp://gw/cat/tool/github_*"], "discovery": {"mode": "search"}},
+            },
+        },
+    })
+    .to_string()
 }
 
 async fn mcp(gw: &Gateway, key: &str, method: &str, params: Value) -> Value {
@@ -380,11 +409,9 @@ async fn sdk_clients_of_both_eras_search_and_call() {
 
 /// The config with handshake-era sessions over HTTP (`session_secret`).
 fn with_sessions(threshold: usize) -> String {
-    config(threshold).replacen(
-        "gateway: {id: gw}",
-        &format!("gateway: {{id: gw, session_secret: {:?}}}", "s".repeat(40)),
-        1,
-    )
+    Doc::parse(&config(threshold))
+        .set("gateway.session_secret", "s".repeat(40))
+        .yaml()
 }
 
 fn listed_names(listing: &Value) -> Vec<String> {
@@ -567,11 +594,9 @@ async fn answer_of(response: reqwest::Response) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_lists_what_it_loaded_on_any_replica() {
     let redis = Redis::start();
-    let yaml = with_sessions(40).replacen(
-        "session_secret:",
-        &format!("store: {{url: {:?}}}, session_secret:", redis.url()),
-        1,
-    );
+    let yaml = Doc::parse(&with_sessions(40))
+        .set("gateway.store", json!({"url": redis.url()}))
+        .yaml();
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     one.wait_ready(&["cat"]).await;
     two.wait_ready(&["cat"]).await;
@@ -617,10 +642,24 @@ async fn crossing_the_threshold_is_announced() {
     let python = venv().join("bin/python");
     let server = root().join("tests/fixtures/catalog_server.py");
     let yaml = |tools: usize| {
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  cat: {{stdio: {{command: {python:?}, args: [{server:?}, \"{tools}\"]}}, protocol: modelcontextprotocol, timeout_ms: 20000}}\n\
-             tenants:\n  auto:\n    api_keys: [ka]\n    upstreams: [cat]\n    tools:\n      discovery: {{mode: auto, threshold: 10}}\n"
-        )
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {
+                "cat": {
+                    "stdio": {"command": python, "args": [server, tools]},
+                    "protocol": "modelcontextprotocol",
+                    "timeout_ms": 20000,
+                },
+            },
+            "tenants": {
+                "auto": {
+                    "api_keys": ["ka"],
+                    "upstreams": ["cat"],
+                    "tools": {"discovery": {"mode": "auto", "threshold": 10}},
+                },
+            },
+        })
+        .to_string()
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");

@@ -5,11 +5,12 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 async fn gateway() -> Gateway {
-    let yaml = format!(
-        "gateway: {{id: gw, limits: {{max_body_bytes: 4096, max_batch: 4}}}}\nupstreams:\n  t: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("t", &[]),
-        tenant("ka", &["t"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "limits": {"max_body_bytes": 4096, "max_batch": 4}},
+        "upstreams": {"t": stdio_upstream("t", &[])},
+        "tenants": {"a": tenant("ka", &["t"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["t"]).await;
     gw
@@ -399,11 +400,12 @@ async fn sessions_enforce_the_handshake() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_headers_are_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let yaml = format!(
-        "gateway: {{limits: {{header_read_timeout_ms: 300}}}}\nupstreams:\n  t: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("t", &[]),
-        tenant("ka", &["t"])
-    );
+    let yaml = json!({
+        "gateway": {"limits": {"header_read_timeout_ms": 300}},
+        "upstreams": {"t": stdio_upstream("t", &[])},
+        "tenants": {"a": tenant("ka", &["t"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     let mut s = tokio::net::TcpStream::connect(gw.agent_addr())
         .await

@@ -19,13 +19,18 @@ async fn gateway(log: &Path) -> Gateway {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/scripted_upstream.py"
     );
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  py: {{stdio: {{command: python3, args: [{script:?}, {:?}]}}, timeout_ms: 120000}}\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
-        log.to_str().unwrap(),
-        stdio_upstream("s", &[]),
-        tenant("ka", &["py", "s"]),
-        tenant("kb", &["s"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "py": {
+                "stdio": {"command": "python3", "args": [script, log.to_str().unwrap()]},
+                "timeout_ms": 120000,
+            },
+            "s": stdio_upstream("s", &[]),
+        },
+        "tenants": {"a": tenant("ka", &["py", "s"]), "b": tenant("kb", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["py", "s"]).await;
     gw
@@ -242,7 +247,7 @@ mod sessions {
     use std::time::Duration;
 
     use mcp_gateway::config::Config;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use crate::support::*;
 
@@ -253,16 +258,22 @@ mod sessions {
         json!({"jsonrpc": "2.0", "id": id, "method": "mcp/executeTool", "params": {"id": tool, "arguments": args}})
     }
 
-    fn config(limits: &str, tenants: &str) -> String {
-        format!(
-            "gateway: {{id: gw, reload_poll_ms: 50, limits: {{{limits}}}}}\nupstreams:\n  s: {}\ntenants:\n{tenants}",
-            stdio_upstream("s", &[])
-        )
+    fn config(limits: Value, tenants: Value) -> String {
+        json!({
+            "gateway": {"id": "gw", "reload_poll_ms": 50, "limits": limits},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": tenants,
+        })
+        .to_string()
     }
 
     /// A gateway with these limits and one tenant, `a` (key `ka`).
-    async fn only_tenant_a(limits: &str) -> Gateway {
-        start(&config(limits, "  a: {api_keys: [ka], upstreams: [s]}\n")).await
+    async fn only_tenant_a(limits: Value) -> Gateway {
+        start(&config(
+            limits,
+            json!({"a": {"api_keys": ["ka"], "upstreams": ["s"]}}),
+        ))
+        .await
     }
 
     async fn start(yaml: &str) -> Gateway {
@@ -276,8 +287,8 @@ mod sessions {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gw.yaml");
         let before = config(
-            "",
-            "  a: {api_keys: [ka, ka2], upstreams: [s]}\n  b: {api_keys: [kb], upstreams: [s]}\n",
+            json!({}),
+            json!({"a": {"api_keys": ["ka", "ka2"], "upstreams": ["s"]}, "b": {"api_keys": ["kb"], "upstreams": ["s"]}}),
         );
         std::fs::write(&path, &before).unwrap();
         let config = Config::load(&path).unwrap();
@@ -332,10 +343,7 @@ mod sessions {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_tenant_cannot_hold_every_session() {
-        let gw = start(&config(
-            "max_sessions_per_tenant: 2",
-            "  a: {api_keys: [ka], upstreams: [s]}\n  b: {api_keys: [kb], upstreams: [s], max_sessions: 3}\n",
-        ))
+        let gw = start(&config(json!({"max_sessions_per_tenant": 2}), json!({"a": {"api_keys": ["ka"], "upstreams": ["s"]}, "b": {"api_keys": ["kb"], "upstreams": ["s"], "max_sessions": 3}})))
         .await;
         let first = Live::ready(&gw, "ka", false).await;
         let _second = Live::ready(&gw, "ka", false).await;
@@ -386,7 +394,7 @@ mod sessions {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_idle_session_ends_but_one_waiting_for_an_answer_does_not() {
-        let gw = only_tenant_a("session_idle_timeout_ms: 300").await;
+        let gw = only_tenant_a(json!({"session_idle_timeout_ms": 300})).await;
         let mut idle = Live::ready(&gw, "ka", false).await;
         let mut waiting = Live::ready(&gw, "ka", false).await;
         waiting.send(call(2, SLEEP, json!({"ms": 1200}))).await;
@@ -398,7 +406,7 @@ mod sessions {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_session_has_a_bounded_number_of_calls_in_flight() {
-        let gw = only_tenant_a("max_session_in_flight: 2").await;
+        let gw = only_tenant_a(json!({"max_session_in_flight": 2})).await;
         let mut live = Live::ready(&gw, "ka", false).await;
         live.send(call(2, SLEEP, json!({"ms": 800}))).await;
         live.send(call(3, SLEEP, json!({"ms": 800}))).await;
@@ -429,11 +437,12 @@ mod sessions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_token_guards_metrics_and_readiness_detail_but_not_probes() {
-    let yaml = format!(
-        "gateway: {{id: gw, admin_token: adm-secret}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "admin_token": "adm-secret"},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     let get = |path: &str, token: Option<&str>| {
         let mut req = gw.client.get(format!("{}{path}", gw.admin));
@@ -476,7 +485,7 @@ mod http_health {
     use std::time::Duration;
 
     use mcp_gateway::demo::{self, DemoOptions, DemoServer};
-    use serde_json::Value;
+    use serde_json::{Value, json};
 
     use crate::support::*;
 
@@ -515,11 +524,15 @@ mod http_health {
                 held.push(s);
             }
         });
-        let yaml = format!(
-            "gateway: {{id: gw}}\nupstreams:\n  hang: {{http: {{url: {url:?}}}, timeout_ms: 60000, required: true}}\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["hang", "s"])
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {
+                "hang": {"http": {"url": url}, "timeout_ms": 60000, "required": true},
+                "s": stdio_upstream("s", &[]),
+            },
+            "tenants": {"a": tenant("ka", &["hang", "s"])},
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["s"]).await;
         // Its handshake is abandoned at its deadline (10 s at most), not held for good.
@@ -546,10 +559,12 @@ mod http_health {
         let (addr, task) = demo::http::start(server.clone(), ([127, 0, 0, 1], 0).into())
             .await
             .unwrap();
-        let yaml = format!(
-            "gateway: {{id: gw}}\nupstreams:\n  h: {{http: {{url: \"http://{addr}/mcp\"}}, required: true}}\ntenants:\n  a: {}\n",
-            tenant("ka", &["h"])
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"h": {"http": {"url": format!("http://{}/mcp", addr)}, "required": true}},
+            "tenants": {"a": tenant("ka", &["h"])},
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["h"]).await;
         assert_eq!(gw.list("ka", "mcp/listTools").await.len(), TEST_TOOL_COUNT);
@@ -575,14 +590,14 @@ mod http_health {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_call_whose_client_leaves_is_cancelled_on_both_paths() {
     // The call's timeout is longer than `within`: only a cancellation ends it in time.
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {{stdio: {}, timeout_ms: 120000}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[])
-            .strip_prefix("{stdio: ")
-            .and_then(|s| s.strip_suffix('}'))
-            .unwrap(),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "s": StdioUpstream::new("s", &[]).with("timeout_ms", 120000).value(),
+        },
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let in_flight = || async {
@@ -700,10 +715,12 @@ async fn closes_after_each_answer() -> (String, std::sync::Arc<std::sync::atomic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_closes_after_each_answer_costs_at_most_one_call() {
     let (url, received) = closes_after_each_answer().await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  c: {{http: {{url: {url:?}}}}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["c"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"c": {"http": {"url": url}}},
+        "tenants": {"a": tenant("ka", &["c"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["c"]).await;
     let mut failed = 0;
@@ -771,10 +788,12 @@ async fn a_broken_answer_from_an_http_upstream_fails_the_call_at_once() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  b: {{http: {{url: {url:?}}}, timeout_ms: 120000}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["b"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"b": {"http": {"url": url}, "timeout_ms": 120000}},
+        "tenants": {"a": tenant("ka", &["b"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["b"]).await;
     let r = gw.execute("ka", "mcp://gw/b/b/tools/t", json!({})).await;

@@ -145,10 +145,13 @@ fn no_test_patches_yaml_by_replacing_text() {
         }
         let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {
-            let Some(at) = line.find(".replace(") else {
+            let Some((at, call)) = [".replace(", ".replacen("]
+                .iter()
+                .find_map(|call| line.find(call).map(|at| (at, call.len())))
+            else {
                 continue;
             };
-            let rest = format!("{} {}", &line[at + 9..], lines.get(n + 1).unwrap_or(&""));
+            let rest = format!("{} {}", &line[at + call..], lines.get(n + 1).unwrap_or(&""));
             let pattern = first_string(rest.trim_start()).unwrap_or_default();
             if looks_like_yaml(pattern) {
                 patched.push(format!("tests/it/{rel}:{}: {}", n + 1, line.trim()));

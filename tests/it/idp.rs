@@ -12,13 +12,30 @@ const RESOURCE: &str = "http://gateway.test/mcp";
 
 /// Tenants `a` and `b`, each with its own upstream, tokens from `issuer`.
 async fn gateway(issuer: &str) -> Gateway {
-    let yaml = format!(
-        "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {issuer:?}\n        jwks_url: \"{issuer}/jwks\"\n        tenant_claim: tenant\n        refresh_s: 3600\n\
-         upstreams:\n  s: {}\n  t: {}\ntenants:\n  a: {}\n  b:\n    upstreams: [t]\n    tools:\n      scopes: {{\"*/tools/echo*\": files, \"*/tools/add*\": search}}\n",
-        stdio_upstream("s", &[]),
-        stdio_upstream("t", &[]),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {
+            "auth": {
+                "resource": RESOURCE,
+                "jwt": [
+                    {
+                        "issuer": issuer,
+                        "jwks_url": format!("{}/jwks", issuer),
+                        "tenant_claim": "tenant",
+                        "refresh_s": 3600,
+                    },
+                ],
+            },
+        },
+        "upstreams": {"s": stdio_upstream("s", &[]), "t": stdio_upstream("t", &[])},
+        "tenants": {
+            "a": tenant("ka", &["s"]),
+            "b": {
+                "upstreams": ["t"],
+                "tools": {"scopes": {"*/tools/echo*": "files", "*/tools/add*": "search"}},
+            },
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "t"]).await;
     gw

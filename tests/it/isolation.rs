@@ -6,13 +6,15 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_list_execute_or_detect_another_tenants_tools() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  a1: {}\n  b1: {}\ntenants:\n  a: {}\n  b: {}\n",
-        stdio_upstream("a1", &[]),
-        stdio_upstream("b1", &["--no-execute"]),
-        tenant("ka", &["a1"]),
-        tenant("kb", &["b1"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "a1": stdio_upstream("a1", &[]),
+            "b1": stdio_upstream("b1", &["--no-execute"]),
+        },
+        "tenants": {"a": tenant("ka", &["a1"]), "b": tenant("kb", &["b1"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["a1", "b1"]).await;
     for (key, mine, theirs) in [("ka", "a1", "b1"), ("kb", "b1", "a1")] {
@@ -60,11 +62,19 @@ async fn a_tenant_cannot_list_execute_or_detect_another_tenants_tools() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_policy_hides_and_refuses_denied_tools() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], tools: {{allow: [\"mcp://gw/s/s/tools/*\"], deny: [\"*/crash\", \"*/bad_*\"]}}}}\n  b: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("kb", &["s"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {
+            "a": {
+                "api_keys": ["ka"],
+                "upstreams": ["s"],
+                "tools": {"allow": ["mcp://gw/s/s/tools/*"], "deny": ["*/crash", "*/bad_*"]},
+            },
+            "b": tenant("kb", &["s"]),
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let ids = |defs: Vec<Value>| {
@@ -133,16 +143,16 @@ fn gone(pid: u64) -> bool {
 /// may be shared. The one tenant of an upstream is served by its own process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_are_served_by_processes_of_their_own_unless_the_upstream_is_shared() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  sh: {}\n  solo: {}\ntenants:\n  a: {}\n  b: {}\n",
-        StdioUpstream::new("s", &[])
-            .with("idle_timeout_ms", 1500)
-            .yaml(),
-        StdioUpstream::new("sh", &[]).with("shared", true).yaml(),
-        stdio_upstream("solo", &[]),
-        tenant("ka", &["s", "sh", "solo"]),
-        tenant("kb", &["s", "sh"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "s": StdioUpstream::new("s", &[]).with("idle_timeout_ms", 1500).value(),
+            "sh": StdioUpstream::new("sh", &[]).with("shared", true).value(),
+            "solo": stdio_upstream("solo", &[]),
+        },
+        "tenants": {"a": tenant("ka", &["s", "sh", "solo"]), "b": tenant("kb", &["s", "sh"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "sh", "solo"]).await;
     let children = |text: &str| metric(text, r#"mcp_gateway_tenant_children{upstream="s"}"#);
@@ -204,12 +214,12 @@ async fn tenants_are_served_by_processes_of_their_own_unless_the_upstream_is_sha
 /// other tenant's process, and its calls, never notice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_crashed_child_costs_another_tenant_nothing() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"]),
-        tenant("kb", &["s"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"]), "b": tenant("kb", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let (a, b) = (pid_of(&gw, "ka", "s").await, pid_of(&gw, "kb", "s").await);

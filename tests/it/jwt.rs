@@ -18,14 +18,24 @@ fn claims(tenant: &str) -> Value {
 /// A gateway with tenants `a` (key `ka`) and `b` (tokens only), each with
 /// its own stdio upstream, trusting one issuer whose keys are in `jwks`.
 async fn gateway(jwks: &std::path::Path) -> Gateway {
-    let yaml = format!(
-        "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: {:?}\n        tenant_claim: tenant\n        refresh_s: 3600\n\
-         upstreams:\n  s: {}\n  t: {}\ntenants:\n  a: {}\n  b: {{upstreams: [t]}}\n",
-        jwks.display(),
-        stdio_upstream("s", &[]),
-        stdio_upstream("t", &[]),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {
+            "auth": {
+                "resource": RESOURCE,
+                "jwt": [
+                    {
+                        "issuer": ISSUER,
+                        "jwks_file": jwks,
+                        "tenant_claim": "tenant",
+                        "refresh_s": 3600,
+                    },
+                ],
+            },
+        },
+        "upstreams": {"s": stdio_upstream("s", &[]), "t": stdio_upstream("t", &[])},
+        "tenants": {"a": tenant("ka", &["s"]), "b": {"upstreams": ["t"]}},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "t"]).await;
     gw
@@ -287,21 +297,22 @@ async fn a_reload_applies_to_the_next_message_of_a_token() {
     let jwks = dir.path().join("jwks.json");
     write_jwks(&jwks, &[&ec]);
     let path = dir.path().join("gw.yaml");
-    let config = |scopes: &str, issuer: bool| {
-        let auth = if issuer {
-            format!(
-                "  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: {:?}\n        tenant_claim: tenant\n",
-                jwks.display()
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            "gateway:\n  id: gateway\n  reload_poll_ms: 50\n{auth}upstreams:\n  t: {}\ntenants:\n  b:\n    api_keys: [kb]\n    upstreams: [t]\n    tools: {{scopes: {{{scopes}}}}}\n",
-            stdio_upstream("t", &[])
-        )
+    let config = |scopes: Value, issuer: bool| {
+        let mut gateway = json!({"id": "gateway", "reload_poll_ms": 50});
+        if issuer {
+            gateway["auth"] = json!({
+                "resource": RESOURCE,
+                "jwt": [{"issuer": ISSUER, "jwks_file": jwks, "tenant_claim": "tenant"}],
+            });
+        }
+        json!({
+            "gateway": gateway,
+            "upstreams": {"t": stdio_upstream("t", &[])},
+            "tenants": {"b": {"api_keys": ["kb"], "upstreams": ["t"], "tools": {"scopes": scopes}}},
+        })
+        .to_string()
     };
-    std::fs::write(&path, config("\"*/tools/add*\": search", true)).unwrap();
+    std::fs::write(&path, config(json!({"*/tools/add*": "search"}), true)).unwrap();
     let running = mcp_gateway::app::start_on(
         mcp_gateway::config::Config::load(&path).unwrap(),
         Some(path.clone()),
@@ -333,7 +344,7 @@ async fn a_reload_applies_to_the_next_message_of_a_token() {
         }
     };
     // The scope rule goes: from the next message on, the token sees the tool.
-    std::fs::write(&path, config("", true)).unwrap();
+    std::fs::write(&path, config(json!({}), true)).unwrap();
     reloads(1.0).await;
     assert!(sees_add(&gw.list(&token, "mcp/listTools").await));
     live.send(json!({"jsonrpc": "2.0", "id": 3, "method": "mcp/listTools"}))
@@ -341,7 +352,7 @@ async fn a_reload_applies_to_the_next_message_of_a_token() {
     let answer = live.next_answer().await;
     assert!(sees_add(answer["result"].as_array().unwrap()), "{answer}");
     // The issuer goes: the token is refused, and the session ends at its next message.
-    std::fs::write(&path, config("", false)).unwrap();
+    std::fs::write(&path, config(json!({}), false)).unwrap();
     reloads(2.0).await;
     let (status, _, _) = gw
         .post_raw(Some(&token), Some("application/json"), "{}")

@@ -32,6 +32,7 @@ mod isolation;
 pub(crate) mod jwt;
 mod mcp_sessions;
 mod modelcontext;
+mod modelcontext_clients;
 mod newcomer;
 mod ops;
 mod pins;

@@ -13,18 +13,16 @@ const SECRET: &str = "a-session-secret-of-more-than-32-characters";
 const COUNTER: &str = "mcp://gw/sdk/resource/memo%3A%2F%2Fcounter";
 
 fn config(secret: bool) -> String {
-    let secret = if secret {
-        format!(", session_secret: {SECRET}")
-    } else {
-        String::new()
-    };
-    format!(
-        "gateway: {{id: gw{secret}}}\nupstreams:\n  s: {}\n  sdk: {}\ntenants:\n  a: {}\n  b: {}\n",
-        stdio_upstream("s", &[]),
-        sdk_stdio(),
-        tenant("ka", &["s", "sdk"]),
-        tenant("kb", &["s"]),
-    )
+    let mut gateway = json!({"id": "gw"});
+    if secret {
+        gateway["session_secret"] = json!(SECRET);
+    }
+    json!({
+        "gateway": gateway,
+        "upstreams": {"s": stdio_upstream("s", &[]), "sdk": sdk_stdio()},
+        "tenants": {"a": tenant("ka", &["s", "sdk"]), "b": tenant("kb", &["s"])},
+    })
+    .to_string()
 }
 
 async fn send(

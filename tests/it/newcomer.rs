@@ -19,10 +19,18 @@ fn the_stdio_mode_starts_without_the_servers_secrets() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{id: gw, admin_token: \"env:NOT_SET_ADMIN\", session_secret: \"env:NOT_SET_SECRET\"}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [\"env:NOT_SET_KEY\", \"file:missing.key\"], upstreams: [s]}}\n",
-            stdio_upstream("s", &[])
-        ),
+        json!({
+            "gateway": {
+                "id": "gw",
+                "admin_token": "env:NOT_SET_ADMIN",
+                "session_secret": "env:NOT_SET_SECRET",
+            },
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {
+                "a": {"api_keys": ["env:NOT_SET_KEY", "file:missing.key"], "upstreams": ["s"]},
+            },
+        })
+        .to_string(),
     )
     .unwrap();
     // `serve` and `check` need them, and say which.
@@ -168,10 +176,12 @@ async fn responses_are_accepted_and_removed_methods_are_not_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_is_down_is_said_alike_in_both_protocols_and_tool_errors_are_counted() {
     let (url, server) = http_upstream("h").await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  h: {{http: {{url: {url:?}}}, timeout_ms: 2000}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["h"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"h": {"http": {"url": url}, "timeout_ms": 2000}},
+        "tenants": {"a": tenant("ka", &["h"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["h"]).await;
     let call = |name: &str, arguments: Value| {
@@ -232,11 +242,12 @@ fn refused_credentials_are_logged_at_most_once_a_second_without_the_credential()
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"])
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
@@ -323,11 +334,12 @@ fn logs_say_a_left_out_definition_once_with_structured_fields_and_no_colours_in_
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"])
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
@@ -399,11 +411,12 @@ fn logs_say_a_left_out_definition_once_with_structured_fields_and_no_colours_in_
 async fn a_key_file_created_after_a_rejected_reload_is_reloaded() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let base = format!(
-        "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+    let base = json!({
+        "gateway": {"id": "gw", "reload_poll_ms": 50},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     std::fs::write(&path, &base).unwrap();
     let config = mcp_gateway::config::Config::load(&path).unwrap();
     let agent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -424,7 +437,12 @@ async fn a_key_file_created_after_a_rejected_reload_is_reloaded() {
     // A new tenant whose key file is not there yet: rejected.
     std::fs::write(
         &path,
-        format!("{base}  b: {{api_keys: [\"file:b.key\"], upstreams: [s]}}\n"),
+        Doc::parse(&base)
+            .set(
+                "tenants.b",
+                json!({"api_keys": ["file:b.key"], "upstreams": ["s"]}),
+            )
+            .yaml(),
     )
     .unwrap();
     reloads("rejected", 1.0).await;
@@ -448,11 +466,12 @@ async fn a_key_file_created_after_a_rejected_reload_is_reloaded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_reach_the_owner_of_the_prompt_or_template() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
-        crate::support::everything_stdio(),
-        tenant("ka", &["ev"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"ev": crate::support::everything_stdio()},
+        "tenants": {"a": tenant("ka", &["ev"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ev"]).await;
     let rpc = async |method: &str, params: Value| -> Value {
@@ -533,11 +552,12 @@ async fn completions_reach_the_owner_of_the_prompt_or_template() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_whose_stream_ends_early_is_resumed_with_last_event_id() {
     let server = crate::support::sdk_server();
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  sdk: {}\ntenants:\n  a: {}\n",
-        crate::support::http(&server.url),
-        tenant("ka", &["sdk"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"sdk": crate::support::http(&server.url)},
+        "tenants": {"a": tenant("ka", &["sdk"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["sdk"]).await;
     // The server closes the answer's stream before answering; the answer
@@ -566,11 +586,20 @@ async fn a_stdio_upstreams_env_may_come_from_a_secret_file() {
     let path = dir.path().join("gw.yaml");
     std::fs::write(
         &path,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  e: {{stdio: {{command: /bin/sh, args: [\"-c\", \"env > $OUT; exec {BIN} demo-upstream --name e\"], env: {{OUT: {:?}, TOKEN: \"file:token\"}}}}}}\ntenants:\n  a: {}\n",
-            out.display(),
-            tenant("ka", &["e"])
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {
+                "e": {
+                    "stdio": {
+                        "command": "/bin/sh",
+                        "args": ["-c", format!("env > $OUT; exec {} demo-upstream --name e", BIN)],
+                        "env": {"OUT": out, "TOKEN": "file:token"},
+                    },
+                },
+            },
+            "tenants": {"a": tenant("ka", &["e"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let config = mcp_gateway::config::Config::load(&path).unwrap();

@@ -6,11 +6,11 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_response_carries_a_request_id() {
-    let yaml = format!(
-        "upstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     let send = |id: Option<&str>, key: &str| {
         let mut req = gw
@@ -45,11 +45,11 @@ async fn every_response_carries_a_request_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_waits_for_required_upstreams_only() {
     let dead = dead_url().await;
-    let optional = format!(
-        "upstreams:\n  s: {}\n  d: {{http: {{url: \"{dead}\"}}}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s", "d"])
-    );
+    let optional = json!({
+        "upstreams": {"s": stdio_upstream("s", &[]), "d": {"http": {"url": dead}}},
+        "tenants": {"a": tenant("ka", &["s", "d"])},
+    })
+    .to_string();
     let gw = Gateway::start(&optional).await;
     gw.wait_ready(&["s"]).await;
     let (status, body) = gw.get_admin("/readyz").await;
@@ -100,11 +100,11 @@ fn listening_on_every_interface_is_said_at_start() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"])
-        ),
+        json!({
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut child = std::process::Command::new("unshare")

@@ -58,11 +58,17 @@ fn until(what: &str, mut holds: impl FnMut() -> bool) {
 fn config(dir: &std::path::Path, name: &str, extra: &[&str]) -> String {
     let mut args = vec!["demo-upstream", "--name", name, "--test-tools"];
     args.extend(extra);
-    format!(
-        "gateway: {{id: gw, admin_token: {TOKEN}, pins_file: {:?}, reload_poll_ms: 0}}\nupstreams:\n  s: {{stdio: {{command: {BIN:?}, args: {args:?}}}, pin: true}}\ntenants:\n  a: {}\n",
-        dir.join("pins.json"),
-        tenant("ka", &["s"]),
-    )
+    json!({
+        "gateway": {
+            "id": "gw",
+            "admin_token": TOKEN,
+            "pins_file": dir.join("pins.json"),
+            "reload_poll_ms": 0,
+        },
+        "upstreams": {"s": {"stdio": {"command": BIN, "args": args}, "pin": true}},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string()
 }
 
 fn pins(admin: &str) -> Vec<Value> {
@@ -337,13 +343,17 @@ async fn a_decision_on_one_replica_is_every_replicas() {
     let redis = Redis::start();
     let dir = tempfile::tempdir().unwrap();
     let config = |replica: usize, suffix: &[&str]| {
-        format!(
-            "gateway: {{id: gw, admin_token: {TOKEN}, pins_file: {:?}, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            dir.path().join(format!("pins-{replica}.json")),
-            redis.url(),
-            StdioUpstream::new("s", suffix).with("pin", true).yaml(),
-            tenant("ka", &["s"])
-        )
+        json!({
+            "gateway": {
+                "id": "gw",
+                "admin_token": TOKEN,
+                "pins_file": dir.path().join(format!("pins-{replica}.json")),
+                "store": {"url": redis.url()},
+            },
+            "upstreams": {"s": StdioUpstream::new("s", suffix).with("pin", true).value()},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string()
     };
     let review = async |gw: &Gateway| -> Vec<Value> {
         let r = within(

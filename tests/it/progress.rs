@@ -34,12 +34,12 @@ fn completed(answer: &Value) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_calls_progress_reaches_its_caller_in_either_era_from_either_transport() {
     let server = everything_http(0);
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\n  evh: {}\ntenants:\n  a: {}\n",
-        everything_stdio(),
-        http(&server.url),
-        tenant("ka", &["ev", "evh"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"ev": everything_stdio(), "evh": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["ev", "evh"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ev", "evh"]).await;
     let expected = vec![(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)];
@@ -69,11 +69,12 @@ async fn progress_reaches_a_client_of_the_stdio_mode() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
-            everything_stdio(),
-            tenant("ka", &["ev"]),
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"ev": everything_stdio()},
+            "tenants": {"a": tenant("ka", &["ev"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let steps = json!([{"op": "progress", "name": format!("ev__{TOOL}"),
@@ -98,11 +99,12 @@ fn call(name: &str, arguments: Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_answer_is_a_stream_only_when_something_came_before_the_result() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
-        everything_stdio(),
-        tenant("ka", &["ev"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"ev": everything_stdio()},
+        "tenants": {"a": tenant("ka", &["ev"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ev"]).await;
     // Reports: an event stream, each report under the client's own token,
@@ -160,12 +162,12 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
     let server = sdk_server();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gw.yaml");
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  web: {}\n  local: {}\ntenants:\n  a: {}\n",
-        http(&server.url),
-        sdk_stdio(),
-        tenant("ka", &["web", "local"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"web": http(&server.url), "local": sdk_stdio()},
+        "tenants": {"a": tenant("ka", &["web", "local"])},
+    })
+    .to_string();
     std::fs::write(&config, &yaml).unwrap();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["web", "local"]).await;
@@ -263,14 +265,16 @@ async fn a_calls_log_lines_reach_its_caller_at_the_level_it_set() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_cancels_its_call_over_http_cancels_it_upstream() {
     let server = sdk_server();
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
-        "s".repeat(40),
-        // A timeout past the client's patience: only the client's own
-        // cancellation can end the upstream call in time.
-        Doc::parse(&http(&server.url)).set("timeout_ms", 60000),
-        tenant("ka", &["web"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {
+            // A timeout past the client's patience: only the client's own
+            // cancellation can end the upstream call in time.
+            "web": Doc::of(http(&server.url)).set("timeout_ms", 60000),
+        },
+        "tenants": {"a": tenant("ka", &["web"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["web"]).await;
     for (mode, cancelled) in [("legacy", "1"), ("auto", "2")] {
@@ -294,14 +298,15 @@ async fn a_client_that_cancels_its_call_over_http_cancels_it_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_loses_its_oldest_progress_not_its_result() {
     let server = sdk_server();
-    let yaml = format!(
-        // The upstream's answer (its reports and its result, on one event
-        // stream) is allowed more than the socket buffers between the
-        // gateway and the client hold.
-        "gateway: {{id: gw, limits: {{max_frame_bytes: 67108864}}}}\nupstreams:\n  h: {}\ntenants:\n  a: {}\n",
-        http(&server.url),
-        tenant("ka", &["h"]),
-    );
+    // The upstream's answer (its reports and its result, on one event
+    // stream) is allowed more than the socket buffers between the gateway
+    // and the client hold.
+    let yaml = json!({
+        "gateway": {"id": "gw", "limits": {"max_frame_bytes": 67108864}},
+        "upstreams": {"h": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["h"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["h"]).await;
     let (count, size) = (64, 256 << 10);

@@ -136,12 +136,13 @@ impl Raw {
     }
 }
 
-async fn gateway(limits: &str) -> Gateway {
-    let yaml = format!(
-        "gateway: {{id: gw, limits: {{{limits}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+async fn gateway(limits: Value) -> Gateway {
+    let yaml = json!({
+        "gateway": {"id": "gw", "limits": limits},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     gw
@@ -149,7 +150,7 @@ async fn gateway(limits: &str) -> Gateway {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_are_answered_in_order_on_one_connection() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let mut c = Raw::connect(&gw).await;
     let notification =
         r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#;
@@ -182,7 +183,7 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_arrives_in_pieces_is_waited_for() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let mut c = Raw::connect(&gw).await;
     let request = post("ka", LIST, "");
     let (head, body) = request.split_at(request.len() - LIST.len());
@@ -198,7 +199,7 @@ async fn a_body_that_arrives_in_pieces_is_waited_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_handed_to_hyper_keeps_working() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let mut c = Raw::connect(&gw).await;
     c.list_ok("ka").await;
     // Another method: hyper answers from here on, on the same connection.
@@ -221,7 +222,7 @@ async fn a_connection_handed_to_hyper_keeps_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_close_ends_the_connection_after_the_answer() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let mut c = Raw::connect(&gw).await;
     c.send(&post("ka", LIST, "Connection: close\r\n")).await;
     let a = c.answer().await;
@@ -233,7 +234,7 @@ async fn connection_close_ends_the_connection_after_the_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_answers_to_a_body_still_arriving_end_the_connection() {
-    let gw = gateway("max_body_bytes: 4096, body_read_timeout_ms: 300").await;
+    let gw = gateway(json!({"max_body_bytes": 4096, "body_read_timeout_ms": 300})).await;
     // A head that declares 100 bytes of body, and the start of that body.
     let early = |key: &'static str, start: &'static str| {
         let gw = &gw;
@@ -266,7 +267,7 @@ async fn early_answers_to_a_body_still_arriving_end_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_opens_while_a_content_length_body_is_still_arriving() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let mut c = Raw::connect(&gw).await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientCapabilities": {}}}).to_string() + "\n";
     let list = format!(
@@ -320,11 +321,12 @@ async fn keys_replaced_by_a_reload_apply_to_open_connections() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
     let write = |key: &str| {
-        let text = format!(
-            "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant(key, &["s"])
-        );
+        let text = json!({
+            "gateway": {"id": "gw", "reload_poll_ms": 50},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant(key, &["s"])},
+        })
+        .to_string();
         std::fs::write(&path, text).unwrap();
     };
     write("old-key");
@@ -357,7 +359,7 @@ async fn keys_replaced_by_a_reload_apply_to_open_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_connection_ends_a_header_read_timeout_after_its_last_answer() {
-    let gw = gateway("header_read_timeout_ms: 400").await;
+    let gw = gateway(json!({"header_read_timeout_ms": 400})).await;
     let mut c = Raw::connect(&gw).await;
     // Requests keep the connection open well past one timeout in all...
     for _ in 0..4 {
@@ -377,7 +379,7 @@ async fn an_idle_connection_ends_a_header_read_timeout_after_its_last_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_written_a_byte_at_a_time_is_answered() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let mut c = Raw::connect(&gw).await;
     for b in post("ka", LIST, "").bytes() {
         c.write.write_all(&[b]).await.unwrap();
@@ -391,7 +393,7 @@ async fn a_request_written_a_byte_at_a_time_is_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_idle_keep_alive_connections_at_once() {
     // A header-read timeout longer than any wait here: only shutdown can end it.
-    let gw = gateway("header_read_timeout_ms: 60000").await;
+    let gw = gateway(json!({"header_read_timeout_ms": 60000})).await;
     let mut idle = Raw::connect(&gw).await;
     idle.list_ok("ka").await;
     // A keep-alive connection between requests does not hold the drain up to
@@ -410,7 +412,7 @@ async fn shutdown_closes_idle_keep_alive_connections_at_once() {
 /// once on hyper's (the same body chunked): the same status, body and headers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_paths_answer_every_request_alike() {
-    let gw = gateway("max_body_bytes: 4096").await;
+    let gw = gateway(json!({"max_body_bytes": 4096})).await;
     let exec = |args: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":"e","method":"mcp/executeTool","params":{{"id":"mcp://gw/s/s/tools/echo:v1","arguments":{args}}}}}"#
@@ -478,12 +480,12 @@ async fn both_paths_answer_every_request_alike() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_cannot_hold_every_connection() {
-    let yaml = format!(
-        "gateway: {{id: gw, limits: {{max_connections_per_tenant: 2}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"]),
-        tenant("kb", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "limits": {"max_connections_per_tenant": 2}},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"]), "b": tenant("kb", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let mut first = Raw::connect(&gw).await;

@@ -406,10 +406,12 @@ fn the_host_configs_reach_the_gateway_both_ways() {
     let config = dir.path().join("gateway.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{session_secret: \"env:UNSET_SESSION_SECRET\"}}\nupstreams:\n  local: {}\ntenants:\n  acme: {{api_keys: [\"env:UNSET_ACME_KEY\"], upstreams: [local]}}\n",
-            stdio_upstream("local", &[])
-        ),
+        json!({
+            "gateway": {"session_secret": "env:UNSET_SESSION_SECRET"},
+            "upstreams": {"local": stdio_upstream("local", &[])},
+            "tenants": {"acme": {"api_keys": ["env:UNSET_ACME_KEY"], "upstreams": ["local"]}},
+        })
+        .to_string(),
     )
     .unwrap();
     for stdio in stdio {

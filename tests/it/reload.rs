@@ -30,11 +30,12 @@ async fn pid_of(gw: &Gateway, key: &str, upstream: &str) -> u64 {
 async fn an_invalid_config_is_rejected_and_the_running_one_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let good = format!(
-        "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+    let good = json!({
+        "gateway": {"id": "gw", "reload_poll_ms": 50},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     std::fs::write(&path, &good).unwrap();
     let gw = start_watching(&path).await;
     gw.wait_ready(&["s"]).await;
@@ -55,22 +56,24 @@ async fn a_valid_config_is_swapped_in_without_dropping_a_request() {
     let keys = dir.path().join("keys");
     std::fs::create_dir(&keys).unwrap();
     std::fs::write(keys.join("a"), "key-one\n").unwrap();
-    let write = |change_args: &[&str], tenants: &str, with_gone: bool| {
-        let gone = if with_gone {
-            format!("  gone: {}\n", stdio_upstream("gone", &[]))
-        } else {
-            String::new()
-        };
-        let text = format!(
-            "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  keep: {}\n  change: {}\n{gone}tenants:\n{tenants}",
-            stdio_upstream("keep", &[]),
-            stdio_upstream("change", change_args),
-        );
-        std::fs::write(&path, text).unwrap();
+    let write = |change_args: &[&str], tenants: Value, with_gone: bool| {
+        let mut upstreams = json!({
+            "keep": stdio_upstream("keep", &[]),
+            "change": stdio_upstream("change", change_args),
+        });
+        if with_gone {
+            upstreams["gone"] = stdio_upstream("gone", &[]);
+        }
+        let text = json!({
+            "gateway": {"id": "gw", "reload_poll_ms": 50},
+            "upstreams": upstreams,
+            "tenants": tenants,
+        });
+        std::fs::write(&path, text.to_string()).unwrap();
     };
     write(
         &[],
-        "  a: {api_keys: [\"file:keys/a\"], upstreams: [keep, change, gone]}\n",
+        json!({"a": {"api_keys": ["file:keys/a"], "upstreams": ["keep", "change", "gone"]}}),
         true,
     );
     let gw = start_watching(&path).await;
@@ -112,7 +115,10 @@ async fn a_valid_config_is_swapped_in_without_dropping_a_request() {
     std::fs::write(keys.join("a"), "key-two\n").unwrap();
     write(
         &["--description-suffix", "!"],
-        "  a: {api_keys: [\"file:keys/a\"], upstreams: [keep, change]}\n  b: {api_keys: [kb], upstreams: [keep]}\n",
+        json!({
+            "a": {"api_keys": ["file:keys/a"], "upstreams": ["keep", "change"]},
+            "b": tenant("kb", &["keep"]),
+        }),
         false,
     );
     wait_reloads(&gw, "applied", 1.0).await;
@@ -170,16 +176,19 @@ async fn a_stream_of_a_removed_key_hears_nothing_of_the_reload_that_removed_it()
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
     let write = |keys: &[&str], round: usize| {
-        let deny = if round % 2 == 1 {
-            "[\"*/echo*\"]"
-        } else {
-            "[]"
-        };
-        let config = format!(
-            "gateway: {{id: gw, reload_poll_ms: 50}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [{}], upstreams: [s], tools: {{deny: {deny}}}}}\n",
-            stdio_upstream("s", &[]),
-            keys.join(", ")
-        );
+        let deny: &[&str] = if round % 2 == 1 { &["*/echo*"] } else { &[] };
+        let config = json!({
+            "gateway": {"id": "gw", "reload_poll_ms": 50},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {
+                "a": {
+                    "api_keys": keys,
+                    "upstreams": ["s"],
+                    "tools": {"deny": deny},
+                },
+            },
+        })
+        .to_string();
         std::fs::write(&path, config).unwrap();
     };
     let mut keys = vec!["ka", "k1", "k2", "k3"];

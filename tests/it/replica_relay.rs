@@ -16,12 +16,16 @@ async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
     let redis = Redis::start();
     let server = sdk_server();
     // A timeout past the test's patience: only the cancellation ends the call in time.
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
-        redis.url(),
-        Doc::parse(&http(&server.url)).set("timeout_ms", 60000),
-        tenant("ka", &["web"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"web": Doc::of(http(&server.url)).set("timeout_ms", 60000)},
+        "tenants": {"a": tenant("ka", &["web"])},
+    })
+    .to_string();
     let (one, two) = two_replicas(&yaml, "web").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -100,12 +104,16 @@ async fn two_replicas(yaml: &str, upstream: &str) -> (Gateway, Gateway) {
 async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  evh: {}\ntenants:\n  a: {}\n",
-        redis.url(),
-        http(&server.url),
-        tenant("ka", &["evh"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"evh": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["evh"])},
+    })
+    .to_string();
     let (one, two) = two_replicas(&yaml, "evh").await;
     // The call (and the request it makes) on the first replica, the
     // client's answer posted to the second.
@@ -135,12 +143,16 @@ async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_refused() {
     let mut redis = Redis::start();
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 200}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        redis.url(),
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 200},
+        },
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -190,12 +202,16 @@ async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_re
 async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
     let redis = Redis::start();
     let server = sdk_server();
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  web: {}\ntenants:\n  a: {}\n",
-        redis.url(),
-        http(&server.url),
-        tenant("ka", &["web"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"web": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["web"])},
+    })
+    .to_string();
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     for gw in [&one, &two] {
         gw.wait_ready(&["web"]).await;
@@ -238,12 +254,16 @@ async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
 async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
-        redis.url(),
-        http(&server.url),
-        tenant("ka", &["ev"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"ev": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["ev"])},
+    })
+    .to_string();
     let (one, two) = two_replicas(&yaml, "ev").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -280,13 +300,16 @@ async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
 async fn a_task_created_through_one_replica_is_answered_through_another() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n  b: {}\n",
-        redis.url(),
-        http(&server.url),
-        tenant("ka", &["ev"]),
-        tenant("kb", &["ev"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"ev": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["ev"]), "b": tenant("kb", &["ev"])},
+    })
+    .to_string();
     let (one, two) = two_replicas(&yaml, "ev").await;
     let rpc = |gw: &Gateway, key: &'static str, method: &'static str, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -362,12 +385,16 @@ async fn a_task_created_through_one_replica_is_answered_through_another() {
 async fn a_tasks_question_is_asked_and_answered_through_any_replica() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n",
-        redis.url(),
-        http(&server.url),
-        tenant("ka", &["ev"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"ev": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["ev"])},
+    })
+    .to_string();
     let (one, two) = two_replicas(&yaml, "ev").await;
     let caps =
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}});

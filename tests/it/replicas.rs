@@ -17,18 +17,28 @@ pub(crate) const SECRET: &str = "a-session-secret-of-more-than-32-characters";
 
 /// Three gateways sharing `redis`, with the demo stdio upstream `s`, the
 /// tenant `a` (key `ka`) with these limits, and `free` (key `kf`) without.
-async fn three(redis: &Redis, when_down: &str, limits: &str) -> Vec<Gateway> {
-    three_with(redis, when_down, limits, "").await
+async fn three(redis: &Redis, when_down: &str, limits: Value) -> Vec<Gateway> {
+    three_with(redis, when_down, limits, json!({})).await
 }
 
 /// Three gateways sharing `redis`; `gateway` adds to the `gateway:` section.
-async fn three_with(redis: &Redis, when_down: &str, limits: &str, gateway: &str) -> Vec<Gateway> {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: {when_down}, timeout_ms: 100}}{gateway}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s]{limits}}}\n  b: {{api_keys: [kb], upstreams: [s], rate_limit: {{per_second: 1000, burst: 1000}}, max_concurrency: 8}}\n  free: {}\n",
-        redis.url(),
-        stdio_upstream("s", &[]),
-        tenant("kf", &["s"]),
-    );
+async fn three_with(redis: &Redis, when_down: &str, limits: Value, gateway: Value) -> Vec<Gateway> {
+    let store = json!({"url": redis.url(), "when_down": when_down, "timeout_ms": 100});
+    let yaml = json!({
+        "gateway": with_keys(json!({"id": "gw", "session_secret": SECRET, "store": store}), gateway),
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {
+            "a": with_keys(tenant("ka", &["s"]), limits),
+            "b": {
+                "api_keys": ["kb"],
+                "upstreams": ["s"],
+                "rate_limit": {"per_second": 1000, "burst": 1000},
+                "max_concurrency": 8,
+            },
+            "free": tenant("kf", &["s"]),
+        },
+    })
+    .to_string();
     let mut gws = Vec::new();
     for _ in 0..3 {
         gws.push(Gateway::start(&yaml).await);
@@ -60,7 +70,12 @@ async fn echo(gw: &Gateway, key: &str) -> (u16, reqwest::header::HeaderMap, Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_rate_holds_for_three_replicas_together() {
     let redis = Redis::start();
-    let gws = three(&redis, "local", ", rate_limit: {per_second: 5, burst: 10}").await;
+    let gws = three(
+        &redis,
+        "local",
+        json!({"rate_limit": {"per_second": 5, "burst": 10}}),
+    )
+    .await;
     // 60 calls in turn over the three, as fast as they come back: the
     // burst and what the rate adds meanwhile, not three bursts.
     let started = Instant::now();
@@ -104,7 +119,7 @@ async fn a_tenants_rate_holds_for_three_replicas_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_concurrency_holds_for_three_replicas_together() {
     let redis = Redis::start();
-    let gws = three(&redis, "local", ", max_concurrency: 4").await;
+    let gws = three(&redis, "local", json!({"max_concurrency": 4})).await;
     // Twelve slow calls at once, four on each replica: four run.
     let sleep = |ms: u64| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "mcp/executeTool",
@@ -169,7 +184,7 @@ pub(crate) async fn send(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_ended_on_one_replica_is_ended_on_all_and_subscriptions_reach_the_stream() {
     let redis = Redis::start();
-    let gws = three(&redis, "local", "").await;
+    let gws = three(&redis, "local", json!({})).await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let opened = |r: reqwest::Response| r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
@@ -232,8 +247,8 @@ async fn a_tenants_sessions_and_connections_are_bounded_across_replicas() {
     let gws = three_with(
         &redis,
         "local",
-        ", max_sessions: 3",
-        ", limits: {max_connections_per_tenant: 4}",
+        json!({"max_sessions": 3}),
+        json!({"limits": {"max_connections_per_tenant": 4}}),
     )
     .await;
     let mut lives = Vec::new();
@@ -309,13 +324,16 @@ async fn pins_are_one_record_for_every_replica() {
     let dir = tempfile::tempdir().unwrap();
     // Each replica has a pins file of its own, as pods do.
     let config = |replica: usize, suffix: &[&str]| {
-        format!(
-            "gateway: {{id: gw, pins_file: {:?}, store: {{url: {:?}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            dir.path().join(format!("pins-{replica}.json")),
-            redis.url(),
-            StdioUpstream::new("s", suffix).with("pin", true).yaml(),
-            tenant("ka", &["s"])
-        )
+        json!({
+            "gateway": {
+                "id": "gw",
+                "pins_file": dir.path().join(format!("pins-{replica}.json")),
+                "store": {"url": redis.url()},
+            },
+            "upstreams": {"s": StdioUpstream::new("s", suffix).with("pin", true).value()},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string()
     };
     let first = Gateway::start(&config(0, &[])).await;
     first.wait_ready(&["s"]).await;
@@ -449,11 +467,12 @@ async fn pins_fall_back_to_what_this_replica_saw_pinned_while_the_store_is_down(
 async fn a_change_every_replica_hears_reaches_each_stream_once() {
     let redis = Redis::start();
     let (url, _upstream) = http_upstream("p").await;
-    let yaml = format!(
-        "gateway: {{id: gw, store: {{url: {:?}}}}}\nupstreams:\n  p: {{http: {{url: {url:?}, notifications: true}}}}\ntenants:\n  a: {}\n",
-        redis.url(),
-        tenant("ka", &["p"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "store": {"url": redis.url()}},
+        "upstreams": {"p": {"http": {"url": url, "notifications": true}}},
+        "tenants": {"a": tenant("ka", &["p"])},
+    })
+    .to_string();
     let mut gws = Vec::new();
     for _ in 0..3 {
         let gw = Gateway::start(&yaml).await;
@@ -516,7 +535,12 @@ async fn a_change_every_replica_hears_reaches_each_stream_once() {
 async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back() {
     let mut redis = Redis::start();
     // A burst of 30 for the deployment: 10 for each replica while the store is down.
-    let gws = three(&redis, "local", ", rate_limit: {per_second: 1, burst: 30}").await;
+    let gws = three(
+        &redis,
+        "local",
+        json!({"rate_limit": {"per_second": 1, "burst": 30}}),
+    )
+    .await;
     // Under load (tenant b, whose limits are shared too) the store is
     // killed: every call is answered, none waits past the deadline.
     let gws = std::sync::Arc::new(gws);
@@ -616,7 +640,7 @@ async fn a_store_that_dies_costs_calls_nothing_and_the_shared_limits_come_back()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_refuse_a_store_that_is_down_refuses_limited_tenants_with_503() {
     let mut redis = Redis::start();
-    let gws = three(&redis, "refuse", ", max_concurrency: 10").await;
+    let gws = three(&redis, "refuse", json!({"max_concurrency": 10})).await;
     redis.kill();
     let gw = &gws[0];
     within(async {
@@ -665,11 +689,12 @@ fn check_refuses_a_bad_store_and_serve_starts_without_one() {
         .unwrap();
     std::fs::write(
         &config,
-        format!(
-            "gateway:\n  store: {{url: \"redis://:pw-never-logged@{dead}/0\"}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"])
-        ),
+        json!({
+            "gateway": {"store": {"url": format!("redis://:pw-never-logged@{}/0", dead)}},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut p = crate::support::Process::spawn(&["serve", "--config", config.to_str().unwrap()]);

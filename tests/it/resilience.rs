@@ -54,10 +54,12 @@ async fn nothing_a_child_spawns_outlives_it() {
         "sleep 300 & echo $! > {}; exec {BIN} demo-upstream --name g --test-tools",
         pidfile.display()
     );
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  g: {{stdio: {{command: /bin/sh, args: [\"-c\", {script:?}]}}}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["g"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"g": {"stdio": {"command": "/bin/sh", "args": ["-c", script]}}},
+        "tenants": {"a": tenant("ka", &["g"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["g"]).await;
     let first = read_pid(&pidfile, None).await;
@@ -79,13 +81,23 @@ async fn nothing_a_child_spawns_outlives_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_get_only_the_configured_environment() {
     // The child writes its whole environment to a file: only PATH and the config's env may be there.
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  e: {{stdio: {{command: /bin/sh, args: [\"-c\", \"env > $OUT; exec {BIN} demo-upstream --name e\"], env: {{OUT: {:?}, GIVEN: yes}}}}}}\ntenants:\n  a: {}\n",
-        std::env::temp_dir()
-            .join(format!("mcp-env-{}", std::process::id()))
-            .display(),
-        tenant("ka", &["e"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "e": {
+                "stdio": {
+                    "command": "/bin/sh",
+                    "args": ["-c", format!("env > $OUT; exec {} demo-upstream --name e", BIN)],
+                    "env": {
+                        "OUT": std::env::temp_dir().join(format!("mcp-env-{}", std::process::id())),
+                        "GIVEN": "yes",
+                    },
+                },
+            },
+        },
+        "tenants": {"a": tenant("ka", &["e"])},
+    })
+    .to_string();
     let out = std::env::temp_dir().join(format!("mcp-env-{}", std::process::id()));
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["e"]).await;
@@ -228,18 +240,19 @@ async fn a_stderr_flood_is_rate_limited_in_the_log() {
 mod hostile_http {
     use std::time::{Duration, Instant};
 
-    use serde_json::Value;
+    use serde_json::{Value, json};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
     use crate::support::*;
 
-    async fn gateway(limits: &str) -> Gateway {
-        let yaml = format!(
-            "gateway: {{id: gw, limits: {{{limits}}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"])
-        );
+    async fn gateway(limits: Value) -> Gateway {
+        let yaml = json!({
+            "gateway": {"id": "gw", "limits": limits},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string();
         Gateway::start(&yaml).await
     }
 
@@ -256,7 +269,7 @@ mod hostile_http {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_body_that_never_arrives_gets_408() {
-        let gw = gateway("body_read_timeout_ms: 300").await;
+        let gw = gateway(json!({"body_read_timeout_ms": 300})).await;
         let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
         s.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"").await.unwrap();
         let (answer, took) = read_until_closed(&mut s).await;
@@ -267,7 +280,7 @@ mod hostile_http {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn idle_keep_alive_connections_are_closed() {
-        let gw = gateway("header_read_timeout_ms: 300").await;
+        let gw = gateway(json!({"header_read_timeout_ms": 300})).await;
         let mut s = TcpStream::connect(gw.agent_addr()).await.unwrap();
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listPrompts"}"#;
         s.write_all(format!("POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes()).await.unwrap();
@@ -282,7 +295,7 @@ mod hostile_http {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn connections_past_the_cap_wait_for_a_free_slot() {
-        let gw = gateway("max_connections: 2, header_read_timeout_ms: 20000").await;
+        let gw = gateway(json!({"max_connections": 2, "header_read_timeout_ms": 20000})).await;
         // Two connections that say nothing hold both slots.
         let hog1 = TcpStream::connect(gw.agent_addr()).await.unwrap();
         let hog2 = TcpStream::connect(gw.agent_addr()).await.unwrap();
@@ -310,7 +323,7 @@ mod hostile_http {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn deep_nesting_is_refused_without_harm() {
-        let gw = gateway("max_body_bytes: 4194304").await;
+        let gw = gateway(json!({"max_body_bytes": 4194304})).await;
         gw.wait_ready(&["s"]).await;
         for depth in [200, 100_000] {
             let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
@@ -372,14 +385,14 @@ mod limits {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_upstream_at_its_limit_queues_then_refuses_at_once() {
-        let yaml = format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            StdioUpstream::new("s", &[])
-                .with("max_concurrency", 2)
-                .with("max_queue", 1)
-                .yaml(),
-            tenant("ka", &["s"])
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {
+                "s": StdioUpstream::new("s", &[]).with("max_concurrency", 2).with("max_queue", 1).value(),
+            },
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["s"]).await;
         let running: Vec<_> = (0..3).map(|_| sleep_call(&gw, "ka", 800)).collect();
@@ -420,11 +433,24 @@ mod limits {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tenant_over_its_rate_gets_429_with_retry_after() {
-        let yaml = format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], rate_limit: {{per_second: 1, burst: 2}}}}\n  b: {{api_keys: [kb], upstreams: [s], rate_limit: {{per_second: 1, burst: 2}}}}\n  c: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("kc", &["s"])
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {
+                "a": {
+                    "api_keys": ["ka"],
+                    "upstreams": ["s"],
+                    "rate_limit": {"per_second": 1, "burst": 2},
+                },
+                "b": {
+                    "api_keys": ["kb"],
+                    "upstreams": ["s"],
+                    "rate_limit": {"per_second": 1, "burst": 2},
+                },
+                "c": tenant("kc", &["s"]),
+            },
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["s"]).await;
         let list = r#"{"jsonrpc":"2.0","id":"q","method":"mcp/listPrompts"}"#;
@@ -476,10 +502,12 @@ mod limits {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tenant_over_its_concurrency_gets_429() {
-        let yaml = format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], max_concurrency: 1}}\n",
-            stdio_upstream("s", &[]),
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": {"api_keys": ["ka"], "upstreams": ["s"], "max_concurrency": 1}},
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["s"]).await;
         let slow = sleep_call(&gw, "ka", 600);
@@ -523,12 +551,12 @@ async fn a_changed_pinned_definition_is_quarantined_until_approved() {
     let dir = tempfile::tempdir().unwrap();
     let pins = dir.path().join("pins.json");
     let config = |suffix: &[&str]| {
-        format!(
-            "gateway: {{id: gw, pins_file: {:?}}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            pins.display(),
-            StdioUpstream::new("s", suffix).with("pin", true).yaml(),
-            tenant("ka", &["s"])
-        )
+        json!({
+            "gateway": {"id": "gw", "pins_file": pins},
+            "upstreams": {"s": StdioUpstream::new("s", suffix).with("pin", true).value()},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string()
     };
     // First sight: every tool is recorded, and served.
     let gw = Gateway::start(&config(&[])).await;
@@ -611,11 +639,15 @@ async fn a_changed_pinned_definition_is_quarantined_until_approved() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_looping_upstream_backs_off_and_fails_calls_at_once() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ok: {}\n  loop: {{stdio: {{command: /bin/false}}, timeout_ms: 20000}}\ntenants:\n  a: {}\n",
-        stdio_upstream("ok", &[]),
-        tenant("ka", &["ok", "loop"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "ok": stdio_upstream("ok", &[]),
+            "loop": {"stdio": {"command": "/bin/false"}, "timeout_ms": 20000},
+        },
+        "tenants": {"a": tenant("ka", &["ok", "loop"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ok"]).await;
     let started = std::time::Instant::now();
@@ -691,10 +723,12 @@ mod hostile_http_upstream {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redirects_are_not_followed_and_oversize_answers_are_cut_off() {
         let (url, followed) = hostile().await;
-        let yaml = format!(
-            "gateway: {{id: gw, limits: {{max_frame_bytes: 1048576}}}}\nupstreams:\n  h: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
-            tenant("ka", &["h"])
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw", "limits": {"max_frame_bytes": 1048576}},
+            "upstreams": {"h": {"http": {"url": url}}},
+            "tenants": {"a": tenant("ka", &["h"])},
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["h"]).await;
         let r = gw.execute("ka", "mcp://gw/h/h/redirect", json!({})).await;

@@ -14,14 +14,14 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn config(server: &Server, extra: &str) -> String {
-    format!(
-        "gateway: {{id: gw, session_secret: {:?}{extra}}}\nupstreams:\n  res: {}\ntenants:\n  a: {}\n  b: {}\n",
-        "s".repeat(40),
-        http(&server.url),
-        tenant("ka", &["res"]),
-        tenant("kb", &["res"]),
-    )
+/// The gateway's configuration, `gateway`'s keys added to its own.
+fn config(server: &Server, gateway: Value) -> String {
+    json!({
+        "gateway": with_keys(json!({"id": "gw", "session_secret": "s".repeat(40)}), gateway),
+        "upstreams": {"res": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["res"]), "b": tenant("kb", &["res"])},
+    })
+    .to_string()
 }
 
 fn client_answers() -> Value {
@@ -109,7 +109,7 @@ fn retry(responses: &Value, state: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_clients_call_is_asked_in_rounds_and_its_answers_reach_the_upstream() {
     let server = resolve_server();
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["res"]).await;
     let steps = json!({"answers": client_answers(), "steps": [
         {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
@@ -175,7 +175,7 @@ async fn a_client_of_the_stdio_mode_is_asked_in_rounds_too() {
     let server = resolve_server();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    std::fs::write(&path, config(&server, "")).unwrap();
+    std::fs::write(&path, config(&server, json!({}))).unwrap();
     let steps = json!({"answers": client_answers(), "steps": [
         {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
     ]});
@@ -188,7 +188,7 @@ async fn a_client_of_the_stdio_mode_is_asked_in_rounds_too() {
     // A handshake-era client of the stdio mode, in front of a server of
     // the 2026-07-28 revision alone: asked during its call.
     let modern = resolve_server_modern();
-    std::fs::write(&path, config(&modern, "")).unwrap();
+    std::fs::write(&path, config(&modern, json!({}))).unwrap();
     let steps = json!({"answers": client_answers(), "steps": [
         {"op": "call", "name": "res__summarize", "arguments": {"topic": "pipes"}},
     ]});
@@ -203,7 +203,7 @@ async fn a_client_of_the_stdio_mode_is_asked_in_rounds_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_state_is_taken_back_only_from_its_tenant_for_its_tool_unaltered() {
     let server = resolve_server();
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["res"]).await;
     let (responses, state) = first_round(&gw, "ka").await;
     let refused = |(status, answer): (u16, Value)| {
@@ -276,10 +276,10 @@ async fn a_request_state_is_taken_back_only_from_its_tenant_for_its_tool_unalter
 async fn any_replica_with_the_secret_takes_the_retry_and_a_round_ends_in_time() {
     let server = resolve_server();
     // The round's lifetime is the server requests' timeout.
-    let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 1000")).await;
-    let other = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({"server_request_timeout_ms": 1000}))).await;
+    let other = Gateway::start(&config(&server, json!({}))).await;
     let stranger = Gateway::start(
-        &Doc::parse(&config(&server, ""))
+        &Doc::parse(&config(&server, json!({})))
             .set("gateway.session_secret", "t".repeat(40))
             .yaml(),
     )
@@ -346,14 +346,13 @@ async fn any_replica_with_the_secret_takes_the_retry_and_a_round_ends_in_time() 
 const ELICIT: &str = "evh__trigger-elicitation-request";
 const SAMPLE: &str = "evh__trigger-sampling-request";
 
-fn everything_config(server: &Server, extra: &str) -> String {
-    format!(
-        "gateway: {{id: gw, session_secret: {:?}{extra}}}\nupstreams:\n  evh: {}\ntenants:\n  a: {}\n  b: {}\n",
-        "s".repeat(40),
-        http(&server.url),
-        tenant("ka", &["evh"]),
-        tenant("kb", &["evh"]),
-    )
+fn everything_config(server: &Server, gateway: Value) -> String {
+    json!({
+        "gateway": with_keys(json!({"id": "gw", "session_secret": "s".repeat(40)}), gateway),
+        "upstreams": {"evh": http(&server.url)},
+        "tenants": {"a": tenant("ka", &["evh"]), "b": tenant("kb", &["evh"])},
+    })
+    .to_string()
 }
 
 /// Calls the gateway holds for their clients' retries.
@@ -368,7 +367,7 @@ async fn waiting(gw: &Gateway) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_upstreams_requests_reach_a_stateless_client_as_rounds() {
     let server = everything_http(0);
-    let gw = Gateway::start(&everything_config(&server, "")).await;
+    let gw = Gateway::start(&everything_config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     let steps = json!({
         "answers": {
@@ -412,10 +411,10 @@ async fn a_held_call_is_its_tenants_its_replicas_and_ends_with_its_round() {
     let server = everything_http(0);
     let gw = Gateway::start(&everything_config(
         &server,
-        ", server_request_timeout_ms: 1500",
+        json!({"server_request_timeout_ms": 1500}),
     ))
     .await;
-    let other = Gateway::start(&everything_config(&server, "")).await;
+    let other = Gateway::start(&everything_config(&server, json!({}))).await;
     gw.wait_ready(&["evh"]).await;
     other.wait_ready(&["evh"]).await;
     let first = || async {
@@ -516,10 +515,10 @@ async fn a_held_call_is_its_tenants_its_replicas_and_ends_with_its_round() {
 async fn with_a_shared_store_a_retry_reaching_another_replica_continues_the_held_call() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let store = format!(", store: {{url: {:?}, timeout_ms: 500}}", redis.url());
+    let store = || json!({"store": {"url": redis.url(), "timeout_ms": 500}});
     let (one, two) = (
-        Gateway::start(&everything_config(&server, &store)).await,
-        Gateway::start(&everything_config(&server, &store)).await,
+        Gateway::start(&everything_config(&server, store())).await,
+        Gateway::start(&everything_config(&server, store())).await,
     );
     for gw in [&one, &two] {
         gw.wait_ready(&["evh"]).await;
@@ -585,7 +584,7 @@ async fn with_a_shared_store_a_retry_reaching_another_replica_continues_the_held
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_arguments_a_tool_mirrors_reach_the_upstream_in_their_headers() {
     let server = resolve_server();
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["res"]).await;
     let post = |region: &'static str, header: &'static str| {
         let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
@@ -634,16 +633,20 @@ async fn the_arguments_a_tool_mirrors_reach_the_upstream_in_their_headers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_continued_on_another_replica_reports_through_the_replica_the_retry_reached() {
     let redis = Redis::start();
-    let upstream = Doc::parse(&sdk_stdio())
+    let upstream = Doc::of(sdk_stdio())
         .set("timeout_ms", 20000)
         .set("per_session", true)
         .set("max_children", 4);
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {:?}, store: {{url: {:?}, timeout_ms: 500}}}}\nupstreams:\n  loc: {upstream}\ntenants:\n  a: {}\n",
-        "s".repeat(40),
-        redis.url(),
-        tenant("ka", &["loc"]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": "s".repeat(40),
+            "store": {"url": redis.url(), "timeout_ms": 500},
+        },
+        "upstreams": {"loc": upstream},
+        "tenants": {"a": tenant("ka", &["loc"])},
+    })
+    .to_string();
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     for gw in [&one, &two] {
         gw.wait_ready(&["loc"]).await;
@@ -687,7 +690,7 @@ async fn a_round_continued_on_another_replica_reports_through_the_replica_the_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_of_the_2026_07_28_revision_alone_asks_clients_of_every_era() {
     let server = resolve_server_modern();
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["res"]).await;
     let steps = json!({"answers": client_answers(), "steps": [
         {"op": "call", "name": "res__confirm", "arguments": {"action": "deploy"}},
@@ -785,7 +788,7 @@ async fn an_upstream_of_the_2026_07_28_revision_alone_asks_clients_of_every_era(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_client_that_never_answers_a_rounds_question_costs_only_its_call() {
     let server = resolve_server_modern();
-    let gw = Gateway::start(&config(&server, ", server_request_timeout_ms: 500")).await;
+    let gw = Gateway::start(&config(&server, json!({"server_request_timeout_ms": 500}))).await;
     gw.wait_ready(&["res"]).await;
     let answers = json!({"elicit": {"action": "accept", "content": {"confirm": true}, "delay": 5}});
     let steps = json!({"answers": answers, "steps": [
@@ -819,7 +822,7 @@ async fn a_handshake_client_that_never_answers_a_rounds_question_costs_only_its_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_client_sent_to_a_page_by_a_2026_server_gets_an_elicitation_id() {
     let server = resolve_server_modern();
-    let gw = Gateway::start(&config(&server, "")).await;
+    let gw = Gateway::start(&config(&server, json!({}))).await;
     gw.wait_ready(&["res"]).await;
     let steps = json!({
         "answers": {"elicit": {"action": "accept", "show_ids": true}},

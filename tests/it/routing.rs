@@ -11,11 +11,15 @@ use crate::support::*;
 
 async fn two_upstreams(record: &std::path::Path) -> (Gateway, tokio::task::JoinHandle<()>) {
     let (url, task) = http_upstream("h").await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &["--record", record.to_str().unwrap()]),
-        tenant("ka", &["s", "h"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "s": stdio_upstream("s", &["--record", record.to_str().unwrap()]),
+            "h": {"http": {"url": url}},
+        },
+        "tenants": {"a": tenant("ka", &["s", "h"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "h"]).await;
     (gw, task)
@@ -259,11 +263,14 @@ async fn unknown_and_malformed_tool_ids() {
 async fn undeclared_capabilities_are_never_called() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("rec");
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  n: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("n", &["--no-execute", "--record", record.to_str().unwrap()]),
-        tenant("ka", &["n"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "n": stdio_upstream("n", &["--no-execute", "--record", record.to_str().unwrap()]),
+        },
+        "tenants": {"a": tenant("ka", &["n"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["n"]).await;
     let r = gw
@@ -278,11 +285,15 @@ async fn undeclared_capabilities_are_never_called() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_upstream_never_fails_a_listing() {
     let dead = dead_url().await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  d: {{http: {{url: \"{dead}\"}}, timeout_ms: 500}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s", "d"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "s": stdio_upstream("s", &[]),
+            "d": {"http": {"url": dead}, "timeout_ms": 500},
+        },
+        "tenants": {"a": tenant("ka", &["s", "d"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let tools = gw.list("ka", "mcp/listTools").await;
@@ -308,11 +319,12 @@ async fn a_down_upstream_never_fails_a_listing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_id_executes_on_a_fresh_gateway_without_listing() {
     let (url, _h) = http_upstream("h").await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s", "h"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[]), "h": {"http": {"url": url}}},
+        "tenants": {"a": tenant("ka", &["s", "h"])},
+    })
+    .to_string();
     for id in ["mcp://gw/s/s/tools/echo:v1", "mcp://gw/h/h/tools/echo:v1"] {
         // Straight after start: no listing, upstreams possibly still starting.
         let gw = Gateway::start(&yaml).await;
@@ -325,11 +337,15 @@ async fn a_stored_id_executes_on_a_fresh_gateway_without_listing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_past_the_timeout_fail_with_32003() {
     let (url, _h) = http_upstream("h").await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}, timeout_ms: 300}}\ntenants:\n  a: {}\n",
-        StdioUpstream::new("s", &[]).with("timeout_ms", 300).yaml(),
-        tenant("ka", &["s", "h"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "s": StdioUpstream::new("s", &[]).with("timeout_ms", 300).value(),
+            "h": {"http": {"url": url}, "timeout_ms": 300},
+        },
+        "tenants": {"a": tenant("ka", &["s", "h"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "h"]).await;
     // Each upstream twice: an answered call first, then one past the timeout.
@@ -382,11 +398,16 @@ async fn calls_past_the_timeout_fail_with_32003() {
 async fn the_first_listing_of_a_fresh_gateway_waits_for_starting_upstreams() {
     let (url, _h) = http_upstream("h").await;
     let dead = dead_url().await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\"}}}}\n  d: {{http: {{url: \"{dead}\"}}, timeout_ms: 20000}}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s", "h", "d"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "s": stdio_upstream("s", &[]),
+            "h": {"http": {"url": url}},
+            "d": {"http": {"url": dead}, "timeout_ms": 20000},
+        },
+        "tenants": {"a": tenant("ka", &["s", "h", "d"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     // No wait: the first listing and initialize must already include both live upstreams,
     // and must not wait out the dead one's 20 s timeout (it is down at once, not starting).
@@ -488,10 +509,12 @@ async fn impatient_upstream(calls: Arc<AtomicUsize>) -> String {
 async fn connections_an_http_upstream_closed_are_not_reused_and_no_call_is_sent_twice() {
     let calls = Arc::new(AtomicUsize::new(0));
     let url = impatient_upstream(calls.clone()).await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  o: {{http: {{url: \"{url}\"}}}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["o"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"o": {"http": {"url": url}}},
+        "tenants": {"a": tenant("ka", &["o"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["o"]).await;
     for i in 0..5 {

@@ -12,17 +12,21 @@ fn call(id: i64, tool: &str, args: Value) -> Value {
 
 async fn gateway_with(record: &std::path::Path) -> (Gateway, tokio::task::JoinHandle<()>) {
     let (url, task) = http_upstream("h").await;
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  h: {{http: {{url: \"{url}\", notifications: true}}}}\n  x: {}\ntenants:\n  a: {}\n  b: {}\n  c: {}\n",
-        // Shared: its resources are one state that tenants a and b both see.
-        StdioUpstream::new("s", &["--record", record.to_str().unwrap()])
-            .with("shared", true)
-            .yaml(),
-        stdio_upstream("x", &[]),
-        tenant("ka", &["s", "h"]),
-        tenant("kb", &["s"]),
-        tenant("kc", &["x"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            // Shared: its resources are one state that tenants a and b both see.
+            "s": StdioUpstream::new("s", &["--record", record.to_str().unwrap()]).with("shared", true).value(),
+            "h": {"http": {"url": url, "notifications": true}},
+            "x": stdio_upstream("x", &[]),
+        },
+        "tenants": {
+            "a": tenant("ka", &["s", "h"]),
+            "b": tenant("kb", &["s"]),
+            "c": tenant("kc", &["x"]),
+        },
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s", "h", "x"]).await;
     (gw, task)
@@ -297,10 +301,17 @@ fn http_upstream_process(port: u16) -> (std::process::Child, u16) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_notification_session_to_an_http_upstream_comes_back_after_it_restarts() {
     let (mut first, port) = http_upstream_process(0);
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  p: {{http: {{url: \"http://127.0.0.1:{port}/mcp\", notifications: true}}, timeout_ms: 2000}}\ntenants:\n  a: {}\n",
-        tenant("ka", &["p"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "p": {
+                "http": {"url": format!("http://127.0.0.1:{}/mcp", port), "notifications": true},
+                "timeout_ms": 2000,
+            },
+        },
+        "tenants": {"a": tenant("ka", &["p"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["p"]).await;
     let mut live = Live::ready(&gw, "ka", false).await;

@@ -11,13 +11,12 @@ use mcp_gateway::modelcontext::names::tool_name;
 const COUNTER: &str = "mcp://gw/sdk/resource/memo%3A%2F%2Fcounter";
 
 fn config() -> String {
-    format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\n  sdk: {}\ntenants:\n  a: {}\n  b: {}\n",
-        stdio_upstream("s", &[]),
-        sdk_stdio(),
-        tenant("ka", &["s", "sdk"]),
-        tenant("kb", &["s"]),
-    )
+    json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[]), "sdk": sdk_stdio()},
+        "tenants": {"a": tenant("ka", &["s", "sdk"]), "b": tenant("kb", &["s"])},
+    })
+    .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,11 +157,14 @@ fn request(method: &str, mut params: Value, version: &str) -> Value {
 
 #[tokio::test]
 async fn the_stateless_era_checks_its_headers_and_answers_its_statuses() {
-    let gw = Gateway::start(&format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"]),
-    ))
+    let gw = Gateway::start(
+        &json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
+    )
     .await;
     gw.wait_ready(&["s"]).await;
     let echo = tool_name("s", "mcp://s/tools/echo:v1", 48);
@@ -403,14 +405,15 @@ async fn the_stdio_mode_tells_clients_of_either_era_what_changed() {
 
 #[tokio::test]
 async fn tool_names_keep_within_the_configured_budget() {
-    let yaml = |budget: &str| {
-        format!(
-            "gateway: {{id: gw{budget}}}\nupstreams:\n  a-rather-long-upstream-name: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("a-rather-long-upstream-name", &[]),
-            tenant("ka", &["a-rather-long-upstream-name"]),
-        )
+    let yaml = |budget: u32| {
+        json!({
+            "gateway": {"id": "gw", "tool_name_budget": budget},
+            "upstreams": {"a-rather-long-upstream-name": stdio_upstream("a-rather-long-upstream-name", &[])},
+            "tenants": {"a": tenant("ka", &["a-rather-long-upstream-name"])},
+        })
+        .to_string()
     };
-    let gw = Gateway::start(&yaml(", tool_name_budget: 24")).await;
+    let gw = Gateway::start(&yaml(24)).await;
     gw.wait_ready(&["a-rather-long-upstream-name"]).await;
     let listed = gw.rpc("ka", "tools/list", json!({})).await;
     let tools = listed["result"]["tools"].as_array().unwrap();
@@ -434,7 +437,7 @@ async fn tool_names_keep_within_the_configured_budget() {
     gw.stop().await;
     // Outside 20..=64 the config is refused, with its path.
     let refused = mcp_gateway::config::Config::from_yaml(
-        &yaml(", tool_name_budget: 65"),
+        &yaml(65),
         &mcp_gateway::config::SystemSecrets::default(),
     );
     let text = format!("{:?}", refused.map(|_| ()).expect_err("refused"));
@@ -443,12 +446,14 @@ async fn tool_names_keep_within_the_configured_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstreams_resource_templates_expand_to_ids_that_read_through_the_gateway() {
-    let gw = Gateway::start(&format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ev: {}\ntenants:\n  a: {}\n  b: {}\n",
-        crate::support::everything_stdio(),
-        tenant("ka", &["ev"]),
-        tenant("kb", &[]),
-    ))
+    let gw = Gateway::start(
+        &json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"ev": crate::support::everything_stdio()},
+            "tenants": {"a": tenant("ka", &["ev"]), "b": tenant("kb", &[])},
+        })
+        .to_string(),
+    )
     .await;
     gw.wait_ready(&["ev"]).await;
     let own = "demo://resource/dynamic/text/{resourceId}";

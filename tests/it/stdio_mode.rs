@@ -57,12 +57,12 @@ fn stdio_mode_serves_one_agent_over_a_pipe() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n  b: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"]),
-            tenant("kb", &[])
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"]), "b": tenant("kb", &[])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut child = Command::new(BIN)
@@ -156,11 +156,11 @@ fn stdio_mode_refuses_an_unknown_tenant() {
     let config = dir.path().join("gw.yaml");
     std::fs::write(
         &config,
-        format!(
-            "upstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", &[]),
-            tenant("ka", &["s"])
-        ),
+        json!({
+            "upstreams": {"s": stdio_upstream("s", &[])},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let out = Command::new(BIN)

@@ -9,14 +9,15 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 async fn one_child(record: &std::path::Path) -> Gateway {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        // The exact wire of MCP v1.0, which `auto` would precede with its question.
-        StdioUpstream::new("s", &["--record", record.to_str().unwrap()])
-            .with("protocol", "v1")
-            .yaml(),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            // The exact wire of MCP v1.0, which `auto` would precede with its question.
+            "s": StdioUpstream::new("s", &["--record", record.to_str().unwrap()]).with("protocol", "v1").value(),
+        },
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     gw
@@ -174,11 +175,15 @@ async fn a_child_killed_mid_call_fails_its_calls_at_once_and_is_started_again() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_that_cannot_start_is_down_not_fatal() {
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  ok: {}\n  missing: {{stdio: {{command: /nonexistent/server}}}}\ntenants:\n  a: {}\n",
-        stdio_upstream("ok", &[]),
-        tenant("ka", &["ok", "missing"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {
+            "ok": stdio_upstream("ok", &[]),
+            "missing": {"stdio": {"command": "/nonexistent/server"}},
+        },
+        "tenants": {"a": tenant("ka", &["ok", "missing"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["ok"]).await;
     let tools = gw.list("ka", "mcp/listTools").await;

@@ -15,11 +15,16 @@ const SECRET: &str = "0123456789abcdef0123456789abcdef";
 
 /// Two gateways sharing `redis`, tenant a (key ka) at `max_concurrency: 4`.
 async fn two(redis: &Redis) -> Vec<Gateway> {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: local, timeout_ms: 100}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], max_concurrency: 4}}\n",
-        redis.url(),
-        stdio_upstream("s", &[]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "when_down": "local", "timeout_ms": 100},
+        },
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": {"api_keys": ["ka"], "upstreams": ["s"], "max_concurrency": 4}},
+    })
+    .to_string();
     let mut gws = Vec::new();
     for _ in 0..2 {
         gws.push(Gateway::start(&yaml).await);
@@ -150,13 +155,20 @@ async fn a_store_away_for_a_moment_leaves_the_limit_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_that_start_together_admit_the_limit_once() {
     let redis = Redis::start();
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, store: {{url: {:?}, when_down: local, timeout_ms: 2000}}}}\nupstreams:\n  s: {}\ntenants:\n  a: {{api_keys: [ka], upstreams: [s], max_concurrency: 4}}\n",
-        redis.url(),
-        // Shared: one process serves the calls, so its start costs the
-        // first calls nothing beside the gateways'.
-        StdioUpstream::new("s", &[]).with("shared", true).yaml(),
-    );
+    let yaml = json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "when_down": "local", "timeout_ms": 2000},
+        },
+        "upstreams": {
+            // Shared: one process serves the calls, so its start costs the
+            // first calls nothing beside the gateways'.
+            "s": StdioUpstream::new("s", &[]).with("shared", true).value(),
+        },
+        "tenants": {"a": {"api_keys": ["ka"], "upstreams": ["s"], "max_concurrency": 4}},
+    })
+    .to_string();
     let (a, b, c) = tokio::join!(
         Gateway::start(&yaml),
         Gateway::start(&yaml),

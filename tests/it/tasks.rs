@@ -15,13 +15,13 @@ use crate::support::*;
 
 const RESEARCH: &str = "ev__simulate-research-query";
 
-fn config(upstream: &str) -> String {
-    format!(
-        "gateway: {{id: gw, session_secret: {:?}}}\nupstreams:\n  ev: {upstream}\ntenants:\n  a: {}\n  b: {}\n",
-        "s".repeat(40),
-        tenant("ka", &["ev"]),
-        tenant("kb", &["ev"]),
-    )
+fn config(upstream: impl serde::Serialize) -> String {
+    json!({
+        "gateway": {"id": "gw", "session_secret": "s".repeat(40)},
+        "upstreams": {"ev": upstream},
+        "tenants": {"a": tenant("ka", &["ev"]), "b": tenant("kb", &["ev"])},
+    })
+    .to_string()
 }
 
 /// The TypeScript SDK's client against the gateway as `key`, with `steps`.
@@ -105,7 +105,7 @@ fn tasks_extension() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_runs_through_the_gateway_for_the_typescript_sdks_client() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&http(&server.url))).await;
+    let gw = Gateway::start(&config(http(&server.url))).await;
     gw.wait_ready(&["ev"]).await;
     let steps = json!([
         {"op": "tools"},
@@ -172,7 +172,7 @@ async fn a_task_runs_through_the_gateway_for_the_typescript_sdks_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waiting_for_input_asks_the_client_that_waits_for_its_result() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&http(&server.url))).await;
+    let gw = Gateway::start(&config(http(&server.url))).await;
     gw.wait_ready(&["ev"]).await;
     // An ambiguous topic: at its third stage the task asks (elicitation)
     // for a clarification, which its upstream sends while a `tasks/result`
@@ -216,8 +216,8 @@ async fn a_task_waiting_for_input_asks_the_client_that_waits_for_its_result() {
 async fn task_ids_are_sealed_to_their_tenant_and_listed_per_tenant() {
     // One stdio child shared by both tenants (shared: true): the upstream
     // lists every task it runs, whoever created it.
-    let shared = Doc::parse(&everything_stdio()).set("shared", true).yaml();
-    let gw = Gateway::start(&config(&shared)).await;
+    let shared = Doc::of(everything_stdio()).set("shared", true);
+    let gw = Gateway::start(&config(shared)).await;
     gw.wait_ready(&["ev"]).await;
     let create = |topic: &str| json!({"name": RESEARCH, "arguments": {"topic": topic}, "task": {"ttl": 60000}});
     let a = post(&gw, "ka", "tools/call", create("a's")).await;
@@ -297,7 +297,7 @@ async fn task_ids_are_sealed_to_their_tenant_and_listed_per_tenant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_with_the_tasks_extension_gets_a_task_and_its_result() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&http(&server.url))).await;
+    let gw = Gateway::start(&config(http(&server.url))).await;
     gw.wait_ready(&["ev"]).await;
     let (_, discovered) = post_stateless(&gw, "server/discover", json!({}), None, json!({})).await;
     assert_eq!(
@@ -396,7 +396,7 @@ async fn a_2026_client_with_the_tasks_extension_gets_a_task_and_its_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_answers_its_tasks_question_with_tasks_update() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&http(&server.url))).await;
+    let gw = Gateway::start(&config(http(&server.url))).await;
     gw.wait_ready(&["ev"]).await;
     let caps = json!({"extensions": tasks_extension(), "elicitation": {"form": {}}});
     let call = json!({"name": RESEARCH, "arguments": {"topic": "tides", "ambiguous": true}});
@@ -491,7 +491,7 @@ async fn a_2026_client_answers_its_tasks_question_with_tasks_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_listening_for_its_task_hears_its_status() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&http(&server.url))).await;
+    let gw = Gateway::start(&config(http(&server.url))).await;
     gw.wait_ready(&["ev"]).await;
     let call = json!({"name": RESEARCH, "arguments": {"topic": "listening"}});
     let (_, created) = post_stateless(
@@ -589,7 +589,7 @@ async fn a_2026_client_listening_for_its_task_hears_its_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_cancels_a_task() {
     let server = everything_http(0);
-    let gw = Gateway::start(&config(&http(&server.url))).await;
+    let gw = Gateway::start(&config(http(&server.url))).await;
     gw.wait_ready(&["ev"]).await;
     let call = json!({"name": RESEARCH, "arguments": {"topic": "cancelled"}});
     let (_, created) =
@@ -694,7 +694,7 @@ fn a_client_of_the_stdio_mode_runs_a_task() {
 }
 
 fn config_yaml() -> String {
-    config(&everything_stdio())
+    config(everything_stdio())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -752,15 +752,15 @@ async fn a_tasks_creation_and_its_final_outcome_are_audited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_of_an_upstream_that_restarted_is_unknown() {
     servers();
-    let upstream = format!(
-        "{{stdio: {{command: {:?}, args: [{:?}]}}, protocol: modelcontextprotocol, shared: true}}",
-        venv().join("bin/python").display().to_string(),
-        root()
-            .join("tests/fixtures/numbered_tasks_server.py")
-            .display()
-            .to_string(),
-    );
-    let gw = Gateway::start(&config(&upstream)).await;
+    let upstream = json!({
+        "stdio": {
+            "command": venv().join("bin/python"),
+            "args": [root().join("tests/fixtures/numbered_tasks_server.py")],
+        },
+        "protocol": "modelcontextprotocol",
+        "shared": true,
+    });
+    let gw = Gateway::start(&config(upstream)).await;
     gw.wait_ready(&["ev"]).await;
     let remember = |text: &str| json!({"name": "ev__remember", "arguments": {"text": text}, "task": {"ttl": 60000}});
     let created = post(&gw, "ka", "tools/call", remember("a's secret")).await;

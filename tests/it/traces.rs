@@ -137,12 +137,12 @@ fn gateway(
     let path = dir.path().join("gw.yaml");
     std::fs::write(
         &path,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  h: {}\n  s: {}\ntenants:\n  a: {}\n",
-            http(&upstream.url),
-            sdk_stdio(),
-            tenant("ka", &["h", "s"]),
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"h": http(&upstream.url), "s": sdk_stdio()},
+            "tenants": {"a": tenant("ka", &["h", "s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut env = vec![
@@ -613,11 +613,14 @@ async fn values_a_client_chose_are_cut_to_the_attribute_value_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_collector_a_context_passes_to_the_upstream_unchanged() {
     let upstream = sdk_server();
-    let gw = Gateway::start(&format!(
-        "gateway: {{id: gw}}\nupstreams:\n  h: {}\ntenants:\n  a: {}\n",
-        http(&upstream.url),
-        tenant("ka", &["h"]),
-    ))
+    let gw = Gateway::start(
+        &json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"h": http(&upstream.url)},
+            "tenants": {"a": tenant("ka", &["h"])},
+        })
+        .to_string(),
+    )
     .await;
     gw.wait_ready(&["h"]).await;
     let client = traceparent(TRACE, CLIENT_SPAN, true);
@@ -706,11 +709,12 @@ async fn a_gateway_with_only_stdio_upstreams_exports_too() {
     let path = dir.path().join("gw.yaml");
     std::fs::write(
         &path,
-        format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            sdk_stdio(),
-            tenant("ka", &["s"]),
-        ),
+        json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": sdk_stdio()},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string(),
     )
     .unwrap();
     let endpoint = format!("http://127.0.0.1:{}", collector.http);

@@ -25,17 +25,25 @@ fn parties(reject_first: u32) -> Parties {
 }
 
 fn config(parties: &Parties, secret: &str) -> String {
-    let endpoint = format!("token_url: \"{}/token\"", parties.provider.issuer);
-    config_with(parties, secret, &endpoint)
+    let endpoint = json!({"token_url": format!("{}/token", parties.provider.issuer)});
+    config_with(parties, secret, endpoint)
 }
 
-/// With the token endpoint given as `endpoint` (`token_url: ...` or `issuer: ...`).
-fn config_with(parties: &Parties, secret: &str, endpoint: &str) -> String {
-    format!(
-        "gateway: {{id: gw, upstream_auth: {{token_timeout_ms: 3000}}}}\nupstreams:\n  p:\n    http: {{url: {:?}}}\n    protocol: modelcontextprotocol\n    auth:\n      client_credentials: {{{endpoint}, client_id: agent-a, client_secret: {secret:?}, scope: files}}\ntenants:\n  a: {}\n",
-        parties.server.url,
-        tenant("ka", &["p"]),
-    )
+/// With the token endpoint given as `endpoint` (`{token_url}` or `{issuer}`).
+fn config_with(parties: &Parties, secret: &str, endpoint: Value) -> String {
+    let client = json!({"client_id": "agent-a", "client_secret": secret, "scope": "files"});
+    json!({
+        "gateway": {"id": "gw", "upstream_auth": {"token_timeout_ms": 3000}},
+        "upstreams": {
+            "p": {
+                "http": {"url": parties.server.url},
+                "protocol": "modelcontextprotocol",
+                "auth": {"client_credentials": with_keys(client, endpoint)},
+            },
+        },
+        "tenants": {"a": tenant("ka", &["p"])},
+    })
+    .to_string()
 }
 
 fn whoami(r: &Value) -> Value {
@@ -88,8 +96,8 @@ async fn a_client_credentials_token_reaches_the_upstream_and_is_reused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_token_is_replaced_once() {
     let parties = parties(1);
-    let issuer = format!("issuer: {:?}", parties.provider.issuer);
-    let gw = Gateway::start(&config_with(&parties, "secret", &issuer)).await;
+    let issuer = json!({"issuer": parties.provider.issuer});
+    let gw = Gateway::start(&config_with(&parties, "secret", issuer)).await;
     gw.wait_ready(&["p"]).await;
     let me = whoami(&gw.execute("ka", WHOAMI, json!({})).await);
     assert_eq!(me["client_id"], "agent-a");
@@ -129,18 +137,41 @@ async fn a_refusing_authorization_server_fails_calls_with_the_reason() {
 fn check_refuses_what_cannot_authenticate() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let cc =
-        |extra: &str| format!("{{client_credentials: {{client_id: c, client_secret: s{extra}}}}}");
-    let yaml = format!(
-        "gateway: {{id: gw, upstream_auth: {{token_timeout_ms: 0}}}}\nupstreams:\n  st: {{stdio: {{command: x}}, auth: {}}}\n  both: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  none: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  creds: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  method: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {}}}\n  twice: {{http: {{url: \"http://127.0.0.1:9/mcp\", headers: {{Authorization: x}}}}, auth: {}}}\n  empty: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, auth: {{}}}}\ntenants:\n  a: {}\n",
-        cc(", token_url: \"http://127.0.0.1:9/t\""),
-        cc(", token_url: \"http://127.0.0.1:9/t\", issuer: \"http://127.0.0.1:9\""),
-        cc(""),
-        cc(", token_url: \"http://u:p@127.0.0.1:9/t\""),
-        cc(", token_url: \"http://127.0.0.1:9/t\", auth_method: private_key_jwt"),
-        cc(", token_url: \"http://127.0.0.1:9/t\""),
-        tenant("ka", &["st"]),
-    );
+    let cc = |extra: Value| {
+        let mut cc = json!({"client_id": "c", "client_secret": "s"});
+        cc.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"client_credentials": cc})
+    };
+    let yaml = json!({
+        "gateway": {"id": "gw", "upstream_auth": {"token_timeout_ms": 0}},
+        "upstreams": {
+            "st": {
+                "stdio": {"command": "x"},
+                "auth": cc(json!({"token_url": "http://127.0.0.1:9/t"})),
+            },
+            "both": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": cc(json!({"token_url": "http://127.0.0.1:9/t", "issuer": "http://127.0.0.1:9"})),
+            },
+            "none": {"http": {"url": "http://127.0.0.1:9/mcp"}, "auth": cc(json!({}))},
+            "creds": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": cc(json!({"token_url": "http://u:p@127.0.0.1:9/t"})),
+            },
+            "method": {
+                "http": {"url": "http://127.0.0.1:9/mcp"},
+                "auth": cc(json!({"token_url": "http://127.0.0.1:9/t", "auth_method": "private_key_jwt"})),
+            },
+            "twice": {
+                "http": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "x"}},
+                "auth": cc(json!({"token_url": "http://127.0.0.1:9/t"})),
+            },
+            "empty": {"http": {"url": "http://127.0.0.1:9/mcp"}, "auth": {}},
+        },
+        "tenants": {"a": tenant("ka", &["st"])},
+    }).to_string();
     std::fs::write(&path, yaml).unwrap();
     let said = check_refused(&path);
     for path in [
@@ -231,17 +262,19 @@ async fn a_slow_or_absent_authorization_server_fails_calls_within_the_bound() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}/token", l.local_addr().unwrap())
     };
-    let upstream = |name: &str, token_url: &str| {
-        format!(
-            "  {name}: {{http: {{url: \"http://127.0.0.1:9/mcp\"}}, protocol: modelcontextprotocol, auth: {{client_credentials: {{token_url: {token_url:?}, client_id: c, client_secret: s}}}}}}\n"
-        )
+    let upstream = |token_url: &str| {
+        json!({
+            "http": {"url": "http://127.0.0.1:9/mcp"},
+            "protocol": "modelcontextprotocol",
+            "auth": {"client_credentials": {"token_url": token_url, "client_id": "c", "client_secret": "s"}},
+        })
     };
-    let yaml = format!(
-        "gateway: {{id: gw, upstream_auth: {{token_timeout_ms: 300}}}}\nupstreams:\n{}{}tenants:\n  a: {}\n",
-        upstream("slow", &slow),
-        upstream("gone", &gone),
-        tenant("ka", &["slow", "gone"]),
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "upstream_auth": {"token_timeout_ms": 300}},
+        "upstreams": {"slow": upstream(&slow), "gone": upstream(&gone)},
+        "tenants": {"a": tenant("ka", &["slow", "gone"])},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     for (upstream, reason) in [("slow", "timeout"), ("gone", "unreachable")] {
         let started = std::time::Instant::now();

@@ -20,6 +20,11 @@ impl Doc {
         }
     }
 
+    /// A configuration (or a part of one) built as a value.
+    pub fn of(value: Value) -> Doc {
+        Doc(value)
+    }
+
     /// Sets the value at `path`; the mapping that holds its last key must exist.
     pub fn set(mut self, path: &str, value: impl Serialize) -> Doc {
         let (parent, last) = split(path);
@@ -58,6 +63,12 @@ impl Doc {
             Value::Object(m) => m,
             _ => panic!("{parent} (for {path}) is not a mapping in {shown}"),
         }
+    }
+}
+
+impl serde::Serialize for Doc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
     }
 }
 

@@ -108,11 +108,12 @@ pub async fn session_request(
     within(r.send()).await.unwrap()
 }
 
-/// The demo upstream run as a stdio child, as the YAML of an upstream: the
-/// args after its name, and keys of the upstream beside `stdio:`.
+/// The demo upstream run as a stdio child, as an upstream of the
+/// configuration: the args after its name, and keys of the upstream beside
+/// `stdio:`.
 pub struct StdioUpstream {
     args: Vec<String>,
-    keys: Vec<(&'static str, String)>,
+    keys: Vec<(&'static str, Value)>,
 }
 
 impl StdioUpstream {
@@ -130,26 +131,37 @@ impl StdioUpstream {
         }
     }
 
-    /// A key of the upstream (`pin`, `timeout_ms`, ...), its value as YAML.
-    pub fn with(mut self, key: &'static str, value: impl std::fmt::Display) -> Self {
-        self.keys.push((key, value.to_string()));
+    /// A key of the upstream (`pin`, `timeout_ms`, ...) and its value.
+    pub fn with(mut self, key: &'static str, value: impl serde::Serialize) -> Self {
+        self.keys.push((key, serde_json::to_value(value).unwrap()));
         self
     }
 
-    pub fn yaml(&self) -> String {
-        let args: Vec<String> = self.args.iter().map(|a| format!("{a:?}")).collect();
-        let mut yaml = format!("{{stdio: {{command: {BIN:?}, args: [{}]}}", args.join(", "));
+    pub fn value(&self) -> Value {
+        let mut upstream = json!({"stdio": {"command": BIN, "args": self.args}});
         for (key, value) in &self.keys {
-            yaml.push_str(&format!(", {key}: {value}"));
+            upstream[*key] = value.clone();
         }
-        yaml.push('}');
-        yaml
+        upstream
     }
 }
 
-/// The YAML of the demo upstream as a stdio child, with these args after its name.
-pub fn stdio_upstream(name: &str, extra: &[&str]) -> String {
-    StdioUpstream::new(name, extra).yaml()
+/// `base` (a mapping) with the keys of `extra` set over its own: what a
+/// test adds to the configuration a builder of its file writes.
+pub fn with_keys(mut base: Value, extra: Value) -> Value {
+    let Value::Object(extra) = extra else {
+        panic!("not a mapping: {extra}");
+    };
+    match &mut base {
+        Value::Object(map) => map.extend(extra),
+        other => panic!("not a mapping: {other}"),
+    }
+    base
+}
+
+/// The demo upstream as a stdio child, with these args after its name.
+pub fn stdio_upstream(name: &str, extra: &[&str]) -> Value {
+    StdioUpstream::new(name, extra).value()
 }
 
 /// A demo server over HTTP in this process, on a free port.
@@ -209,11 +221,12 @@ impl Gateway {
     /// A gateway (id `gw`) with one stdio demo upstream `s` (extra demo args
     /// allowed) and one tenant `a` (key `ka`), ready.
     pub async fn one_upstream(extra: &[&str]) -> Gateway {
-        let yaml = format!(
-            "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-            stdio_upstream("s", extra),
-            tenant("ka", &["s"])
-        );
+        let yaml = json!({
+            "gateway": {"id": "gw"},
+            "upstreams": {"s": stdio_upstream("s", extra)},
+            "tenants": {"a": tenant("ka", &["s"])},
+        })
+        .to_string();
         let gw = Gateway::start(&yaml).await;
         gw.wait_ready(&["s"]).await;
         gw
@@ -393,11 +406,8 @@ pub async fn counted(gw: &Gateway, outcome: &str) -> f64 {
     metric(&gw.metrics().await, &series).unwrap_or(0.0)
 }
 
-pub fn tenant(key: &str, upstreams: &[&str]) -> String {
-    format!(
-        "{{api_keys: [{key}], upstreams: [{}]}}",
-        upstreams.join(", ")
-    )
+pub fn tenant(key: &str, upstreams: &[&str]) -> Value {
+    json!({"api_keys": [key], "upstreams": upstreams})
 }
 
 /// A session whose body stays open: lines are sent one by one, answers read as they come.

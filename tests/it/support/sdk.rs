@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Once;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -171,36 +171,39 @@ pub(crate) fn resolve_server_modern() -> Server {
     start_server(cmd, "PORT ", false)
 }
 
-pub(crate) fn everything_stdio() -> String {
+pub(crate) fn everything_stdio() -> Value {
     servers();
-    format!(
-        "{{stdio: {{command: node, args: [{:?}, stdio]}}, protocol: modelcontextprotocol}}",
-        everything_js().display().to_string()
-    )
+    json!({
+        "stdio": {"command": "node", "args": [everything_js(), "stdio"]},
+        "protocol": "modelcontextprotocol",
+    })
 }
 
-pub(crate) fn time_stdio() -> String {
+pub(crate) fn time_stdio() -> Value {
     servers();
-    format!(
-        "{{stdio: {{command: {:?}, args: [--local-timezone, UTC]}}, protocol: modelcontextprotocol}}",
-        venv().join("bin/mcp-server-time").display().to_string()
-    )
+    json!({
+        "stdio": {
+            "command": venv().join("bin/mcp-server-time"),
+            "args": ["--local-timezone", "UTC"],
+        },
+        "protocol": "modelcontextprotocol",
+    })
 }
 
-pub(crate) fn http(url: &str) -> String {
-    format!("{{http: {{url: {url:?}}}, protocol: modelcontextprotocol, timeout_ms: 10000}}")
+pub(crate) fn http(url: &str) -> Value {
+    json!({"http": {"url": url}, "protocol": "modelcontextprotocol", "timeout_ms": 10000})
 }
 
-pub(crate) fn sdk_stdio() -> String {
+pub(crate) fn sdk_stdio() -> Value {
     servers();
-    format!(
-        "{{stdio: {{command: {:?}, args: [{:?}, stdio]}}, protocol: modelcontextprotocol, timeout_ms: 1000}}",
-        venv().join("bin/python").display().to_string(),
-        root()
-            .join("tests/fixtures/mcp_sdk_server.py")
-            .display()
-            .to_string()
-    )
+    json!({
+        "stdio": {
+            "command": venv().join("bin/python"),
+            "args": [root().join("tests/fixtures/mcp_sdk_server.py"), "stdio"],
+        },
+        "protocol": "modelcontextprotocol",
+        "timeout_ms": 1000,
+    })
 }
 
 /// Runs the Python SDK's client (`tests/fixtures/mcp_sdk_client.py`) against

@@ -12,7 +12,7 @@ use crate::support::jwt::{ISSUER, RESOURCE, SigningKey, now, write_jwks};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_the_stateless_era_is_refused_whole() {
     let hostile = Hostile::start(&[]);
-    let gw = gateway(&hostile, "", "").await;
+    let gw = gateway(&hostile, json!({}), json!({})).await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "h_echo", "arguments": {"text": "ran"}, "_meta": stateless_meta()}});
     let batch = json!([call]).to_string();
@@ -57,12 +57,24 @@ async fn a_withdrawn_key_verifies_nothing_it_verified_before() {
     let (old, new) = (SigningKey::es256("old"), SigningKey::es256("new"));
     let jwks = dir.path().join("jwks.json");
     write_jwks(&jwks, &[&old]);
-    let yaml = format!(
-        "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: {:?}\n        tenant_claim: tenant\n        refresh_s: 3600\n\
-         upstreams:\n  s: {}\ntenants:\n  a: {{upstreams: [s]}}\n",
-        jwks.display(),
-        stdio_upstream("s", &[]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "auth": {
+                "resource": RESOURCE,
+                "jwt": [
+                    {
+                        "issuer": ISSUER,
+                        "jwks_file": jwks,
+                        "tenant_claim": "tenant",
+                        "refresh_s": 3600,
+                    },
+                ],
+            },
+        },
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": {"upstreams": ["s"]}},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let by_old = old.sign(&token_claims("a"));
@@ -112,13 +124,25 @@ async fn an_issuer_names_only_its_own_tenants() {
     let other = "http://127.0.0.1:1/realms/other";
     // The first issuer may name only `a`; the second lists none, so it may
     // name any tenant no issuer is bound to: `b`, not `a`.
-    let yaml = format!(
-        "gateway:\n  auth:\n    resource: {RESOURCE:?}\n    jwt:\n      - issuer: {ISSUER:?}\n        jwks_file: {:?}\n        tenant_claim: tenant\n        tenants: [a]\n      - issuer: {other:?}\n        jwks_file: {:?}\n        tenant_claim: tenant\n\
-         upstreams:\n  s: {}\ntenants:\n  a: {{upstreams: [s]}}\n  b: {{upstreams: [s]}}\n",
-        one.display(),
-        two.display(),
-        stdio_upstream("s", &[]),
-    );
+    let yaml = json!({
+        "gateway": {
+            "auth": {
+                "resource": RESOURCE,
+                "jwt": [
+                    {
+                        "issuer": ISSUER,
+                        "jwks_file": one,
+                        "tenant_claim": "tenant",
+                        "tenants": ["a"],
+                    },
+                    {"issuer": other, "jwks_file": two, "tenant_claim": "tenant"},
+                ],
+            },
+        },
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": {"upstreams": ["s"]}, "b": {"upstreams": ["s"]}},
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"mcp/listTools"}"#;
@@ -143,11 +167,12 @@ async fn a_reload_that_removes_a_key_ends_its_streams() {
     let hostile = Hostile::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let before = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, reload_poll_ms: 50}}\nupstreams:\n  h: {}\n  s: {}\ntenants:\n  a: {{api_keys: [ka, gone], upstreams: [h, s]}}\n",
-        hostile.upstream(5000),
-        stdio_upstream("s", &[]),
-    );
+    let before = json!({
+        "gateway": {"id": "gw", "session_secret": SECRET, "reload_poll_ms": 50},
+        "upstreams": {"h": hostile.upstream(5000), "s": stdio_upstream("s", &[])},
+        "tenants": {"a": {"api_keys": ["ka", "gone"], "upstreams": ["h", "s"]}},
+    })
+    .to_string();
     std::fs::write(&path, &before).unwrap();
     let config = mcp_gateway::config::Config::load(&path).unwrap();
     let agent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -221,11 +246,12 @@ async fn a_reload_that_removes_a_key_ends_its_streams() {
 fn every_refused_official_call_is_audited() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gw.yaml");
-    let yaml = format!(
-        "gateway: {{id: gw}}\nupstreams:\n  s: {}\ntenants:\n  a: {}\n",
-        stdio_upstream("s", &[]),
-        tenant("ka", &["s"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw"},
+        "upstreams": {"s": stdio_upstream("s", &[])},
+        "tenants": {"a": tenant("ka", &["s"])},
+    })
+    .to_string();
     std::fs::write(&config, yaml).unwrap();
     let mut p = Process::spawn(&["serve", "--config", config.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");

@@ -12,11 +12,12 @@ fn serve() -> (Process, String, Hostile, tempfile::TempDir) {
     let hostile = Hostile::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw.yaml");
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}}}\nupstreams:\n  h: {}\ntenants:\n  a: {}\n",
-        hostile.upstream(5000),
-        tenant("ka", &["h"])
-    );
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": SECRET},
+        "upstreams": {"h": hostile.upstream(5000)},
+        "tenants": {"a": tenant("ka", &["h"])},
+    })
+    .to_string();
     std::fs::write(&path, yaml).unwrap();
     let mut p = Process::spawn(&["serve", "--config", path.to_str().unwrap()]);
     let agent = p.addr("agent listener bound");

@@ -85,11 +85,8 @@ impl Hostile {
     }
 
     /// As an upstream of a config (`timeout_ms` given).
-    pub fn upstream(&self, timeout_ms: u64) -> String {
-        format!(
-            "{{http: {{url: {:?}}}, protocol: modelcontextprotocol, timeout_ms: {timeout_ms}}}",
-            self.url
-        )
+    pub fn upstream(&self, timeout_ms: u64) -> Value {
+        json!({"http": {"url": self.url}, "protocol": "modelcontextprotocol", "timeout_ms": timeout_ms})
     }
 }
 
@@ -103,14 +100,14 @@ impl Drop for Hostile {
 /// A gateway (id `gw`, with the session secret) with the hostile upstream
 /// `h` and the demo stdio upstream `s`; tenants `a` (key `ka`) and `b`
 /// (`kb`) see both; `limits` and `tenants` (extra lines) as given.
-pub(crate) async fn gateway(hostile: &Hostile, limits: &str, tenants: &str) -> Gateway {
-    let yaml = format!(
-        "gateway: {{id: gw, session_secret: {SECRET}, limits: {{{limits}}}}}\nupstreams:\n  h: {}\n  s: {}\ntenants:\n  a: {}\n  b: {}\n{tenants}",
-        hostile.upstream(5000),
-        stdio_upstream("s", &[]),
-        tenant("ka", &["h", "s"]),
-        tenant("kb", &["h", "s"]),
-    );
+pub(crate) async fn gateway(hostile: &Hostile, limits: Value, tenants: Value) -> Gateway {
+    let both = json!({"a": tenant("ka", &["h", "s"]), "b": tenant("kb", &["h", "s"])});
+    let yaml = json!({
+        "gateway": {"id": "gw", "session_secret": SECRET, "limits": limits},
+        "upstreams": {"h": hostile.upstream(5000), "s": stdio_upstream("s", &[])},
+        "tenants": with_keys(both, tenants),
+    })
+    .to_string();
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["h", "s"]).await;
     gw

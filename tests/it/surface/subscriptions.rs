@@ -10,8 +10,11 @@ use super::*;
 async fn subscriptions_hold_only_readable_uris_within_their_bytes() {
     let hostile = Hostile::start(&[]);
     // Each uri below is 47 bytes: four fit a session, six the tenant.
-    let limits = "max_subscription_bytes_per_session: 200, max_subscription_bytes_per_tenant: 300";
-    let gw = gateway(&hostile, limits, "").await;
+    let limits = json!({
+        "max_subscription_bytes_per_session": 200,
+        "max_subscription_bytes_per_tenant": 300,
+    });
+    let gw = gateway(&hostile, limits, json!({})).await;
     let one = session(&gw, "ka").await;
     let subscribe = |uri: String| json!({ "uri": uri });
     // Made up, of any size: refused, nothing kept.
@@ -109,7 +112,7 @@ fn listen(uris: Value) -> (String, Vec<(&'static str, &'static str)>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_honours_only_readable_uris_within_its_bytes() {
     let hostile = Hostile::start(&[]);
-    let gw = gateway(&hostile, "", "").await;
+    let gw = gateway(&hostile, json!({}), json!({})).await;
     // A megabyte of empty strings: refused before it is read.
     let (body, headers) = listen(Value::Array(vec![json!(""); 1 << 19]));
     let (status, _, text) = request(&gw, reqwest::Method::POST, "ka", &headers, Some(body)).await;
@@ -160,8 +163,17 @@ async fn a_listen_honours_only_readable_uris_within_its_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_records_are_per_tenant_and_a_delete_is_200_only_when_recorded() {
     let hostile = Hostile::start(&[]);
-    let limited = "  c: {api_keys: [kc], upstreams: [s], rate_limit: {per_second: 1, burst: 1}}\n";
-    let gw = gateway(&hostile, "max_session_records_per_tenant: 2", limited).await;
+    let limited = json!({"c": {
+        "api_keys": ["kc"],
+        "upstreams": ["s"],
+        "rate_limit": {"per_second": 1, "burst": 1},
+    }});
+    let gw = gateway(
+        &hostile,
+        json!({"max_session_records_per_tenant": 2}),
+        limited,
+    )
+    .await;
     let delete = async |key: &str, id: &str| {
         request(
             &gw,

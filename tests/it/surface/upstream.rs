@@ -14,7 +14,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_read_forwards_only_what_the_template_expands_to() {
     let hostile = Hostile::start(&[]);
-    let gw = gateway(&hostile, "", "").await;
+    let gw = gateway(&hostile, json!({}), json!({})).await;
     let id = session(&gw, "ka").await;
     let read = |uri: String| json!({ "uri": uri });
     let (_, r) = in_session(&gw, "ka", &id, "resources/read", read(data_uri("notes"))).await;
@@ -56,7 +56,7 @@ async fn a_template_read_forwards_only_what_the_template_expands_to() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notification_storm_costs_a_few_relistings() {
     let hostile = Hostile::start(&["--storm", "1000"]);
-    let gw = gateway(&hostile, "", "").await;
+    let gw = gateway(&hostile, json!({}), json!({})).await;
     // The storm comes on the GET stream the gateway opens once it is ready;
     // relistings follow it. Counted once they have stopped for a second.
     let (mut last, mut still) = (0, std::time::Instant::now());
@@ -77,15 +77,16 @@ async fn a_notification_storm_costs_a_few_relistings() {
 fn binary_config(
     dir: &std::path::Path,
     hostile: &Hostile,
-    gateway: &str,
+    gateway: Value,
     timeout_ms: u64,
 ) -> String {
     let path = dir.join("gw.yaml");
-    let yaml = format!(
-        "gateway: {{id: gw{gateway}}}\nupstreams:\n  h: {}\ntenants:\n  a: {}\n",
-        hostile.upstream(timeout_ms),
-        tenant("ka", &["h"])
-    );
+    let yaml = json!({
+        "gateway": with_keys(json!({"id": "gw"}), gateway),
+        "upstreams": {"h": hostile.upstream(timeout_ms)},
+        "tenants": {"a": tenant("ka", &["h"])},
+    })
+    .to_string();
     std::fs::write(&path, yaml).unwrap();
     path.display().to_string()
 }
@@ -142,7 +143,7 @@ fn server_requests_are_bounded_and_the_listener_serves_through_descriptor_exhaus
     let config = binary_config(
         dir.path(),
         &hostile,
-        ", limits: {max_server_requests: 200}",
+        json!({"limits": {"max_server_requests": 200}}),
         8000,
     );
     let mut limited = std::process::Command::new("prlimit");
@@ -211,7 +212,7 @@ fn an_upstreams_listing_is_bounded_in_bytes() {
     let peak = |args: &[&str]| -> (u64, usize, Process) {
         let hostile = Hostile::start(args);
         let dir = tempfile::tempdir().unwrap();
-        let config = binary_config(dir.path(), &hostile, "", 10_000);
+        let config = binary_config(dir.path(), &hostile, json!({}), 10_000);
         let mut p = Process::spawn(&["serve", "--config", &config]);
         let agent = p.addr("agent listener bound");
         p.wait_log("h ready", |v| {
@@ -249,7 +250,7 @@ fn an_upstreams_listing_is_bounded_in_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_in_a_result_are_followed_through_the_gateway_by_their_tenant_only() {
     let hostile = Hostile::start(&[]);
-    let gw = gateway(&hostile, "", "").await;
+    let gw = gateway(&hostile, json!({}), json!({})).await;
     let (a, b) = (session(&gw, "ka").await, session(&gw, "kb").await);
     let (_, listed) = in_session(&gw, "ka", &a, "tools/list", json!({})).await;
     let links = listed["result"]["tools"]
