@@ -11,21 +11,44 @@ use serde_json::{Value, json};
 use crate::replicas::{SECRET, send};
 use crate::support::*;
 
+/// The replicas' configuration: the store at `redis` (answering within
+/// `timeout_ms`), upstream `name` as given, and a tenant per key (`ka` is
+/// `a`, `kb` is `b`) that sees it.
+fn shared(
+    redis: &Redis,
+    timeout_ms: u64,
+    name: &str,
+    upstream: impl serde::Serialize,
+    keys: &[&str],
+) -> String {
+    let tenants: serde_json::Map<String, Value> = keys
+        .iter()
+        .map(|key| (key[1..].to_string(), tenant(key, &[name])))
+        .collect();
+    json!({
+        "gateway": {
+            "id": "gw",
+            "session_secret": SECRET,
+            "store": {"url": redis.url(), "timeout_ms": timeout_ms},
+        },
+        "upstreams": {name: upstream},
+        "tenants": tenants,
+    })
+    .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancellation_reaching_another_replica_ends_the_call_where_it_runs() {
     let redis = Redis::start();
     let server = sdk_server();
     // A timeout past the test's patience: only the cancellation ends the call in time.
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 500},
-        },
-        "upstreams": {"web": Doc::of(http(&server.url)).set("timeout_ms", 60000)},
-        "tenants": {"a": tenant("ka", &["web"])},
-    })
-    .to_string();
+    let yaml = shared(
+        &redis,
+        500,
+        "web",
+        Doc::of(http(&server.url)).set("timeout_ms", 60000),
+        &["ka"],
+    );
     let (one, two) = two_replicas(&yaml, "web").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -104,16 +127,7 @@ async fn two_replicas(yaml: &str, upstream: &str) -> (Gateway, Gateway) {
 async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 500},
-        },
-        "upstreams": {"evh": http(&server.url)},
-        "tenants": {"a": tenant("ka", &["evh"])},
-    })
-    .to_string();
+    let yaml = shared(&redis, 500, "evh", http(&server.url), &["ka"]);
     let (one, two) = two_replicas(&yaml, "evh").await;
     // The call (and the request it makes) on the first replica, the
     // client's answer posted to the second.
@@ -143,16 +157,7 @@ async fn a_clients_answer_reaching_another_replica_reaches_the_waiting_upstream(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_refused() {
     let mut redis = Redis::start();
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 200},
-        },
-        "upstreams": {"s": stdio_upstream("s", &[])},
-        "tenants": {"a": tenant("ka", &["s"])},
-    })
-    .to_string();
+    let yaml = shared(&redis, 200, "s", stdio_upstream("s", &[]), &["ka"]);
     let gw = Gateway::start(&yaml).await;
     gw.wait_ready(&["s"]).await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -202,16 +207,7 @@ async fn an_answer_or_a_cancellation_that_needs_the_store_while_it_is_down_is_re
 async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
     let redis = Redis::start();
     let server = sdk_server();
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 500},
-        },
-        "upstreams": {"web": http(&server.url)},
-        "tenants": {"a": tenant("ka", &["web"])},
-    })
-    .to_string();
+    let yaml = shared(&redis, 500, "web", http(&server.url), &["ka"]);
     let (one, two) = (Gateway::start(&yaml).await, Gateway::start(&yaml).await);
     for gw in [&one, &two] {
         gw.wait_ready(&["web"]).await;
@@ -254,16 +250,7 @@ async fn a_sessions_log_level_set_on_one_replica_holds_on_another() {
 async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 500},
-        },
-        "upstreams": {"ev": http(&server.url)},
-        "tenants": {"a": tenant("ka", &["ev"])},
-    })
-    .to_string();
+    let yaml = shared(&redis, 500, "ev", http(&server.url), &["ka"]);
     let (one, two) = two_replicas(&yaml, "ev").await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -300,16 +287,7 @@ async fn a_tasks_status_reaches_the_sessions_stream_on_another_replica() {
 async fn a_task_created_through_one_replica_is_answered_through_another() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 500},
-        },
-        "upstreams": {"ev": http(&server.url)},
-        "tenants": {"a": tenant("ka", &["ev"]), "b": tenant("kb", &["ev"])},
-    })
-    .to_string();
+    let yaml = shared(&redis, 500, "ev", http(&server.url), &["ka", "kb"]);
     let (one, two) = two_replicas(&yaml, "ev").await;
     let rpc = |gw: &Gateway, key: &'static str, method: &'static str, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -385,16 +363,7 @@ async fn a_task_created_through_one_replica_is_answered_through_another() {
 async fn a_tasks_question_is_asked_and_answered_through_any_replica() {
     let redis = Redis::start();
     let server = everything_http(0);
-    let yaml = json!({
-        "gateway": {
-            "id": "gw",
-            "session_secret": SECRET,
-            "store": {"url": redis.url(), "timeout_ms": 500},
-        },
-        "upstreams": {"ev": http(&server.url)},
-        "tenants": {"a": tenant("ka", &["ev"])},
-    })
-    .to_string();
+    let yaml = shared(&redis, 500, "ev", http(&server.url), &["ka"]);
     let (one, two) = two_replicas(&yaml, "ev").await;
     let caps =
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}});

@@ -78,24 +78,7 @@ async fn post_declaring(
         "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     let body = json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params});
-    let mut request = gw
-        .client
-        .post(&gw.url)
-        .bearer_auth("ka")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = name {
-        request = request.header("mcp-name", name);
-    }
-    let response = within(request.body(body.to_string()).send()).await.unwrap();
-    let status = response.status().as_u16();
-    let text = within(response.text()).await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}")),
-    )
+    post_2026(gw, "ka", &body, name).await
 }
 
 fn tasks_extension() -> Value {

@@ -646,20 +646,29 @@ pub async fn call_2026(
         params.extend(round);
     }
     let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    let response = within(
-        gw.client
-            .post(&gw.url)
-            .bearer_auth(key)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", name)
-            .body(body.to_string())
-            .send(),
-    )
-    .await
-    .unwrap();
+    post_2026(gw, key, &body, Some(name)).await.1
+}
+
+/// A 2026-07-28 request `body` as `key`, with the revision's headers
+/// (`Mcp-Name` when it names a tool, prompt or resource): its status and
+/// its answer, which must be JSON.
+pub async fn post_2026(gw: &Gateway, key: &str, body: &Value, name: Option<&str>) -> (u16, Value) {
+    let mut request = gw
+        .client
+        .post(&gw.url)
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", body["method"].as_str().unwrap_or_default());
+    if let Some(name) = name {
+        request = request.header("mcp-name", name);
+    }
+    let response = within(request.body(body.to_string()).send()).await.unwrap();
+    let status = response.status().as_u16();
     let text = within(response.text()).await.unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}")),
+    )
 }
